@@ -1,0 +1,83 @@
+"""The ``skillrl`` command line: a thin click layer over the library.
+
+Subcommands live in ``skillrl/commands/`` and are imported only when invoked, so
+``skillrl --help`` answers instantly without importing torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+
+import click
+
+# name -> "module:attribute" of a click command or group.
+COMMANDS: dict[str, str] = {
+    "envs": "skillrl.commands.envs:envs",
+    "run": "skillrl.commands.run:run",
+    "skills": "skillrl.commands.skills:skills",
+    "distill": "skillrl.commands.distill:distill",
+    "bootstrap": "skillrl.commands.bootstrap:bootstrap",
+    "train": "skillrl.commands.train:train",
+    "eval": "skillrl.commands.eval:eval_command",
+}
+
+HELP: dict[str, str] = {
+    "envs": "List the available environments.",
+    "run": "Play episodes (a model, the scripted expert, or you) and show every turn.",
+    "skills": "Inspect and edit the skill bank.",
+    "distill": "Distill stored trajectories into skills and counterfactual notes.",
+    "bootstrap": "Seed a skill bank from expert (or teacher) episodes.",
+    "train": "Run recursive improvement cycles (roll out, distill, GRPO, evaluate, evolve).",
+    "eval": "Evaluate a checkpoint and bank: success, score, Pass@(K,T), timings.",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use (click's documented pattern)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attribute = target.split(":")
+        return getattr(importlib.import_module(module_name), attribute)
+
+    def invoke(self, ctx: click.Context) -> object:
+        # Errors users can cause become one clear line and exit code 1, not a traceback.
+        from skillrl.errors import SkillRLError
+
+        try:
+            return super().invoke(ctx)
+        except SkillRLError as error:
+            raise click.ClickException(f"{type(error).__name__}: {error}") from error
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Listing help must not import every subcommand (and torch with them).
+        rows = [(name, HELP.get(name, "")) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+@click.version_option(package_name="skillrl")
+def main(verbose: int) -> None:
+    """skillrl: LLM agents that get better through a per-turn skill bank and turn-level GRPO.
+
+    The workspace (skill bank, model cache, checkpoints) defaults to ./.skillrl; set
+    SKILLRL_WORKSPACE or each command's --workspace to move it.
+    """
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,8 @@
+"""Multi-turn text environments (Gymnasium-shaped, string actions)."""
+
+from __future__ import annotations
+
+from envs.base import REQUIRED_INFO_KEYS, TextEnv
+from envs.registry import make, register, registered
+
+__all__ = ["REQUIRED_INFO_KEYS", "TextEnv", "make", "register", "registered"]

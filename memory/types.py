@@ -1,0 +1,113 @@
+"""Plain data types of the skill bank, shared by the runtime, the distiller and the CLI.
+
+Three kinds of entry:
+
+- ``general``: a principle that applies to any task of any environment;
+- ``task``: a skill for one environment and task category (``webshop`` / ``fashion``);
+- ``mistake``: a counterfactual note from a failure (where it went wrong, the flawed action,
+  what should have been done instead, and the principle that prevents it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+EntryKind = Literal["general", "task", "mistake"]
+ENTRY_KINDS: tuple[str, ...] = ("general", "task", "mistake")
+EntryStatus = Literal["active", "retired"]
+
+
+@dataclass
+class EntryDraft:
+    """What a writer (distiller, person, importer) proposes to add."""
+
+    kind: EntryKind
+    title: str
+    principle: str
+    """The rule itself, stated generally."""
+    when_to_apply: str = ""
+    env: str | None = None
+    """Environment id (None for general skills)."""
+    category: str | None = None
+    """Task category within the environment (None for general skills)."""
+    failure_point: str = ""
+    """mistake only: where the episode went wrong."""
+    flawed_action: str = ""
+    """mistake only: the action that was wrong."""
+    correction: str = ""
+    """mistake only: what should have been done instead."""
+    source: str = "person"
+    """Who or what made it: ``person``, ``distiller:analytic``, ``distiller:teacher``, ``import:...``."""
+    trajectory_ids: list[str] = field(default_factory=list)
+    """Episodes it was distilled from."""
+    reason: str = ""
+    """Why it was added (evolution records the validation evidence here)."""
+    external_id: str | None = None
+    """Id in a foreign format (SkillRL's ``skill_id`` / ``mistake_id``), kept for round trips."""
+
+    def text_for_embedding(self) -> str:
+        """The text that is embedded for retrieval."""
+        parts = [self.title, self.principle, self.when_to_apply]
+        if self.kind == "mistake":
+            parts += [self.failure_point, self.flawed_action, self.correction]
+        return "\n".join(p for p in parts if p)
+
+
+@dataclass
+class Entry(EntryDraft):
+    """A stored entry: a draft plus identity, status, provenance and usage statistics."""
+
+    id: str = ""
+    status: EntryStatus = "active"
+    revision: int = 1
+    support_count: int = 1
+    """How many distillations/imports merged into it."""
+    provenance: list[dict[str, Any]] = field(default_factory=list)
+    times_retrieved: int = 0
+    """Turns whose prompt included it."""
+    episodes_retrieved: int = 0
+    """Finished episodes in which it was retrieved at least once."""
+    success_episodes: int = 0
+    """... of which succeeded."""
+    failure_episodes: int = 0
+    """... of which failed."""
+    created_at: str = ""
+    updated_at: str = ""
+
+
+@dataclass
+class RetrievalQuery:
+    """One episode's state at one turn, as retrieval sees it."""
+
+    instruction: str
+    observation: str
+    env: str
+    category: str | None = None
+
+
+@dataclass
+class RetrievedEntry:
+    """An entry chosen for a prompt, with its cosine similarity to the query."""
+
+    entry: Entry
+    similarity: float
+
+
+@dataclass
+class RetrievedSkills:
+    """What retrieval returns for one query, per kind, best first."""
+
+    general: list[RetrievedEntry] = field(default_factory=list)
+    task: list[RetrievedEntry] = field(default_factory=list)
+    mistakes: list[RetrievedEntry] = field(default_factory=list)
+
+    @property
+    def all(self) -> list[RetrievedEntry]:
+        """Every retrieved entry, general first, then task skills, then mistakes."""
+        return [*self.general, *self.task, *self.mistakes]
+
+    @property
+    def ids(self) -> list[str]:
+        """Ids of every retrieved entry, in :attr:`all` order."""
+        return [r.entry.id for r in self.all]

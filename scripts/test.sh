@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Install skillrl with its test tools, start the servers the store tests use (PostgreSQL and a
+# Chroma server, on loopback), and run the whole test suite. Exits non-zero if any test fails
+# or if no test ran.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh dev
+# shellcheck source=scripts/services.sh
+source scripts/services.sh
+start_test_services
+trap stop_test_services EXIT
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 ANONYMIZED_TELEMETRY=False
+python3 -m pytest "$@"

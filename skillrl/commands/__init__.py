@@ -1,0 +1,1 @@
+"""Click subcommands; ``cli.py`` imports each lazily."""

@@ -1,0 +1,20 @@
+"""Click options shared by several subcommands."""
+
+from __future__ import annotations
+
+import click
+
+from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_ENV_VAR
+
+workspace_option = click.option(
+    "--workspace",
+    type=click.Path(file_okay=False),
+    envvar=WORKSPACE_ENV_VAR,
+    default=DEFAULT_WORKSPACE,
+    show_default=True,
+    help=f"Workspace folder (skill bank, model cache, runs); also ${WORKSPACE_ENV_VAR}.",
+)
+
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of tables."
+)

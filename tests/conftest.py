@@ -1,0 +1,31 @@
+"""Suite-wide test settings: offline models, GPU tests skipped without a GPU."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    """A fresh, empty workspace folder, also exported as SKILLRL_WORKSPACE."""
+    path = tmp_path / "workspace"
+    path.mkdir()
+    monkeypatch.setenv("SKILLRL_WORKSPACE", str(path))
+    return path
