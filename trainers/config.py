@@ -1,0 +1,173 @@
+"""Configuration of the trainer: the update (GRPOConfig) and the cycle (CycleConfig).
+
+:class:`CycleConfig` drives the recursive improvement cycle behind ``skillrl train``.
+
+Field names follow TRL's ``GRPOConfig`` where the meaning is the same (``learning_rate``,
+``beta``, ``epsilon``, ``epsilon_high``, ``loss_type``, ``num_iterations``, ``scale_rewards``,
+``gradient_accumulation_steps``, ``per_device_train_batch_size``, ``max_grad_norm``, ``use_peft``
+and the LoRA fields); the turn-level fields (``step_advantage_weight``, ``gamma``) follow GiGPO.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from skillrl.errors import ConfigError
+
+LOSS_TYPES: tuple[str, ...] = ("dapo", "bnpo", "grpo", "dr_grpo")
+SCALE_REWARDS: tuple[str, ...] = ("group", "none")
+
+
+@dataclass
+class GRPOConfig:
+    """How one GRPO update is computed and applied."""
+
+    learning_rate: float = 1e-5
+    """AdamW learning rate."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    beta: float = 0.0
+    """KL coefficient to the reference model (k3 estimator); 0 loads no reference model."""
+    epsilon: float = 0.2
+    """Lower clip: the ratio is clipped below at ``1 - epsilon``."""
+    epsilon_high: float | None = 0.28
+    """Upper clip (DAPO's clip-higher): ratio clipped above at ``1 + epsilon_high`` (None: same)."""
+    loss_type: str = "dapo"
+    """Token aggregation: ``dapo`` (tokens of the accumulated batch), ``bnpo`` (tokens of the
+    micro-batch), ``grpo`` (mean per sequence, then over sequences), ``dr_grpo`` (constant
+    ``max_completion_length`` per sequence)."""
+    max_completion_length: int = 64
+    """Normaliser of ``dr_grpo`` (tokens per completion)."""
+    num_iterations: int = 1
+    """Passes over each batch of turns (TRL's mu); >1 makes the clip matter."""
+    per_device_train_batch_size: int = 4
+    """Turns (prompt + completion sequences) per forward pass."""
+    gradient_accumulation_steps: int = 4
+    """Micro-batches accumulated into one optimizer step."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm (0 disables clipping)."""
+    step_advantage_weight: float = 1.0
+    """w in A = A_episode + w * A_step (GiGPO Eq. 8); 0 gives plain (episode-level) GRPO."""
+    gamma: float = 0.95
+    """Discount of the step-level returns (GiGPO Eq. 6)."""
+    scale_rewards: str = "group"
+    """``group``: divide advantages by the group's std (GRPO); ``none``: only centre (Dr. GRPO)."""
+    temperature: float = 1.0
+    """Sampling temperature of the rollouts; logits are divided by it before log-probs (as TRL)."""
+    use_peft: bool = False
+    """Train a LoRA adapter (peft) instead of every weight."""
+    lora_r: int = 16
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA scaling alpha."""
+    lora_dropout: float = 0.0
+    """LoRA dropout."""
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
+    """Module names that get LoRA adapters."""
+    logprob_gap_warn: float = 0.5
+    """Warn when the mean |old - recomputed| log-prob gap on generated tokens exceeds this."""
+
+    def __post_init__(self) -> None:
+        if self.loss_type not in LOSS_TYPES:
+            raise ConfigError(f"loss_type ({self.loss_type!r}) must be one of {LOSS_TYPES}")
+        if self.scale_rewards not in SCALE_REWARDS:
+            raise ConfigError(
+                f"scale_rewards ({self.scale_rewards!r}) must be one of {SCALE_REWARDS}"
+            )
+        if self.learning_rate <= 0:
+            raise ConfigError(f"learning_rate ({self.learning_rate}) must be > 0")
+        if not 0 <= self.epsilon < 1:
+            raise ConfigError(f"epsilon ({self.epsilon}) must be in [0, 1)")
+        if self.epsilon_high is not None and self.epsilon_high < 0:
+            raise ConfigError(f"epsilon_high ({self.epsilon_high}) must be >= 0")
+        if self.beta < 0:
+            raise ConfigError(f"beta ({self.beta}) must be >= 0")
+        if not 0 <= self.gamma <= 1:
+            raise ConfigError(f"gamma ({self.gamma}) must be in [0, 1]")
+        if self.step_advantage_weight < 0:
+            raise ConfigError(f"step_advantage_weight ({self.step_advantage_weight}) must be >= 0")
+        if self.temperature <= 0:
+            raise ConfigError(f"temperature ({self.temperature}) must be > 0")
+        for name in (
+            "num_iterations",
+            "per_device_train_batch_size",
+            "gradient_accumulation_steps",
+            "max_completion_length",
+            "lora_r",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 1")
+        if self.max_grad_norm < 0:
+            raise ConfigError(f"max_grad_norm ({self.max_grad_norm}) must be >= 0")
+
+    @property
+    def clip_high(self) -> float:
+        """The upper clip epsilon actually used."""
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+
+@dataclass
+class CycleConfig:
+    """One ``skillrl train`` run: how many cycles, on which goals, with what."""
+
+    env_id: str = "webshop"
+    """Environment id (``envs.make``)."""
+    cycles: int = 3
+    """Improvement cycles to run (cycle 0 is the evaluation of the starting point)."""
+    goals_per_cycle: int = 4
+    """Training groups (goals with signal) wanted per cycle."""
+    group_size: int = 4
+    """Episodes rolled out per training goal (G)."""
+    eval_goals: int = 10
+    """Fixed evaluation goals (indices 0..eval_goals-1 of ``eval_split``), same every cycle."""
+    eval_split: str = "test"
+    """Split the evaluation goals come from."""
+    train_split: str = "train"
+    """Split the training goals come from."""
+    validation_goals: int = 0
+    """Goals of ``validation_split`` whose failures evolve the bank (0: use the eval failures)."""
+    validation_split: str = "eval"
+    """Split of the validation goals."""
+    max_turns: int = 15
+    """Turn limit per episode."""
+    skills: bool = True
+    """Retrieve skills every turn (and distill/evolve the bank)."""
+    distill: bool = True
+    """Distill finished training episodes into the bank each cycle (needs ``skills``)."""
+    evolve: bool = True
+    """Evolve the bank from validation failures each cycle (needs ``skills``)."""
+    dynamic_sampling: bool = True
+    """Drop groups whose episodes all got the same return and top up from further goals."""
+    max_topup_rounds: int = 3
+    """Extra rollout rounds tried per cycle to top up dropped groups."""
+    seed: int = 0
+    """Seed of goal order, sampling and the update."""
+    eval_temperature: float = 0.0
+    """Temperature of evaluation episodes (0: greedy)."""
+    train_temperature: float = 1.0
+    """Temperature of training rollouts."""
+    max_new_tokens: int = 48
+    """Generation budget per turn."""
+    checkpoint_every: int = 1
+    """Save a model checkpoint every this many cycles (the last one is always saved)."""
+
+    def __post_init__(self) -> None:
+        for name in ("cycles", "goals_per_cycle", "group_size", "max_turns", "max_new_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 1")
+        if self.group_size < 2:
+            raise ConfigError(
+                f"group_size ({self.group_size}) must be >= 2: GRPO compares episodes of a group"
+            )
+        for name in ("eval_goals", "validation_goals", "max_topup_rounds"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 0")
+        if self.checkpoint_every < 1:
+            raise ConfigError(f"checkpoint_every ({self.checkpoint_every}) must be >= 1")
+        if self.eval_temperature < 0 or self.train_temperature <= 0:
+            raise ConfigError(
+                f"eval_temperature ({self.eval_temperature}) must be >= 0 and "
+                f"train_temperature ({self.train_temperature}) > 0"
+            )
