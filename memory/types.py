@@ -111,3 +111,65 @@ class RetrievedSkills:
     def ids(self) -> list[str]:
         """Ids of every retrieved entry, in :attr:`all` order."""
         return [r.entry.id for r in self.all]
+
+
+@dataclass
+class AddResult:
+    """What :meth:`memory.SkillBank.add` did with a draft."""
+
+    entry: Entry
+    """The new entry, or the existing one the draft merged into."""
+    merged: bool
+    """True when the draft was a near-duplicate and merged into :attr:`entry`."""
+    similarity: float | None = None
+    """Cosine similarity to the entry merged into (None when added)."""
+
+
+@dataclass
+class Revision:
+    """One version of an entry's content and status, with who made it, when and why."""
+
+    entry_id: str
+    revision: int
+    author: str
+    reason: str
+    created_at: str
+    data: dict[str, Any] = field(default_factory=dict)
+    """The entry's content fields and status at this revision."""
+
+
+@dataclass
+class SnapshotInfo:
+    """A named bank snapshot."""
+
+    name: str
+    created_at: str
+    entries: int
+    """Number of entries (active and retired) it holds."""
+
+
+@dataclass
+class EntryChange:
+    """How one entry differs between two snapshots (field -> (before, after))."""
+
+    entry_id: str
+    title: str
+    fields: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class BankDiff:
+    """Differences between two snapshots (or a snapshot and the current bank)."""
+
+    a: str
+    b: str
+    added: list[dict[str, Any]] = field(default_factory=list)
+    """Entries (content dicts with ``id``) in ``b`` but not in ``a``."""
+    removed: list[dict[str, Any]] = field(default_factory=list)
+    """Entries in ``a`` but not in ``b``."""
+    changed: list[EntryChange] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        """True when the two sides hold the same entries with the same content."""
+        return not (self.added or self.removed or self.changed)

@@ -61,3 +61,7 @@ class DistillError(SkillRLError):
 
 class CheckpointError(SkillRLError):
     """A checkpoint or training state is missing, corrupt or incompatible."""
+
+
+class InvalidEntryError(SkillRLError, ValueError):
+    """A skill-bank entry has a missing or invalid field (names the field); nothing was saved."""

@@ -1,0 +1,86 @@
+"""Configuration of the skill bank (storage, embedder, merging) and of retrieval."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from skillrl.errors import ConfigError
+
+DATABASE_URL_ENV_VAR = "SKILLRL_DATABASE_URL"
+CHROMA_URL_ENV_VAR = "SKILLRL_CHROMA_URL"
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+
+
+@dataclass
+class BankConfig:
+    """Where the bank lives and how it embeds and merges entries."""
+
+    workspace: Path = Path(".skillrl")
+    """Workspace folder: holds ``bank.sqlite`` and ``chroma/`` unless URLs are given."""
+    database_url: str | None = None
+    """Any SQLAlchemy URL (``postgresql+psycopg://...``); None: SQLite in the workspace."""
+    chroma_url: str | None = None
+    """A Chroma server (``http://host:port``); None: an embedded index in ``<workspace>/chroma``."""
+    embedder: str = DEFAULT_EMBEDDER
+    """sentence-transformers model: a folder, or an id; the default is the packaged MiniLM."""
+    merge_threshold: float = 0.9
+    """A new entry whose cosine similarity to an active one of the same kind (and env+category)
+    exceeds this merges into it instead of being added."""
+    collection: str = "skillrl_entries"
+    """Name of the Chroma collection (lets several banks share one Chroma server)."""
+    on_mismatch: Literal["repair", "error", "ignore"] = "repair"
+    """What opening does when SQL and the index disagree: rebuild the differing index records
+    (with a warning), raise ``BankInconsistentError``, or skip the check."""
+    busy_timeout_s: float = 30.0
+    """How long an SQLite writer waits for another writer's lock before failing."""
+
+    def __post_init__(self) -> None:
+        self.workspace = Path(self.workspace).expanduser()
+        if not 0.0 < self.merge_threshold <= 1.0:
+            raise ConfigError(f"merge_threshold ({self.merge_threshold}) must be in (0, 1]")
+        if self.on_mismatch not in ("repair", "error", "ignore"):
+            raise ConfigError(
+                f"on_mismatch ({self.on_mismatch!r}) must be 'repair', 'error' or 'ignore'"
+            )
+        if not self.embedder:
+            raise ConfigError("embedder must name a sentence-transformers model path or id")
+        if self.busy_timeout_s < 0:
+            raise ConfigError(f"busy_timeout_s ({self.busy_timeout_s}) must be >= 0")
+        if self.chroma_url is not None and not self.chroma_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"chroma_url ({self.chroma_url!r}) must start with http:// or https://"
+            )
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The SQLAlchemy URL actually used."""
+        return self.database_url or f"sqlite:///{self.workspace / 'bank.sqlite'}"
+
+    @property
+    def chroma_path(self) -> Path:
+        """Folder of the embedded Chroma index (used when ``chroma_url`` is None)."""
+        return self.workspace / "chroma"
+
+
+@dataclass
+class RetrievalConfig:
+    """How many entries of each kind a turn gets, and how similar they must be."""
+
+    k_general: int = 2
+    """General skills per query."""
+    k_task: int = 3
+    """Task-specific skills (same env and category as the query) per query."""
+    k_mistakes: int = 2
+    """Counterfactual notes (same env, or env-agnostic) per query."""
+    min_similarity: float = 0.25
+    """Entries less cosine-similar to the query than this are left out."""
+
+    def __post_init__(self) -> None:
+        for name in ("k_general", "k_task", "k_mistakes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{name} ({value!r}) must be an integer >= 0")
+        if not -1.0 <= self.min_similarity <= 1.0:
+            raise ConfigError(f"min_similarity ({self.min_similarity}) must be in [-1, 1]")

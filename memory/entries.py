@@ -1,0 +1,154 @@
+"""Validation of entry fields and conversion between ORM rows, dataclasses and index metadata."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timezone
+from typing import Any
+
+from memory.models import EntryRow, ProvenanceRow
+from memory.types import ENTRY_KINDS, Entry, EntryDraft
+from skillrl.errors import InvalidEntryError
+
+CONTENT_FIELDS: tuple[str, ...] = (
+    "kind",
+    "title",
+    "principle",
+    "when_to_apply",
+    "env",
+    "category",
+    "failure_point",
+    "flawed_action",
+    "correction",
+    "source",
+    "reason",
+    "external_id",
+)
+"""Fields a revision records (plus ``status``)."""
+EDITABLE_FIELDS: frozenset[str] = frozenset(CONTENT_FIELDS) - {"source", "reason"}
+"""Fields ``SkillBank.edit`` may change (``reason`` there is the edit's own reason)."""
+STATUSES: tuple[str, ...] = ("active", "retired")
+STAT_FIELDS: tuple[str, ...] = (
+    "support_count",
+    "times_retrieved",
+    "episodes_retrieved",
+    "success_episodes",
+    "failure_episodes",
+)
+MAX_TITLE = 300
+MAX_TEXT = 8000
+_OPTIONAL_STR = ("env", "category", "external_id")
+
+
+def validate_draft(draft: EntryDraft) -> None:
+    """Raise :class:`InvalidEntryError` naming the first invalid field of ``draft``."""
+    if draft.kind not in ENTRY_KINDS:
+        raise InvalidEntryError(f"kind ({draft.kind!r}) must be one of {', '.join(ENTRY_KINDS)}")
+    for name in CONTENT_FIELDS:
+        value = getattr(draft, name)
+        if name in _OPTIONAL_STR and value is None:
+            continue
+        if not isinstance(value, str):
+            raise InvalidEntryError(f"{name} must be text, got {type(value).__name__}")
+        if len(value) > MAX_TEXT:
+            raise InvalidEntryError(f"{name} is {len(value)} characters long (max {MAX_TEXT})")
+    if not draft.title.strip():
+        raise InvalidEntryError("title must not be empty")
+    if len(draft.title) > MAX_TITLE:
+        raise InvalidEntryError(f"title is {len(draft.title)} characters long (max {MAX_TITLE})")
+    if not draft.principle.strip():
+        raise InvalidEntryError("principle must not be empty")
+    if draft.kind == "task" and not (draft.env and draft.category):
+        raise InvalidEntryError("a task skill needs both env and category (e.g. webshop/apparel)")
+    if not isinstance(draft.trajectory_ids, list) or not all(
+        isinstance(t, str) for t in draft.trajectory_ids
+    ):
+        raise InvalidEntryError("trajectory_ids must be a list of episode ids")
+
+
+def normalise_draft(draft: EntryDraft) -> EntryDraft:
+    """A copy with surrounding whitespace stripped and empty env/category turned into None."""
+    changes: dict[str, Any] = {}
+    for name in CONTENT_FIELDS:
+        value = getattr(draft, name)
+        if isinstance(value, str):
+            value = value.strip()
+            if name in _OPTIONAL_STR and not value:
+                value = None
+            changes[name] = value
+    return dataclasses.replace(draft, **changes)
+
+
+def iso(moment: datetime | None) -> str:
+    """ISO-8601 text of a stored time (SQLite hands back naive UTC)."""
+    if moment is None:
+        return ""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.isoformat(timespec="seconds")
+
+
+def content_of(row: EntryRow) -> dict[str, Any]:
+    """The content fields and status of ``row`` (what a revision or snapshot stores)."""
+    data = {name: getattr(row, name) for name in CONTENT_FIELDS}
+    data["status"] = row.status
+    return data
+
+
+def content_of_draft(draft: EntryDraft) -> dict[str, Any]:
+    """The stored content fields of a draft."""
+    return {name: getattr(draft, name) for name in CONTENT_FIELDS}
+
+
+def draft_of(row: EntryRow) -> EntryDraft:
+    """The row's content as a draft (for validating edits)."""
+    return EntryDraft(**{name: getattr(row, name) for name in CONTENT_FIELDS})
+
+
+def provenance_dict(row: ProvenanceRow) -> dict[str, Any]:
+    """A provenance row as plain data."""
+    return {
+        "source": row.source,
+        "author": row.author,
+        "trajectory_ids": list(row.trajectory_ids or []),
+        "reason": row.reason,
+        "external_id": row.external_id,
+        "similarity": row.similarity,
+        "created_at": iso(row.created_at),
+    }
+
+
+def entry_from_row(row: EntryRow, provenance: list[ProvenanceRow] | None = None) -> Entry:
+    """The dataclass view of a stored entry."""
+    prov = [provenance_dict(p) for p in provenance or []]
+    trajectories = sorted({t for p in prov for t in p["trajectory_ids"]})
+    return Entry(
+        **{name: getattr(row, name) for name in CONTENT_FIELDS},
+        trajectory_ids=trajectories,
+        id=row.id,
+        status=row.status,  # type: ignore[arg-type]
+        revision=row.revision,
+        provenance=prov,
+        **{name: getattr(row, name) for name in STAT_FIELDS},
+        created_at=iso(row.created_at),
+        updated_at=iso(row.updated_at),
+    )
+
+
+def index_metadata(row: EntryRow) -> dict[str, Any]:
+    """What the vector index stores next to an entry's vector (filters and a staleness check)."""
+    return {
+        "kind": row.kind,
+        "env": row.env or "",
+        "category": row.category or "",
+        "revision": row.revision,
+    }
+
+
+def merge_filter(kind: str, env: str | None, category: str | None) -> dict[str, Any]:
+    """Chroma ``where`` for entries a draft may merge into: same kind, and for task skills and
+    notes the same env and category.
+    """
+    if kind == "general":
+        return {"kind": "general"}
+    return {"$and": [{"kind": kind}, {"env": env or ""}, {"category": category or ""}]}

@@ -1,0 +1,158 @@
+"""Batched per-turn retrieval: one embedding pass per batch, then one index query per kind.
+
+General skills are queried once for the whole batch; task skills once per distinct
+(env, category) in the batch (they are filtered by both); counterfactual notes once per distinct
+env (notes of that env plus env-agnostic ones). Hits below ``min_similarity`` are dropped, the
+entries are read from SQL in one statement, and, when ``record`` is set, the retrieval events and
+``times_retrieved`` counters are written in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sqlalchemy import bindparam, insert, update
+
+from memory.config import RetrievalConfig
+from memory.index import IndexRecord
+from memory.models import EntryRow, RetrievalEventRow, utcnow
+from memory.types import RetrievalQuery, RetrievedEntry, RetrievedSkills
+
+if TYPE_CHECKING:
+    from memory.bank import SkillBank
+
+MAX_OBSERVATION_CHARS = 2000
+"""Observation text embedded per query (the model reads only its first 256 tokens anyway)."""
+
+Hits = list[list[IndexRecord]]
+
+
+def query_text(query: RetrievalQuery) -> str:
+    """The text embedded for a query: the task first, then the current observation."""
+    return f"{query.instruction}\n{query.observation[:MAX_OBSERVATION_CHARS]}"
+
+
+def retrieve(
+    bank: SkillBank, queries: list[RetrievalQuery], config: RetrievalConfig, *, record: bool
+) -> list[RetrievedSkills]:
+    """Embed every query in one pass, then :func:`retrieve_vectors`."""
+    if not queries:
+        return []
+    vectors = bank.embedder.embed([query_text(q) for q in queries])
+    return retrieve_vectors(bank, queries, vectors, config, record=record)
+
+
+def _grouped_query(
+    bank: SkillBank,
+    vectors: np.ndarray,
+    keys: list[Any],
+    k: int,
+    where_of: Any,
+) -> Hits:
+    """Query the index once per distinct key, each with that key's filter."""
+    out: Hits = [[] for _ in keys]
+    if k <= 0:
+        return out
+    groups: dict[Any, list[int]] = defaultdict(list)
+    for position, key in enumerate(keys):
+        groups[key].append(position)
+    for key, positions in groups.items():
+        hits = bank.index.query(vectors[positions], k, where_of(key))
+        for position, row in zip(positions, hits, strict=False):
+            out[position] = row
+    return out
+
+
+def search_index(
+    bank: SkillBank, queries: list[RetrievalQuery], vectors: np.ndarray, config: RetrievalConfig
+) -> dict[str, Hits]:
+    """Index hits per kind for each query (before the similarity cut)."""
+    n = len(queries)
+    return {
+        "general": _grouped_query(bank, vectors, [None] * n, config.k_general, _general_filter),
+        "task": _grouped_query(
+            bank, vectors, [(q.env, q.category or "") for q in queries], config.k_task, _task_filter
+        ),
+        "mistakes": _grouped_query(
+            bank, vectors, [q.env for q in queries], config.k_mistakes, _mistake_filter
+        ),
+    }
+
+
+def _general_filter(_key: None) -> dict[str, Any]:
+    return {"kind": "general"}
+
+
+def _task_filter(key: tuple[str, str]) -> dict[str, Any]:
+    return {"$and": [{"kind": "task"}, {"env": key[0]}, {"category": key[1]}]}
+
+
+def _mistake_filter(env: str) -> dict[str, Any]:
+    return {"$and": [{"kind": "mistake"}, {"env": {"$in": [env, ""]}}]}
+
+
+def retrieve_vectors(
+    bank: SkillBank,
+    queries: list[RetrievalQuery],
+    vectors: np.ndarray,
+    config: RetrievalConfig,
+    *,
+    record: bool,
+) -> list[RetrievedSkills]:
+    """Retrieval for queries whose embeddings are already computed."""
+    hits = search_index(bank, queries, vectors, config)
+    for per_query in hits.values():
+        for position, row in enumerate(per_query):
+            per_query[position] = [
+                h for h in row if h.similarity is not None and h.similarity >= config.min_similarity
+            ]
+    wanted = {h.id for per_query in hits.values() for row in per_query for h in row}
+    entries = bank.entries(sorted(wanted))
+    results = []
+    for position in range(len(queries)):
+        chosen = {
+            kind: [
+                RetrievedEntry(entries[h.id], float(h.similarity or 0.0))
+                for h in per_query[position]
+                # An index record whose entry is gone or retired in SQL is never served.
+                if h.id in entries and entries[h.id].status == "active"
+            ]
+            for kind, per_query in hits.items()
+        }
+        results.append(RetrievedSkills(**chosen))
+    if record:
+        record_events(bank, queries, results)
+    return results
+
+
+def record_events(
+    bank: SkillBank, queries: list[RetrievalQuery], results: list[RetrievedSkills]
+) -> None:
+    """Write one retrieval event per (query, entry) and bump ``times_retrieved``, atomically."""
+    now = utcnow()
+    events = [
+        {
+            "entry_id": r.entry.id,
+            "similarity": r.similarity,
+            "env": query.env,
+            "category": query.category,
+            "created_at": now,
+        }
+        for query, result in zip(queries, results, strict=False)
+        for r in result.all
+    ]
+    if not events:
+        return
+    counts = Counter(e["entry_id"] for e in events)
+    table = EntryRow.__table__
+    bump = (
+        update(table)
+        .where(table.c.id == bindparam("b_id"))
+        .values(times_retrieved=table.c.times_retrieved + bindparam("b_n"))
+    )
+    with bank.transaction() as (session, _undo):
+        connection = session.connection()
+        connection.execute(insert(RetrievalEventRow.__table__), events)
+        connection.execute(bump, [{"b_id": i, "b_n": n} for i, n in counts.items()])
