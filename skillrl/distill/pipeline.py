@@ -1,0 +1,104 @@
+"""Distill the bank's undistilled episodes and write the results through the bank's add API.
+
+Idempotent: episodes are marked distilled (``bank.mark_distilled``) right after their entries are
+added, batch by batch, so a second pass finds nothing to do, and a pass stopped by an error (a
+teacher out of retries) leaves every finished batch complete and every later one untouched.
+Every draft goes through :func:`~skillrl.distill.leakage.draft_leaks` against its own source
+episodes before it reaches the bank, whichever distiller wrote it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from memory.types import EntryDraft
+from skillrl.distill.analytic import fold_duplicates
+from skillrl.distill.base import Distiller, DistillReport, Rejection
+from skillrl.distill.leakage import draft_leaks
+from skillrl.records import EpisodeRecord
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PipelineConfig:
+    """Which episodes a distillation pass takes, and how many at a time."""
+
+    env: str | None = None
+    """Only episodes of this environment (None: all)."""
+    splits: tuple[str, ...] | None = ("train",)
+    """Only episodes of these splits (None: all). Validation and test episodes are left out by
+    default so that what the agent is evaluated on never leaks into its bank."""
+    batch_size: int = 64
+    """Episodes per distiller call; each batch is added and marked distilled before the next."""
+    limit: int | None = None
+    """Distill at most this many episodes in this pass (None: all pending)."""
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size ({self.batch_size}) must be >= 1")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit ({self.limit}) must be >= 1 or None")
+        if self.splits is not None and not self.splits:
+            raise ValueError("splits must name at least one split, or be None for all")
+
+
+def pending_episodes(bank: Any, config: PipelineConfig) -> list[EpisodeRecord]:
+    """Undistilled episodes the pass should take, oldest first as the bank returns them."""
+    if config.splits is None:
+        episodes = bank.episodes(env=config.env, distilled=False)
+    else:
+        episodes = [
+            e
+            for split in config.splits
+            for e in bank.episodes(env=config.env, split=split, distilled=False)
+        ]
+    return episodes[: config.limit] if config.limit else episodes
+
+
+def write_drafts(
+    bank: Any,
+    drafts: list[EntryDraft],
+    sources: list[EpisodeRecord],
+    author: str,
+    report: DistillReport,
+) -> None:
+    """Add clean drafts to the bank (merge on insert happens there); record rejections."""
+    by_id = {e.episode_id: e for e in sources}
+    for draft in drafts:
+        own = [by_id[i] for i in draft.trajectory_ids if i in by_id]
+        leaks = draft_leaks(draft, own)
+        if leaks:
+            report.rejected.append(Rejection(draft.title, leaks, list(draft.trajectory_ids)))
+            logger.warning("rejected draft %r: %s", draft.title, "; ".join(leaks))
+            continue
+        result = bank.add(draft, author=author)
+        entry_id = result.entry.id
+        if entry_id in report.added or entry_id in report.merged:
+            continue  # merged into an entry this pass already counted
+        (report.merged if result.merged else report.added).append(entry_id)
+
+
+def distill_pending(
+    bank: Any, distiller: Distiller, config: PipelineConfig | None = None
+) -> DistillReport:
+    """Distill every pending episode, add the drafts, mark the episodes distilled."""
+    config = config or PipelineConfig()
+    started = time.perf_counter()
+    report = DistillReport(distiller=distiller.name)
+    episodes = pending_episodes(bank, config)
+    report.episodes_seen = len(episodes)
+    author = f"distiller:{distiller.name}"
+    for start in range(0, len(episodes), config.batch_size):
+        batch = episodes[start : start + config.batch_size]
+        drafts = fold_duplicates(distiller.distill(batch))
+        report.drafts += len(drafts)
+        write_drafts(bank, drafts, batch, author, report)
+        bank.mark_distilled([e.episode_id for e in batch], distiller=distiller.name)
+        report.episodes_distilled += len(batch)
+        logger.info("distilled %d/%d episodes", report.episodes_distilled, len(episodes))
+    report.seconds = time.perf_counter() - started
+    return report

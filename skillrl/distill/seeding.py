@@ -1,0 +1,144 @@
+"""First-run seeding: an empty workspace bank gets the shipped starting bank.
+
+The starting bank (``skillrl/distill/data/<env>_starting_bank.json``) is what ``skillrl bootstrap
+--env <env> --export`` writes: drafts distilled from the scripted expert's training-goal episodes.
+Seeding imports it through ``bank.add`` so the embeddings and merge-on-insert are the bank's own.
+Regenerate it with the command stored in the file (``regenerate``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from memory.types import ENTRY_KINDS, EntryDraft
+from skillrl.distill.leakage import find_leaks
+from skillrl.errors import DataFileError
+
+FORMAT = "skillrl-starting-bank"
+VERSION = 1
+AUTHOR = "seed"
+_TEXT_FIELDS = (
+    "title",
+    "principle",
+    "when_to_apply",
+    "failure_point",
+    "flawed_action",
+    "correction",
+)
+
+
+@dataclass
+class SeedReport:
+    """What seeding added to an empty bank."""
+
+    env: str
+    source: str
+    entries: int
+    added: int
+    merged: int
+    seconds: float
+
+
+def starting_bank_path(env_id: str) -> Path | None:
+    """Return the shipped starting bank of ``env_id``, or None if none ships."""
+    path = resources.files("skillrl.distill.data").joinpath(f"{env_id}_starting_bank.json")
+    return Path(str(path)) if path.is_file() else None
+
+
+def _draft(record: Any, where: str) -> EntryDraft:
+    if not isinstance(record, dict):
+        raise DataFileError(f"{where} must be an object")
+    if record.get("kind") not in ENTRY_KINDS:
+        raise DataFileError(
+            f"{where}.kind must be one of {list(ENTRY_KINDS)}, got {record.get('kind')!r}"
+        )
+    for name in _TEXT_FIELDS:
+        if not isinstance(record.get(name, ""), str):
+            raise DataFileError(f"{where}.{name} must be a string")
+    if not record.get("title") or not record.get("principle"):
+        raise DataFileError(f"{where} needs a non-empty title and principle")
+    leaks = find_leaks("\n".join(record.get(n, "") for n in _TEXT_FIELDS))
+    if leaks:
+        raise DataFileError(f"{where} leaks episode specifics: {'; '.join(leaks)}")
+    known = {f for f in EntryDraft.__dataclass_fields__ if f != "trajectory_ids"}
+    unknown = set(record) - known
+    if unknown:
+        raise DataFileError(f"{where} has unknown field(s) {sorted(unknown)}")
+    return EntryDraft(**record)
+
+
+def load_starting_bank(path: str | os.PathLike[str]) -> tuple[str, list[EntryDraft]]:
+    """Read and validate a starting-bank file; return ``(env, drafts)``. Raise DataFileError."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise DataFileError(f"cannot read starting bank {path}: {error}") from error
+    if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION:
+        raise DataFileError(f"{path} is not a {FORMAT} file of version {VERSION}")
+    records = data.get("entries")
+    if not isinstance(records, list) or not records:
+        raise DataFileError(f"{path} has no entries")
+    return str(data.get("env", "")), [
+        _draft(r, f"{path}: entries[{i}]") for i, r in enumerate(records)
+    ]
+
+
+def write_starting_bank(
+    path: str | os.PathLike[str], env_id: str, drafts: list[EntryDraft], *, regenerate: str
+) -> None:
+    """Write drafts as a starting bank, atomically (temp file + rename)."""
+    records = []
+    for draft in drafts:
+        record = asdict(draft)
+        record.pop("trajectory_ids")  # episode ids mean nothing in another workspace
+        records.append(record)
+    payload = {
+        "format": FORMAT,
+        "version": VERSION,
+        "env": env_id,
+        "regenerate": regenerate,
+        "entries": records,
+    }
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, indent=1, ensure_ascii=False)
+            handle.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def seed_bank(bank: Any, path: str | os.PathLike[str], env_id: str) -> SeedReport:
+    """Add every entry of a starting-bank file through the bank's add API."""
+    started = time.perf_counter()
+    _, drafts = load_starting_bank(path)
+    added = merged = 0
+    for draft in drafts:
+        result = bank.add(draft, author=AUTHOR)
+        merged += int(result.merged)
+        added += int(not result.merged)
+    return SeedReport(env_id, str(path), len(drafts), added, merged, time.perf_counter() - started)
+
+
+def seed_bank_if_empty(bank: Any, env_id: str) -> SeedReport | None:
+    """Seed an empty bank (no entries at all, retired included) with ``env_id``'s starting bank.
+
+    Returns None when the bank already has entries or no starting bank ships for ``env_id``.
+    """
+    if bank.count(status=None) > 0:
+        return None
+    path = starting_bank_path(env_id)
+    if path is None:
+        return None
+    return seed_bank(bank, path, env_id)

@@ -1,0 +1,162 @@
+"""Keep the bank small and useful: measured utility, retirement, and a cap per category.
+
+Utility of an entry = (success rate of skill-using episodes that retrieved it) - (success rate of
+the skill-using episodes of the same env/category that did not). The "with" rate is the posterior
+mean under a Beta prior centred on the "without" rate::
+
+    base = (s_without + 1) / (n_without + 2)                          # Laplace
+    rate_with = (s_with + m * base) / (n_with + m)                    # Beta(m*base, m*(1-base))
+    utility = rate_with - base
+
+so a new entry starts at utility 0 and ``m`` (``prior_strength``) pseudo-episodes of evidence must
+be outweighed before one bad episode moves it much. An entry is retired once ``n_with`` reaches
+``min_evidence`` and its utility is below ``retire_below``. Retiring goes through
+``bank.retire``: the entry stays in SQL with its history and ``bank.restore`` (or
+``skillrl skills revert``) brings it back.
+
+Baseline totals count only episodes recorded with skills enabled, so expert or skills-off
+episodes (which never retrieve anything and mostly succeed) do not make every entry look harmful.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory.types import Entry
+
+logger = logging.getLogger(__name__)
+AUTHOR = "upkeep"
+
+
+@dataclass
+class UpkeepConfig:
+    """Settings of bank upkeep."""
+
+    prior_strength: float = 4.0
+    """Pseudo-episodes of the Beta prior (centred on the baseline success rate)."""
+    min_evidence: int = 8
+    """Episodes that retrieved an entry before it may be retired for low utility."""
+    retire_below: float = -0.15
+    """Retire an entry whose utility (success-rate difference) is below this."""
+    cap_per_category: int = 12
+    """Most active entries of one kind (task or mistake) per env/category."""
+    cap_general: int = 15
+    """Most active general entries."""
+
+    def __post_init__(self) -> None:
+        if self.prior_strength <= 0:
+            raise ValueError(f"prior_strength ({self.prior_strength}) must be > 0")
+        if self.min_evidence < 1:
+            raise ValueError(f"min_evidence ({self.min_evidence}) must be >= 1")
+        if not -1.0 < self.retire_below <= 0.0:
+            raise ValueError(f"retire_below ({self.retire_below}) must be in (-1, 0]")
+        if self.cap_per_category < 1 or self.cap_general < 1:
+            raise ValueError(
+                f"cap_per_category ({self.cap_per_category}) and cap_general "
+                f"({self.cap_general}) must be >= 1"
+            )
+
+
+@dataclass
+class Utility:
+    """An entry's measured utility and the evidence behind it."""
+
+    entry_id: str
+    n_with: int
+    s_with: int
+    n_without: int
+    s_without: int
+    utility: float
+
+
+def entry_utility(
+    s_with: int, n_with: int, s_total: int, n_total: int, prior_strength: float
+) -> float:
+    """Posterior success-rate difference (module docstring): with the entry minus without it."""
+    n_without = max(n_total - n_with, 0)
+    s_without = min(max(s_total - s_with, 0), n_without)
+    base = (s_without + 1) / (n_without + 2)
+    rate_with = (s_with + prior_strength * base) / (n_with + prior_strength)
+    return rate_with - base
+
+
+@dataclass
+class UpkeepReport:
+    """What upkeep measured and retired."""
+
+    utilities: dict[str, Utility] = field(default_factory=dict)
+    retired: dict[str, str] = field(default_factory=dict)
+    """Entry id -> why it was retired."""
+
+
+def skill_episode_totals(bank: Any) -> dict[tuple[str | None, str | None], tuple[int, int]]:
+    """Count ``(episodes, successes)`` of skill-using episodes per (env, category), env, all."""
+    counts: Counter[tuple[str | None, str | None, str]] = Counter()
+    for episode in bank.episodes():
+        if not episode.skills_enabled:
+            continue
+        for key in ((episode.env_id, episode.category), (episode.env_id, None), (None, None)):
+            counts[(*key, "n")] += 1
+            counts[(*key, "s")] += int(episode.success)
+    keys = {(env, category) for env, category, _ in counts}
+    return {k: (counts[(*k, "n")], counts[(*k, "s")]) for k in keys}
+
+
+def measure(
+    entry: Entry, totals: dict[tuple[str | None, str | None], tuple[int, int]], config: UpkeepConfig
+) -> Utility:
+    """Measure the utility of one entry against the totals of its own env/category."""
+    key = (entry.env, entry.category) if entry.kind != "general" else (None, None)
+    n_total, s_total = totals.get(key, (0, 0))
+    n_with, s_with = entry.episodes_retrieved, entry.success_episodes
+    value = entry_utility(s_with, n_with, s_total, n_total, config.prior_strength)
+    n_without = max(n_total - n_with, 0)
+    return Utility(
+        entry.id, n_with, s_with, n_without, min(max(s_total - s_with, 0), n_without), value
+    )
+
+
+def _why(u: Utility) -> str:
+    return (
+        f"utility {u.utility:+.2f}: {u.s_with}/{u.n_with} episodes succeeded with it, "
+        f"{u.s_without}/{u.n_without} without"
+    )
+
+
+def upkeep(bank: Any, config: UpkeepConfig | None = None, *, dry_run: bool = False) -> UpkeepReport:
+    """Retire low-utility entries with enough evidence, then enforce the caps."""
+    config = config or UpkeepConfig()
+    report = UpkeepReport()
+    totals = skill_episode_totals(bank)
+    entries = bank.list(status="active")
+    for entry in entries:
+        u = measure(entry, totals, config)
+        report.utilities[entry.id] = u
+        if u.n_with >= config.min_evidence and u.utility < config.retire_below:
+            report.retired[entry.id] = f"low utility after {u.n_with} episodes ({_why(u)})"
+    groups: dict[tuple[str, str | None, str | None], list[Entry]] = {}
+    for entry in entries:
+        if entry.id not in report.retired:
+            group = (
+                (entry.kind, entry.env, entry.category)
+                if entry.kind != "general"
+                else ("general", None, None)
+            )
+            groups.setdefault(group, []).append(entry)
+    for (kind, _, _), members in groups.items():
+        cap = config.cap_general if kind == "general" else config.cap_per_category
+        ranked = sorted(
+            members,
+            key=lambda e: (report.utilities[e.id].utility, e.support_count, e.times_retrieved),
+            reverse=True,
+        )
+        for entry in ranked[cap:]:
+            report.retired[entry.id] = f"over the cap of {cap} ({_why(report.utilities[entry.id])})"
+    if not dry_run:
+        for entry_id, reason in report.retired.items():
+            bank.retire(entry_id, author=AUTHOR, reason=reason)
+            logger.info("retired %s: %s", entry_id, reason)
+    return report
