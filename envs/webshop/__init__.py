@@ -1,0 +1,23 @@
+"""WebShop (Yao et al. 2022) in pure Python: ``envs.make("webshop", **WebShopConfig fields)``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envs.registry import register
+from envs.webshop.config import WebShopConfig
+from envs.webshop.env import WebShopEnv
+
+
+def make_webshop(**config: Any) -> WebShopEnv:
+    """Build a :class:`WebShopEnv` from :class:`WebShopConfig` fields."""
+    return WebShopEnv(WebShopConfig(**config))
+
+
+register(
+    "webshop",
+    make_webshop,
+    "WebShop: search a product catalog, pick options, buy what the instruction asks for.",
+)
+
+__all__ = ["WebShopConfig", "WebShopEnv", "make_webshop"]
