@@ -1,0 +1,224 @@
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+
+from skillrl.errors import CheckpointError
+from skillrl.records import EpisodeRecord, TurnRecord
+from trainers.batching import TurnSample, collate
+from trainers.checkpoint import load_trainer_state, save_checkpoint, save_trainer_state
+from trainers.config import GRPOConfig
+from trainers.grpo import GRPOTrainer, compute_logprobs, compute_loss
+
+PAD = 0
+
+
+def tiny_model(seed: int = 0) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        tie_word_embeddings=True,
+        pad_token_id=PAD,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+def sequence_logprob(model, prompt: list[int], completion: list[int]) -> float:
+    batch = collate([TurnSample(prompt, completion, None, 0.0)], PAD)
+    with torch.no_grad():
+        return float(compute_logprobs(model, batch).sum())
+
+
+def group_episodes(model, prompt, good, bad, old_shift: float = 0.0) -> list[EpisodeRecord]:
+    """Two episodes of one group from the same prompt: one bought (good), one did not."""
+    episodes = []
+    for completion, score in ((good, 1.0), (bad, 0.0)):
+        batch = collate([TurnSample(prompt, completion, None, 0.0)], PAD)
+        with torch.no_grad():
+            old = (compute_logprobs(model, batch)[0] + old_shift).tolist()
+        turn = TurnRecord(
+            turn=0,
+            observation="search page",
+            available_actions=[],
+            action="x",
+            action_valid=True,
+            reward=score,
+            terminated=True,
+            prompt_token_ids=prompt,
+            completion_token_ids=completion,
+            completion_logprobs=old,
+        )
+        episodes.append(
+            EpisodeRecord(
+                env_id="webshop",
+                goal_id="g",
+                instruction="i",
+                category="c",
+                turns=[turn],
+                score=score,
+                group_id="grp",
+            )
+        )
+    return episodes
+
+
+def test_logprobs_of_left_padded_batch_match_unpadded_forward():
+    model = tiny_model()
+    samples = [
+        TurnSample([5, 6, 7, 8, 9], [10, 11], None, 1.0),
+        TurnSample([12, 13], [14, 15, 16, 17], None, -1.0),
+    ]
+    batch = collate(samples, PAD)
+    with torch.no_grad():
+        got = compute_logprobs(model, batch)
+        for row, sample in enumerate(samples):
+            ids = torch.tensor([sample.prompt_ids + sample.completion_ids])
+            logits = model(input_ids=ids).logits[0].log_softmax(-1)
+            n = len(sample.completion_ids)
+            expected = [
+                logits[len(sample.prompt_ids) - 1 + k, tok].item()
+                for k, tok in enumerate(sample.completion_ids)
+            ]
+            assert got[row, -n:].tolist() == pytest.approx(expected, abs=1e-5)
+    assert batch.completion_mask.tolist() == [[0, 0, 1, 1], [1, 1, 1, 1]]
+
+
+def test_only_generated_tokens_move_the_loss():
+    model = tiny_model()
+    samples = [
+        TurnSample([5, 6, 7, 8, 9, 3, 4], [10, 11], [-4.0, -4.0], 1.0),
+        TurnSample([12, 13], [14, 15, 16, 17], [-4.0] * 4, -0.5),
+    ]
+    batch = collate(samples, PAD)
+    config = GRPOConfig(beta=0.0)
+
+    def loss_with_noise(where: torch.Tensor) -> float:
+        def hook(_module, _inputs, output):
+            noisy = output.clone()
+            noise = torch.randn_like(noisy[:, :-1]) * 5
+            noisy[:, :-1] += noise * where.unsqueeze(-1)
+            return noisy
+
+        handle = model.lm_head.register_forward_hook(hook)
+        try:
+            with torch.no_grad():
+                return compute_loss(model, batch, config)[0].loss.item()
+        finally:
+            handle.remove()
+
+    base = loss_with_noise(torch.zeros_like(batch.completion_mask))
+    # Logits that score prompt / observation / padding positions: the loss must not move.
+    outside = loss_with_noise(1 - batch.completion_mask)
+    assert outside == pytest.approx(base, abs=1e-6)
+    # Logits that score generated tokens: it must.
+    assert loss_with_noise(batch.completion_mask) != pytest.approx(base, abs=1e-3)
+
+
+@pytest.mark.parametrize("use_peft", [False, True])
+def test_one_update_raises_the_logprob_of_the_rewarded_action(use_peft):
+    model = tiny_model()
+    prompt, good, bad = [5, 6, 7, 8], [20, 21, 22], [30, 31, 32]
+    episodes = group_episodes(model, prompt, good, bad)
+    before_good = sequence_logprob(model, prompt, good)
+    before_bad = sequence_logprob(model, prompt, bad)
+    base_before = model.model.layers[0].self_attn.q_proj.weight.detach().clone()
+    config = GRPOConfig(
+        learning_rate=3e-3,
+        use_peft=use_peft,
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=2,
+        lora_r=4,
+    )
+    trainer = GRPOTrainer(model, config, pad_token_id=PAD)
+    metrics = trainer.train_step(episodes, [[1.0], [-1.0]])
+    assert metrics.samples == 2 and metrics.optimizer_steps == 1
+    assert metrics.completion_tokens == 6
+    assert metrics.logprob_gap_mean == pytest.approx(0.0, abs=1e-5)
+    trained = trainer.unwrapped_model
+    trained.eval()
+    assert sequence_logprob(trained, prompt, good) > before_good + 0.05
+    assert sequence_logprob(trained, prompt, bad) < before_bad - 0.05
+    base_after = (
+        model.model.layers[0].self_attn.q_proj.base_layer.weight
+        if use_peft
+        else model.model.layers[0].self_attn.q_proj.weight
+    )
+    changed = not torch.equal(base_before, base_after.detach())
+    # Full fine-tuning moves the weights; LoRA leaves the base frozen and trains the adapter.
+    assert changed is (not use_peft)
+
+
+def test_zero_advantage_turns_are_skipped_and_the_gap_is_reported():
+    model = tiny_model()
+    episodes = group_episodes(model, [5, 6], [20, 21], [30, 31], old_shift=0.3)
+    trainer = GRPOTrainer(model, GRPOConfig(learning_rate=1e-3), pad_token_id=PAD)
+    assert trainer.train_step(episodes, [[0.0], [0.0]]).samples == 0
+    metrics = trainer.train_step(episodes, [[1.0], [-1.0]])
+    assert metrics.logprob_gap_mean == pytest.approx(0.3, abs=1e-4)
+    assert metrics.tokens_per_second > 0
+
+
+def test_kl_to_the_reference_is_reported_when_beta_is_positive():
+    model = tiny_model()
+    episodes = group_episodes(model, [5, 6], [20, 21], [30, 31])
+    config = GRPOConfig(
+        learning_rate=1e-2,
+        beta=0.1,
+        num_iterations=2,
+        per_device_train_batch_size=2,
+        gradient_accumulation_steps=1,
+    )
+    metrics = GRPOTrainer(model, config, pad_token_id=PAD).train_step(episodes, [[1.0], [-1.0]])
+    assert metrics.optimizer_steps == 2
+    assert metrics.kl > 0  # the second pass runs on moved weights
+
+
+@pytest.mark.parametrize("use_peft", [False, True])
+def test_checkpoint_loads_with_from_pretrained(tmp_path, use_peft):
+    model = tiny_model()
+    trainer = GRPOTrainer(
+        model, GRPOConfig(use_peft=use_peft, lora_r=4, learning_rate=1e-2), pad_token_id=PAD
+    )
+    trainer.train_step(group_episodes(model, [5, 6], [20, 21], [30, 31]), [[1.0], [-1.0]])
+    path = save_checkpoint(trainer.unwrapped_model, None, tmp_path / "ckpt")
+    assert (path / "model.safetensors").exists()
+    assert not list(tmp_path.glob(".ckpt*"))
+    loaded = AutoModelForCausalLM.from_pretrained(path).eval()
+    ids = torch.tensor([[5, 6, 20, 21]])
+    with torch.no_grad():
+        trainer.unwrapped_model.eval()
+        expected = trainer.unwrapped_model(input_ids=ids).logits
+        assert torch.allclose(loaded(input_ids=ids).logits, expected, atol=1e-5)
+
+
+def test_trainer_state_round_trip_continues_the_same_optimisation(tmp_path):
+    episodes = group_episodes(tiny_model(), [5, 6], [20, 21], [30, 31])
+    config = GRPOConfig(learning_rate=1e-2)
+    first = GRPOTrainer(tiny_model(), config, pad_token_id=PAD, seed=1)
+    first.train_step(episodes, [[1.0], [-1.0]])
+    save_trainer_state(first.unwrapped_model, first.optimizer, tmp_path / "state")
+    second = GRPOTrainer(tiny_model(), config, pad_token_id=PAD, seed=1)
+    load_trainer_state(second.unwrapped_model, second.optimizer, tmp_path / "state")
+    second.generator = copy.deepcopy(first.generator)
+    first.train_step(episodes, [[1.0], [-1.0]])
+    second.train_step(episodes, [[1.0], [-1.0]])
+    for (_, a), (_, b) in zip(
+        first.unwrapped_model.named_parameters(),
+        second.unwrapped_model.named_parameters(),
+        strict=True,
+    ):
+        assert torch.allclose(a, b, atol=1e-6)
+    lora = GRPOTrainer(tiny_model(), GRPOConfig(use_peft=True, lora_r=4), pad_token_id=PAD)
+    with pytest.raises(CheckpointError, match="does not fit"):
+        load_trainer_state(lora.unwrapped_model, lora.optimizer, tmp_path / "state")
+    with pytest.raises(CheckpointError, match="missing or corrupt"):
+        load_trainer_state(lora.unwrapped_model, lora.optimizer, tmp_path / "nothing")

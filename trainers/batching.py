@@ -1,0 +1,138 @@
+"""Turn samples and their tensors: which tokens a GRPO update sees, and how they are padded.
+
+Each trainable turn becomes a :class:`TurnSample` (prompt ids, generated ids, the rollout's
+log-probs, the turn's advantage). :func:`collate` left-pads ``prompt + completion`` so that every
+completion ends at the last position; the model then only needs logits for the last
+``max_completion + 1`` positions (``logits_to_keep``), which saves most of the vocabulary
+projection on long skill-augmented prompts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from skillrl.records import EpisodeRecord
+
+
+@dataclass
+class TurnSample:
+    """One generated turn to train on."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    old_logprobs: list[float] | None
+    """The rollout policy's log-probs of ``completion_ids`` (None: recompute, ratio starts at 1)."""
+    advantage: float
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt plus completion length."""
+        return len(self.prompt_ids) + len(self.completion_ids)
+
+
+@dataclass
+class TurnBatch:
+    """Left-padded tensors of a micro-batch; completion tensors are right-aligned, width C."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    position_ids: torch.Tensor
+    completion_ids: torch.Tensor
+    """[B, C]: the generated tokens, right-aligned (pad where ``completion_mask`` is 0)."""
+    completion_mask: torch.Tensor
+    """[B, C]: 1 on generated tokens, 0 elsewhere (the loss mask)."""
+    old_logprobs: torch.Tensor
+    """[B, C]: rollout log-probs (0 where missing)."""
+    has_old_logprobs: torch.Tensor
+    """[B]: whether the rollout recorded log-probs for this sample."""
+    advantages: torch.Tensor
+    """[B]."""
+
+    @property
+    def num_completion_tokens(self) -> int:
+        """Generated tokens in the batch."""
+        return int(self.completion_mask.sum())
+
+    def to(self, device: torch.device | str) -> TurnBatch:
+        """Move every tensor to ``device``."""
+        return TurnBatch(**{k: v.to(device) for k, v in vars(self).items()})
+
+
+def build_samples(
+    episodes: Sequence[EpisodeRecord],
+    advantages: Sequence[Sequence[float]],
+    *,
+    keep_zero_advantage: bool = False,
+) -> list[TurnSample]:
+    """Turn every generated turn with token ids into a sample.
+
+    Turns without recorded token ids (scripted agents) are skipped; so are turns with zero
+    advantage unless ``keep_zero_advantage`` (they add no policy gradient, only KL).
+    """
+    samples: list[TurnSample] = []
+    for episode, row in zip(episodes, advantages, strict=True):
+        for turn, advantage in zip(episode.turns, row, strict=True):
+            if not turn.prompt_token_ids or not turn.completion_token_ids:
+                continue
+            if advantage == 0.0 and not keep_zero_advantage:
+                continue
+            old = turn.completion_logprobs
+            if old is not None and len(old) != len(turn.completion_token_ids):
+                old = None  # a mismatched record cannot serve as pi_old: recompute instead
+            samples.append(
+                TurnSample(
+                    prompt_ids=list(turn.prompt_token_ids),
+                    completion_ids=list(turn.completion_token_ids),
+                    old_logprobs=list(old) if old is not None else None,
+                    advantage=float(advantage),
+                )
+            )
+    return samples
+
+
+def collate(samples: Sequence[TurnSample], pad_token_id: int) -> TurnBatch:
+    """Left-pad ``prompt + completion`` rows; right-align completions in a [B, C] block."""
+    if not samples:
+        raise ValueError("cannot collate an empty list of samples")
+    length = max(s.num_tokens for s in samples)
+    width = max(len(s.completion_ids) for s in samples)
+    size = len(samples)
+    input_ids = torch.full((size, length), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((size, length), dtype=torch.long)
+    completion = torch.full((size, width), pad_token_id, dtype=torch.long)
+    completion_mask = torch.zeros((size, width), dtype=torch.long)
+    old = torch.zeros((size, width), dtype=torch.float32)
+    has_old = torch.zeros(size, dtype=torch.bool)
+    for row, sample in enumerate(samples):
+        tokens = sample.prompt_ids + sample.completion_ids
+        input_ids[row, length - len(tokens) :] = torch.tensor(tokens)
+        attention[row, length - len(tokens) :] = 1
+        n = len(sample.completion_ids)
+        completion[row, width - n :] = torch.tensor(sample.completion_ids)
+        completion_mask[row, width - n :] = 1
+        if sample.old_logprobs is not None:
+            old[row, width - n :] = torch.tensor(sample.old_logprobs)
+            has_old[row] = True
+    positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+    return TurnBatch(
+        input_ids=input_ids,
+        attention_mask=attention,
+        position_ids=positions,
+        completion_ids=completion,
+        completion_mask=completion_mask,
+        old_logprobs=old,
+        has_old_logprobs=has_old,
+        advantages=torch.tensor([s.advantage for s in samples], dtype=torch.float32),
+    )
+
+
+def micro_batches(
+    samples: Sequence[TurnSample], size: int, generator: torch.Generator | None = None
+) -> list[list[TurnSample]]:
+    """Shuffle (with ``generator``) and cut into micro-batches of ``size`` samples."""
+    order = torch.randperm(len(samples), generator=generator).tolist()
+    shuffled = [samples[i] for i in order]
+    return [shuffled[i : i + size] for i in range(0, len(shuffled), size)]

@@ -1,0 +1,154 @@
+"""Files a training run keeps: model checkpoints, trainer state, JSON state; all written atomically.
+
+- :func:`save_checkpoint`: a ``from_pretrained``-loadable folder (safetensors weights, config,
+  tokenizer). LoRA runs save the adapter merged into a copy of the base weights, so the folder is
+  a plain model. The folder is written beside its target and renamed into place.
+- :func:`save_trainer_state` / :func:`load_trainer_state`: the trainable parameters and the AdamW
+  state, as safetensors (tensors) plus JSON metadata, so ``--resume`` continues the same
+  optimisation. Nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from skillrl.errors import CheckpointError
+
+PARAMS_FILE = "trainable.safetensors"
+OPTIMIZER_FILE = "optimizer.safetensors"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as indented JSON, atomically."""
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def replace_dir(tmp: Path, final: Path) -> None:
+    """Move a finished folder ``tmp`` to ``final``, replacing an older ``final`` if any."""
+    old = final.with_name(f".{final.name}.old")
+    if old.exists():
+        shutil.rmtree(old)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def save_checkpoint(model: Any, tokenizer: Any, path: Path) -> Path:
+    """Save a ``from_pretrained``-loadable model (+ tokenizer) at ``path``, atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        plain = _merged(model)
+        plain.save_pretrained(tmp, safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        replace_dir(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _merged(model: Any) -> Any:
+    if hasattr(model, "merge_and_unload"):  # a peft model: merge a copy, keep training the adapter
+        return copy.deepcopy(model).merge_and_unload()
+    return model
+
+
+def save_trainer_state(model: Any, optimizer: torch.optim.Optimizer, folder: Path) -> None:
+    """Save trainable parameters and optimizer state into ``folder`` (atomically, as a whole)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    try:
+        params = {n: p.detach().contiguous().cpu() for n, p in _trainable(model)}
+        save_file(params, str(tmp / PARAMS_FILE))
+        tensors, meta = _flatten_optimizer(optimizer.state_dict())
+        save_file(tensors, str(tmp / OPTIMIZER_FILE), metadata={"meta": json.dumps(meta)})
+        replace_dir(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def load_trainer_state(model: Any, optimizer: torch.optim.Optimizer, folder: Path) -> None:
+    """Restore what :func:`save_trainer_state` wrote; raise CheckpointError if it does not fit."""
+    try:
+        params = load_file(str(folder / PARAMS_FILE))
+        tensors = load_file(str(folder / OPTIMIZER_FILE))
+        from safetensors import safe_open
+
+        with safe_open(str(folder / OPTIMIZER_FILE), framework="pt") as handle:
+            meta = json.loads(handle.metadata()["meta"])
+    except (OSError, SafetensorError, KeyError, json.JSONDecodeError) as error:
+        raise CheckpointError(
+            f"trainer state in {folder} is missing or corrupt: {error}"
+        ) from error
+    expected = dict(_trainable(model))
+    if set(params) != set(expected):
+        missing = sorted(set(expected) - set(params))[:3]
+        extra = sorted(set(params) - set(expected))[:3]
+        raise CheckpointError(
+            f"trainer state in {folder} does not fit this model (missing {missing}, "
+            f"unexpected {extra}); was it saved with the other of LoRA / full fine-tuning?"
+        )
+    with torch.no_grad():
+        for name, value in params.items():
+            expected[name].copy_(value.to(expected[name].device, expected[name].dtype))
+    optimizer.load_state_dict(_unflatten_optimizer(tensors, meta))
+
+
+def _trainable(model: Any) -> list[tuple[str, torch.nn.Parameter]]:
+    return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+
+
+def _flatten_optimizer(state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for index, entry in state["state"].items():
+        for key, value in entry.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{index}.{key}"] = value.detach().contiguous().cpu()
+            else:
+                scalars.setdefault(str(index), {})[key] = value
+    if not tensors:  # safetensors needs at least one tensor: mark "no state yet"
+        tensors["__empty__"] = torch.zeros(1)
+    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
+    state: dict[int, dict[str, Any]] = {}
+    for name, value in tensors.items():
+        if name == "__empty__":
+            continue
+        index, key = name.split(".", 1)
+        state.setdefault(int(index), {})[key] = value
+    for index, entries in meta["scalars"].items():
+        state.setdefault(int(index), {}).update(entries)
+    return {"state": state, "param_groups": meta["param_groups"]}
