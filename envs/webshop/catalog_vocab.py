@@ -204,7 +204,7 @@ TYPES: tuple[ProductType, ...] = (
        "post workout, breakfast on the go, hiking"),
     _t("grocery", "herbal tea", G + "Beverages › Coffee, Tea & Cocoa › Tea › Herbal", "Herbal Tea",
        "caffeine free, organic, non gmo, individually wrapped, loose leaf, kosher, no added sugar, immune support",
-       [("flavor", "chamomile, peppermint, ginger, hibiscus, lemon balm"), ("size", "20 count, 40 count, 100 count")], (5, 30),
+       [("flavor", "chamomile, licorice, ginger, hibiscus, lemon balm"), ("size", "20 count, 40 count, 100 count")], (5, 30),
        "Traditional Medicinals, Yogi, Celestial Seasonings, Pukka, Bigelow",
        "bedtime, digestion, afternoons"),
     _t("grocery", "mixed nuts", G + "Snacks & Sweets › Nuts & Seeds › Mixed Nuts", "Mixed Nuts",
