@@ -1,0 +1,1 @@
+"""Agents that implement :class:`skillrl.agent.Agent` (LLM, scripted expert, human)."""
