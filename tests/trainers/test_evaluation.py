@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import pytest
+from trainer_helpers import episode
+
+from skillrl.errors import ConfigError
+from trainers.evaluation import pass_at_k, pass_at_k_t, summarise
+
+
+def goal_episode(goal: str, turns: int, success: bool):
+    ep = episode(["o"] * turns, score=1.0 if success else 0.0)
+    ep.goal_id = goal
+    return ep
+
+
+def test_pass_at_k_by_hand():
+    assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
+    assert pass_at_k(4, 1, 2) == pytest.approx(1 - 3 / 6)
+    assert pass_at_k(4, 0, 4) == 0.0
+    assert pass_at_k(4, 3, 2) == 1.0
+    with pytest.raises(ConfigError):
+        pass_at_k(2, 0, 3)
+
+
+def test_pass_at_k_t_separates_breadth_from_depth():
+    # goal a: one of two samples succeeds, in 6 turns; goal b: both succeed, in 3 and 9 turns.
+    episodes = [
+        goal_episode("a", 6, True),
+        goal_episode("a", 4, False),
+        goal_episode("b", 3, True),
+        goal_episode("b", 9, True),
+    ]
+    table = pass_at_k_t(episodes, ks=[1, 2], ts=[3, 6, 15])
+    assert table[(1, 3)] == pytest.approx((0.0 + 0.5) / 2)
+    assert table[(1, 6)] == pytest.approx((0.5 + 0.5) / 2)
+    assert table[(1, 15)] == pytest.approx((0.5 + 1.0) / 2)
+    assert table[(2, 3)] == pytest.approx((0.0 + 1.0) / 2)
+    assert table[(2, 6)] == pytest.approx(1.0)
+    with pytest.raises(ConfigError, match="exceeds"):
+        pass_at_k_t(episodes, ks=[3], ts=[15])
+
+
+def test_summary_counts_invalid_actions_per_turn_and_tokens():
+    a = episode(["s", "r", "p"], valid=[True, False, True], score=1.0)
+    b = episode(["s"], score=0.0, terminated=False)
+    for t in a.turns + b.turns:
+        t.prompt_tokens, t.completion_tokens = 100, 10
+    s = summarise([a, b])
+    assert s.success_rate == 0.5 and s.mean_score == 0.5 and s.mean_turns == 2.0
+    assert s.invalid_action_rate == pytest.approx(1 / 4)
+    assert s.tokens_per_episode == pytest.approx(440 / 2)
+    assert summarise([]).episodes == 0

@@ -1,0 +1,92 @@
+"""Evaluation figures of a set of episodes: success, score, turns, validity, tokens, Pass@(K,T).
+
+Pass@(K,T) is the share of goals solved by at least one of K sampled episodes within T turns.
+With n >= K episodes per goal of which c solved the goal in at most T turns, we use the unbiased
+estimator of Chen et al. 2021 ("Evaluating Large Language Models Trained on Code", Eq. 1):
+  pass@K = 1 - C(n - c, K) / C(n, K), averaged over goals.
+Reading the table by rows (more samples K) against columns (more turns T) tells breadth from
+depth: an agent that needs more tries gains along K; one that needs longer episodes along T.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import comb
+
+from skillrl.errors import ConfigError
+from skillrl.records import EpisodeRecord
+
+
+@dataclass
+class EpisodeSummary:
+    """Mean figures of a set of episodes."""
+
+    episodes: int
+    success_rate: float
+    mean_score: float
+    mean_turns: float
+    invalid_action_rate: float
+    """Invalid actions / turns."""
+    tokens_per_episode: float
+    """Prompt + generated tokens per episode."""
+    completion_tokens_per_episode: float
+
+
+def summarise(episodes: Sequence[EpisodeRecord]) -> EpisodeSummary:
+    """Mean success, score, turns, invalid-action rate and tokens of ``episodes``."""
+    n = len(episodes)
+    if n == 0:
+        return EpisodeSummary(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    turns = sum(e.num_turns for e in episodes)
+    prompt = sum(t.prompt_tokens for e in episodes for t in e.turns)
+    completion = sum(t.completion_tokens for e in episodes for t in e.turns)
+    return EpisodeSummary(
+        episodes=n,
+        success_rate=sum(e.success for e in episodes) / n,
+        mean_score=sum(e.score for e in episodes) / n,
+        mean_turns=turns / n,
+        invalid_action_rate=sum(e.invalid_actions for e in episodes) / max(turns, 1),
+        tokens_per_episode=(prompt + completion) / n,
+        completion_tokens_per_episode=completion / n,
+    )
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """1 - C(n - c, k) / C(n, k): chance that k of n samples (c correct) hold a correct one."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ConfigError(f"pass@k needs 0 <= c ({c}) <= n ({n}) and 1 <= k ({k}) <= n")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def solved_within(episode: EpisodeRecord, turns: int) -> bool:
+    """Whether the episode succeeded in at most ``turns`` turns."""
+    return episode.success and episode.num_turns <= turns
+
+
+def pass_at_k_t(
+    episodes: Sequence[EpisodeRecord], ks: Sequence[int], ts: Sequence[int]
+) -> dict[tuple[int, int], float]:
+    """Pass@(K,T) over goals (episodes grouped by ``goal_id``), for every K in ks and T in ts."""
+    by_goal: dict[str, list[EpisodeRecord]] = defaultdict(list)
+    for episode in episodes:
+        by_goal[episode.goal_id].append(episode)
+    if not by_goal:
+        raise ConfigError("Pass@(K,T) needs at least one episode")
+    fewest = min(len(v) for v in by_goal.values())
+    if max(ks) > fewest:
+        raise ConfigError(
+            f"K ({max(ks)}) exceeds the episodes sampled per goal ({fewest}); sample more"
+        )
+    table: dict[tuple[int, int], float] = {}
+    for k in ks:
+        for t in ts:
+            values = [
+                pass_at_k(len(group), sum(solved_within(e, t) for e in group), k)
+                for group in by_goal.values()
+            ]
+            table[(k, t)] = sum(values) / len(values)
+    return table
