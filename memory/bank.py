@@ -165,6 +165,22 @@ class SkillBank:
         with read_session(self.engine) as session:
             return self._entry(session, self._row(session, entry_id))
 
+    def resolve_id(self, text: str) -> str:
+        """Return the full id of the entry whose id is ``text`` or starts with it (6+ chars)."""
+        with read_session(self.engine) as session:
+            if session.get(EntryRow, text) is not None:
+                return text
+            matches = []
+            if len(text) >= 6 and text.isalnum():
+                matches = list(
+                    session.scalars(select(EntryRow.id).where(EntryRow.id.startswith(text)).limit(2))
+                )
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise SkillNotFoundError(f"id prefix {text!r} matches several entries; give more of it")
+        raise SkillNotFoundError(f"no skill-bank entry has id {text!r} (see `skillrl skills list`)")
+
     def _row(self, session: Session, entry_id: str) -> EntryRow:
         row = session.get(EntryRow, entry_id)
         if row is None:

@@ -1,0 +1,496 @@
+"""``skillrl skills ...``: inspect and edit the skill bank.
+
+Every command takes ``--workspace``, ``--database-url``, ``--chroma-url`` and ``--embedder`` (the
+bank's location and model), prints rich tables by default and JSON with ``--json``. Bad input
+(an unknown id, a malformed file, an invalid field) ends with a one-line message, exit code 1,
+and the bank unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import getpass
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from skillrl.commands.options import json_option, workspace_option
+from skillrl.commands.skills_view import (
+    console,
+    print_diff,
+    print_entries,
+    print_entry,
+    print_history,
+    print_json,
+    print_retrieved,
+    print_snapshots,
+    print_stats,
+)
+
+KINDS = ("general", "task", "mistake")
+TEXT_FIELDS = (
+    ("title", "Short name of the entry."),
+    ("principle", "The rule itself, stated generally."),
+    ("when_to_apply", "When the rule applies."),
+    ("env", "Environment id (task skills and notes), e.g. webshop."),
+    ("category", "Task category within the environment, e.g. apparel."),
+    ("failure_point", "Notes only: where the episode went wrong."),
+    ("flawed_action", "Notes only: the action that was wrong."),
+    ("correction", "Notes only: what should have been done instead."),
+)
+
+
+def _author() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "person"
+
+
+def bank_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the options that locate the bank, and pass one opened ``bank`` to the command."""
+
+    @workspace_option
+    @click.option(
+        "--database-url",
+        envvar="SKILLRL_DATABASE_URL",
+        default=None,
+        help="SQLAlchemy URL of the bank (e.g. postgresql+psycopg://...); default: SQLite in "
+        "the workspace. Also $SKILLRL_DATABASE_URL.",
+    )
+    @click.option(
+        "--chroma-url",
+        envvar="SKILLRL_CHROMA_URL",
+        default=None,
+        help="Chroma server URL (http://host:port); default: an embedded index in the "
+        "workspace. Also $SKILLRL_CHROMA_URL.",
+    )
+    @click.option(
+        "--embedder",
+        envvar="SKILLRL_EMBEDDER",
+        default="all-MiniLM-L6-v2",
+        show_default=True,
+        help="sentence-transformers model folder or id (the default is the packaged copy). "
+        "Also $SKILLRL_EMBEDDER.",
+    )
+    @functools.wraps(command)
+    def wrapper(
+        workspace: str, database_url: str | None, chroma_url: str | None, embedder: str, **kw: Any
+    ) -> Any:
+        from memory import BankConfig, SkillBank
+
+        config = BankConfig(
+            workspace=Path(workspace),
+            database_url=database_url,
+            chroma_url=chroma_url,
+            embedder=embedder,
+        )
+        with SkillBank.open(config, verify=command.__name__ != "reindex") as bank:
+            if "entry_id" in kw:
+                kw["entry_id"] = bank.resolve_id(kw["entry_id"])
+            return command(bank=bank, **kw)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def skills() -> None:
+    """Inspect and edit the skill bank (skills, counterfactual notes, history, snapshots)."""
+
+
+@skills.command("list")
+@click.option("--kind", type=click.Choice(KINDS), help="Only entries of this kind.")
+@click.option("--env", help="Only entries of this environment.")
+@click.option("--category", help="Only entries of this task category.")
+@click.option(
+    "--status",
+    type=click.Choice(["active", "retired", "all"]),
+    default="active",
+    show_default=True,
+    help="Only entries with this status.",
+)
+@click.option(
+    "--sort",
+    type=click.Choice(["created", "usage", "utility"]),
+    default="created",
+    show_default=True,
+    help="Order: oldest first, most retrieved first, or most useful first (success lift).",
+)
+@json_option
+@bank_options
+def list_command(bank: Any, kind, env, category, status, sort, as_json: bool) -> None:
+    """List entries, filtered and sorted."""
+    from memory.stats import entry_utility
+
+    entries = bank.list(
+        kind=kind, env=env, category=category, status=None if status == "all" else status
+    )
+    totals: dict[tuple[Any, Any], tuple[int, int]] = {}
+    utility = {}
+    for e in entries:
+        key = (e.env, e.category)
+        if key not in totals:
+            totals[key] = bank.episode_totals(env=e.env, category=e.category)
+        utility[e.id] = entry_utility(e, totals[key])
+    if sort == "usage":
+        entries.sort(key=lambda e: (-e.times_retrieved, e.created_at))
+    elif sort == "utility":
+        entries.sort(key=lambda e: (-utility[e.id], e.created_at))
+    if as_json:
+        print_json([{**dataclasses.asdict(e), "utility": utility[e.id]} for e in entries])
+    else:
+        print_entries(entries, utility)
+
+
+@skills.command("show")
+@click.argument("entry_id")
+@json_option
+@bank_options
+def show(bank: Any, entry_id: str, as_json: bool) -> None:
+    """Show one entry in full: content, provenance, statistics and revisions."""
+    entry = bank.get(entry_id)
+    history = bank.history(entry_id)
+    if as_json:
+        print_json(
+            {
+                **dataclasses.asdict(entry),
+                "revisions": [dataclasses.asdict(r) for r in history],
+            }
+        )
+    else:
+        print_entry(entry, history)
+
+
+@skills.command("search")
+@click.argument("text")
+@click.option("--env", default="webshop", show_default=True, help="Environment of the query.")
+@click.option("--category", help="Task category of the query (selects task skills).")
+@click.option("--observation", default="", help="Observation text to add to the query.")
+@click.option("--k-general", type=int, default=2, show_default=True, help="General skills.")
+@click.option("--k-task", type=int, default=3, show_default=True, help="Task skills.")
+@click.option("--k-mistakes", type=int, default=2, show_default=True, help="Notes.")
+@click.option(
+    "--min-similarity", type=float, default=0.25, show_default=True, help="Cosine cut-off."
+)
+@json_option
+@bank_options
+def search(bank: Any, text, env, category, observation, k_general, k_task, k_mistakes,
+           min_similarity, as_json: bool) -> None:  # fmt: skip
+    """Show what retrieval would return for TEXT (an instruction); usage is not recorded."""
+    from memory import RetrievalConfig, RetrievalQuery
+
+    config = RetrievalConfig(k_general, k_task, k_mistakes, min_similarity)
+    query = RetrievalQuery(instruction=text, observation=observation, env=env, category=category)
+    result = bank.retrieve([query], config, record=False)[0]
+    if as_json:
+        print_json(
+            {
+                kind: [
+                    {"id": r.entry.id, "title": r.entry.title, "similarity": r.similarity}
+                    for r in getattr(result, kind)
+                ]
+                for kind in ("general", "task", "mistakes")
+            }
+        )
+    else:
+        print_retrieved(result)
+
+
+def _field_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    for name, text in reversed(TEXT_FIELDS):
+        command = click.option(f"--{name.replace('_', '-')}", name, default=None, help=text)(
+            command
+        )
+    return command
+
+
+@skills.command("add")
+@click.option("--kind", type=click.Choice(KINDS), required=True, help="Kind of entry.")
+@_field_options
+@click.option("--author", default=_author, show_default="your user name", help="Who adds it.")
+@click.option("--reason", default="", help="Why it is added.")
+@json_option
+@bank_options
+def add(bank: Any, kind: str, author: str, reason: str, as_json: bool, **fields: Any) -> None:
+    """Add an entry (a near-duplicate of an active one merges into it instead)."""
+    from memory import EntryDraft
+
+    values = {k: v for k, v in fields.items() if v is not None}
+    draft = EntryDraft(
+        kind=kind,  # type: ignore[arg-type]
+        title=values.pop("title", ""),
+        principle=values.pop("principle", ""),
+        source="person",
+        reason=reason,
+        **values,
+    )
+    result = bank.add(draft, author=author)
+    if as_json:
+        print_json(
+            {"id": result.entry.id, "merged": result.merged, "similarity": result.similarity}
+        )
+    elif result.merged:
+        console().print(
+            f"merged into [bold]{result.entry.id}[/] (similarity {result.similarity:.3f}, "
+            f"support {result.entry.support_count})"
+        )
+    else:
+        console().print(f"added [bold]{result.entry.id}[/]")
+
+
+def _edit_in_editor(bank: Any, entry_id: str) -> dict[str, Any]:
+    import yaml
+
+    from memory.entries import EDITABLE_FIELDS
+    from skillrl.errors import InvalidEntryError
+
+    entry = bank.get(entry_id)
+    current = {name: getattr(entry, name) for name in sorted(EDITABLE_FIELDS)}
+    header = "# Edit the fields below, save and quit. Unchanged fields are kept.\n"
+    edited = click.edit(header + yaml.safe_dump(current, sort_keys=True, allow_unicode=True))
+    if edited is None:
+        return {}
+    try:
+        data = yaml.safe_load(edited)
+    except yaml.YAMLError as e:
+        raise InvalidEntryError(f"the edited text is not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise InvalidEntryError("the edited text must be a mapping of field: value")
+    unknown = sorted(set(data) - EDITABLE_FIELDS)
+    if unknown:
+        raise InvalidEntryError(f"unknown field(s) {', '.join(map(str, unknown))}")
+    return {k: v for k, v in data.items() if current.get(k) != v}
+
+
+@skills.command("edit")
+@click.argument("entry_id")
+@click.option("--kind", type=click.Choice(KINDS), default=None, help="New kind.")
+@_field_options
+@click.option("--author", default=_author, show_default="your user name", help="Who edits it.")
+@click.option("--reason", default="", help="Why it is edited (kept in its history).")
+@json_option
+@bank_options
+def edit(bank: Any, entry_id: str, author: str, reason: str, as_json: bool, **fields: Any) -> None:
+    """Edit an entry with flags, or without flags in $EDITOR (YAML), validated before saving."""
+    changes = {k: v for k, v in fields.items() if v is not None}
+    if not changes:
+        changes = _edit_in_editor(bank, entry_id)
+    if not changes:
+        console().print("nothing changed")
+        return
+    entry = bank.edit(entry_id, author=author, reason=reason, **changes)
+    if as_json:
+        print_json(dataclasses.asdict(entry))
+    else:
+        console().print(f"edited [bold]{entry.id}[/] (revision {entry.revision})")
+
+
+@skills.command("retire")
+@click.argument("entry_id")
+@click.option("--author", default=_author, show_default="your user name", help="Who retires it.")
+@click.option("--reason", default="", help="Why (kept in its history).")
+@json_option
+@bank_options
+def retire(bank: Any, entry_id: str, author: str, reason: str, as_json: bool) -> None:
+    """Take an entry out of retrieval (kept with its history; `restore` undoes it)."""
+    entry = bank.retire(entry_id, author=author, reason=reason)
+    _report_status(entry, as_json)
+
+
+@skills.command("restore")
+@click.argument("entry_id")
+@click.option("--author", default=_author, show_default="your user name", help="Who restores it.")
+@click.option("--reason", default="", help="Why (kept in its history).")
+@json_option
+@bank_options
+def restore(bank: Any, entry_id: str, author: str, reason: str, as_json: bool) -> None:
+    """Put a retired entry back into retrieval."""
+    entry = bank.restore(entry_id, author=author, reason=reason)
+    _report_status(entry, as_json)
+
+
+def _report_status(entry: Any, as_json: bool) -> None:
+    if as_json:
+        print_json({"id": entry.id, "status": entry.status, "revision": entry.revision})
+    else:
+        console().print(f"[bold]{entry.id}[/] is now {entry.status} (revision {entry.revision})")
+
+
+@skills.command("rm")
+@click.argument("entry_id")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+@bank_options
+def rm(bank: Any, entry_id: str, yes: bool, as_json: bool) -> None:
+    """Delete an entry and its history for good (prefer `retire`)."""
+    entry = bank.get(entry_id)
+    if not yes and not click.confirm(f"Delete {entry.id} ({entry.title!r}) for good?"):
+        raise click.ClickException("not deleted")
+    bank.remove(entry_id)
+    if as_json:
+        print_json({"id": entry_id, "deleted": True})
+    else:
+        console().print(f"deleted [bold]{entry_id}[/]")
+
+
+@skills.command("history")
+@click.argument("entry_id")
+@json_option
+@bank_options
+def history(bank: Any, entry_id: str, as_json: bool) -> None:
+    """List every revision of an entry (who, when, why, what)."""
+    revisions = bank.history(entry_id)
+    if as_json:
+        print_json([dataclasses.asdict(r) for r in revisions])
+    else:
+        print_history(revisions)
+
+
+@skills.command("revert")
+@click.argument("entry_id")
+@click.argument("revision", type=int)
+@click.option("--author", default=_author, show_default="your user name", help="Who reverts it.")
+@json_option
+@bank_options
+def revert(bank: Any, entry_id: str, revision: int, author: str, as_json: bool) -> None:
+    """Make revision REVISION of an entry current again (as a new revision)."""
+    entry = bank.revert(entry_id, revision, author=author)
+    if as_json:
+        print_json(dataclasses.asdict(entry))
+    else:
+        console().print(
+            f"[bold]{entry.id}[/] reverted to revision {revision} (now revision {entry.revision})"
+        )
+
+
+def _format(path: Path, fmt: str | None) -> str:
+    if fmt:
+        return fmt
+    return "jsonl" if path.suffix == ".jsonl" else "skillrl"
+
+
+@skills.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "skillrl"]),
+    default=None,
+    help="jsonl: full records of an export; skillrl: SkillRL's bank JSON. Default: by suffix.",
+)
+@click.option("--env", default="webshop", show_default=True, help="skillrl format: env of it.")
+@click.option("--author", default=_author, show_default="your user name", help="Who imports.")
+@json_option
+@bank_options
+def import_command(bank: Any, file: Path, fmt: str | None, env: str, author: str,
+                   as_json: bool) -> None:  # fmt: skip
+    """Import entries from FILE, all or nothing (a bad record is reported, nothing written)."""
+    from memory import io
+
+    if _format(file, fmt) == "jsonl":
+        report = io.import_jsonl(bank, file, author=author)
+    else:
+        report = io.import_skillrl(bank, file, env=env, author=author)
+    if as_json:
+        print_json(dataclasses.asdict(report))
+    else:
+        console().print(
+            f"read {report.records} records: {len(report.added)} added, "
+            f"{len(report.merged)} merged into existing entries"
+        )
+
+
+@skills.command("export")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "skillrl"]),
+    default=None,
+    help="jsonl: full records (all statuses); skillrl: SkillRL's bank JSON (active). "
+    "Default: by suffix.",
+)
+@click.option("--env", default=None, help="skillrl format: only this env's task skills/notes.")
+@json_option
+@bank_options
+def export(bank: Any, file: Path, fmt: str | None, env: str | None, as_json: bool) -> None:
+    """Export the bank to FILE (written atomically)."""
+    from memory import io
+
+    chosen = _format(file, fmt)
+    if chosen == "jsonl":
+        count = io.export_jsonl(bank, file)
+    else:
+        count = io.export_skillrl(bank, file, env=env)
+    if as_json:
+        print_json({"file": str(file), "format": chosen, "entries": count})
+    else:
+        console().print(f"wrote {count} entries to {file} ({chosen})")
+
+
+@skills.command("snapshot")
+@click.argument("name")
+@json_option
+@bank_options
+def snapshot(bank: Any, name: str, as_json: bool) -> None:
+    """Save the bank's current entries as snapshot NAME."""
+    info = bank.snapshot(name)
+    if as_json:
+        print_json(dataclasses.asdict(info))
+    else:
+        console().print(f"snapshot [bold]{info.name}[/]: {info.entries} entries")
+
+
+@skills.command("snapshots")
+@json_option
+@bank_options
+def snapshots(bank: Any, as_json: bool) -> None:
+    """List the saved snapshots."""
+    infos = bank.snapshots()
+    if as_json:
+        print_json([dataclasses.asdict(i) for i in infos])
+    else:
+        print_snapshots(infos)
+
+
+@skills.command("diff")
+@click.argument("a")
+@click.argument("b", default="current")
+@json_option
+@bank_options
+def diff(bank: Any, a: str, b: str, as_json: bool) -> None:
+    """Show what changed from snapshot A to snapshot B (default: the current bank)."""
+    result = bank.diff(a, b)
+    if as_json:
+        print_json(dataclasses.asdict(result))
+    else:
+        print_diff(result)
+
+
+@skills.command("stats")
+@json_option
+@bank_options
+def stats(bank: Any, as_json: bool) -> None:
+    """Summarise the bank: entries per kind and status, episodes, index agreement."""
+    from memory.summary import bank_summary
+
+    summary = bank_summary(bank)
+    if as_json:
+        print_json(summary)
+    else:
+        print_stats(summary)
+
+
+@skills.command("reindex")
+@json_option
+@bank_options
+def reindex(bank: Any, as_json: bool) -> None:
+    """Rebuild the vector index from SQL (also after switching --embedder)."""
+    count = bank.reindex()
+    if as_json:
+        print_json({"indexed": count, "embedder": bank.config.embedder})
+    else:
+        console().print(f"indexed {count} active entries with {bank.config.embedder}")
