@@ -102,14 +102,15 @@ def evolve_category(
 ) -> None:
     """Distill ``failures``, add the few drafts that explain most of them, fill ``record``."""
     rate = record.validation_successes / record.validation_episodes
-    for draft in _best(distiller.distill(failures), failures, config.max_new_entries):
+    drafts = _best(distiller.distill(failures), failures, config.max_new_entries)
+    for draft in drafts:
         draft.reason = (
             f"evolution: validation success {record.validation_successes}/"
             f"{record.validation_episodes} ({rate:.2f}) < {config.threshold:.2f} in "
             f"{record.env}/{record.category}; explains {len(draft.trajectory_ids)} of "
             f"{len(failures)} failed training episodes"
         )
-        result = bank.add(draft, author=AUTHOR)
+    for result in bank.add_many(drafts, author=AUTHOR):
         (record.refined if result.merged else record.added).append(result.entry.id)
     record.reason = f"validation success {rate:.2f} below {config.threshold:.2f}"
 

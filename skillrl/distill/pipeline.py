@@ -1,8 +1,11 @@
 """Distill the bank's undistilled episodes and write the results through the bank's add API.
 
-Idempotent: episodes are marked distilled (``bank.mark_distilled``) right after their entries are
-added, batch by batch, so a second pass finds nothing to do, and a pass stopped by an error (a
-teacher out of retries) leaves every finished batch complete and every later one untouched.
+Idempotent: a batch's drafts go in with one ``bank.add_many`` transaction (all or none) and its
+episodes are then marked distilled (``bank.mark_distilled``), so a second pass finds nothing to do,
+and a pass stopped by an error (a teacher out of retries) leaves every finished batch complete and
+every later one untouched. (Were the process killed between those two transactions, the batch
+would be distilled again next time and its drafts would merge into the entries they made, raising
+their support counts once more: nothing is lost or duplicated.)
 Every draft goes through :func:`~skillrl.distill.leakage.draft_leaks` against its own source
 episodes before it reaches the bank, whichever distiller wrote it.
 """
@@ -66,16 +69,17 @@ def write_drafts(
     author: str,
     report: DistillReport,
 ) -> None:
-    """Add clean drafts to the bank (merge on insert happens there); record rejections."""
+    """Add the clean drafts in one transaction (merge on insert happens there); note rejections."""
     by_id = {e.episode_id: e for e in sources}
+    clean = []
     for draft in drafts:
-        own = [by_id[i] for i in draft.trajectory_ids if i in by_id]
-        leaks = draft_leaks(draft, own)
+        leaks = draft_leaks(draft, [by_id[i] for i in draft.trajectory_ids if i in by_id])
         if leaks:
             report.rejected.append(Rejection(draft.title, leaks, list(draft.trajectory_ids)))
             logger.warning("rejected draft %r: %s", draft.title, "; ".join(leaks))
-            continue
-        result = bank.add(draft, author=author)
+        else:
+            clean.append(draft)
+    for result in bank.add_many(clean, author=author):
         entry_id = result.entry.id
         if entry_id in report.added or entry_id in report.merged:
             continue  # merged into an entry this pass already counted

@@ -123,11 +123,9 @@ def seed_bank(bank: Any, path: str | os.PathLike[str], env_id: str) -> SeedRepor
     """Add every entry of a starting-bank file through the bank's add API."""
     started = time.perf_counter()
     _, drafts = load_starting_bank(path)
-    added = merged = 0
-    for draft in drafts:
-        result = bank.add(draft, author=AUTHOR)
-        merged += int(result.merged)
-        added += int(not result.merged)
+    results = bank.add_many(drafts, author=AUTHOR)  # one transaction: seeded fully or not at all
+    merged = sum(r.merged for r in results)
+    added = len(results) - merged
     return SeedReport(env_id, str(path), len(drafts), added, merged, time.perf_counter() - started)
 
 

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import pytest
+from distill_episodes import episode, unfinished_episode
+
+from skillrl.distill import AnalyticDistiller, PipelineConfig, distill_pending
+
+pytestmark = pytest.mark.slow
+
+
+def _mixed():
+    return [
+        episode(
+            success=False, chosen={"size": "medium", "color": "navy"}, missed_options=["large"]
+        ),
+        episode(
+            success=False, chosen={"size": "small", "color": "navy"}, missed_options=["x-large"]
+        ),
+        episode(success=False, chosen={"color": "navy"}, missed_options=["large"]),
+        episode(success=False, chosen={"size": "large", "color": "black"}, missed_options=["navy"]),
+        episode(success=False, chosen={"size": "large", "color": "navy"}, price_ok=False),
+        episode(success=True, chosen={"size": "large", "color": "navy"}),
+        episode(success=True, chosen={"size": "large", "color": "navy"}, category="beauty"),
+        unfinished_episode(),
+    ]
+
+
+def test_distill_pending_adds_entries_and_second_pass_adds_nothing(bank):
+    bank.save_episodes(_mixed())
+    first = distill_pending(bank, AnalyticDistiller())
+    assert first.episodes_seen == first.episodes_distilled == 8
+    assert first.added and not first.rejected
+    count = bank.count(status=None)
+    assert count == len(first.added)
+    assert bank.episodes(distilled=False) == []
+    second = distill_pending(bank, AnalyticDistiller())
+    assert (second.episodes_seen, second.drafts, second.added, second.merged) == (0, 0, [], [])
+    assert bank.count(status=None) == count
+
+
+def test_paraphrased_notes_merge_and_distinct_lessons_do_not(bank):
+    # medium-for-large, small-for-x-large, no-size-for-large: three wordings of one lesson.
+    bank.save_episodes(_mixed()[:4])
+    distill_pending(bank, AnalyticDistiller())
+    notes = {e.title: e for e in bank.list(kind="mistake")}
+    size = notes["Select the requested size before Buy Now"]
+    assert size.support_count == 3
+    assert notes["Select the requested color before Buy Now"].support_count == 1
+    assert len(notes) == 2
+
+
+def test_validation_episodes_are_not_distilled_by_default(bank):
+    held_out = episode(
+        success=False, chosen={"size": "medium"}, missed_options=["large"], split="eval"
+    )
+    bank.save_episodes([held_out])
+    assert distill_pending(bank, AnalyticDistiller()).episodes_seen == 0
+    assert bank.count() == 0
+    everything = distill_pending(bank, AnalyticDistiller(), PipelineConfig(splits=None))
+    assert everything.episodes_distilled == 1
+
+
+def test_merged_notes_keep_every_source_in_provenance(bank):
+    bank.save_episodes(_mixed()[:2])
+    report = distill_pending(bank, AnalyticDistiller())
+    [entry_id] = report.added
+    assert bank.get(entry_id).support_count == 2
