@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from distill_episodes import episode
+
+from cli import main
+from memory.types import EntryDraft
+
+pytestmark = pytest.mark.slow
+
+
+def _run(*args: str) -> dict:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_skillrl_distill_twice_adds_nothing_the_second_time(bank, workspace):
+    bank.save_episodes(
+        [
+            episode(success=False, chosen={"size": "medium"}, missed_options=["large"]),
+            episode(success=True, chosen={"size": "large", "color": "navy"}),
+        ]
+    )
+    bank.close()
+    first = _run("distill", "--json", "--workspace", str(workspace))
+    assert first["episodes_distilled"] == 2 and len(first["added"]) == 2
+    second = _run("distill", "--json", "--workspace", str(workspace))
+    assert (second["episodes_seen"], second["added"], second["merged"]) == (0, [], [])
+    result = CliRunner().invoke(main, ["distill", "--workspace", str(workspace)])
+    assert "Nothing to distill" in result.output
+
+
+def test_teacher_without_model_is_a_usage_error(workspace):
+    result = CliRunner().invoke(
+        main, ["distill", "--distiller", "teacher", "--workspace", str(workspace)]
+    )
+    assert result.exit_code == 2 and "--teacher-model" in result.output
+
+
+def test_retired_entry_is_restored_by_skills_revert(bank, workspace):
+    from skillrl.distill import upkeep
+
+    draft = EntryDraft(
+        kind="general",
+        title="Buy the first result",
+        principle="Open the first result and buy it at once.",
+    )
+    entry_id = bank.add(draft, author="test").entry.id
+    played = []
+    for success in [False] * 8 + [True] * 8:
+        ep = episode(success=success, chosen={"size": "large"})
+        ep.turns[0].retrieved_ids = [] if success else [entry_id]
+        played.append(ep)
+    bank.save_episodes(played)
+    assert entry_id in upkeep(bank).retired
+    bank.close()
+    shown = _run("skills", "revert", entry_id, "1", "--json", "--workspace", str(workspace))
+    assert shown["status"] == "active"
