@@ -54,11 +54,10 @@ class ConsistencyReport:
 
 
 def _compare(bank: SkillBank, session: Session) -> ConsistencyReport:
-    active = dict(
-        session.execute(select(EntryRow.id, EntryRow.revision).where(EntryRow.status == "active"))
-        .tuples()
-        .all()
-    )
+    rows = session.execute(
+        select(EntryRow.id, EntryRow.revision).where(EntryRow.status == "active")
+    ).all()
+    active = {entry_id: revision for entry_id, revision in rows}
     indexed = {r.id: r.metadata.get("revision") for r in bank.index.get()}
     return ConsistencyReport(
         sql_active=len(active),

@@ -1,0 +1,205 @@
+"""The bank's store contract, on every configured store."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from memory import RetrievalConfig, RetrievalQuery
+from skillrl.errors import InvalidEntryError, SkillNotFoundError
+from skillrl.records import EpisodeRecord, TurnRecord
+
+
+def test_add_get_list_count(bank, samples):
+    size = bank.add(samples.size, author="alice")
+    price = bank.add(samples.price)
+    general = bank.add(samples.general)
+    assert not size.merged and size.entry.id != price.entry.id
+    got = bank.get(size.entry.id)
+    assert got.title == samples.size.title and got.revision == 1 and got.status == "active"
+    assert got.provenance[0]["author"] == "alice" and got.support_count == 1
+    assert [e.id for e in bank.list(kind="task")] == [size.entry.id, price.entry.id]
+    assert [e.id for e in bank.list(kind="general")] == [general.entry.id]
+    assert bank.list(env="webshop", category="apparel") == []
+    assert bank.count() == 3 and bank.count(kind="task") == 2
+    with pytest.raises(SkillNotFoundError, match="nope"):
+        bank.get("nope")
+
+
+def test_near_duplicate_merges_instead_of_adding(bank, samples):
+    first = bank.add(dataclasses.replace(samples.size, trajectory_ids=["ep1"]))
+    again = bank.add(
+        dataclasses.replace(samples.size, title=samples.size.title + ".", trajectory_ids=["ep2"]),
+        author="distiller",
+    )
+    assert again.merged and again.entry.id == first.entry.id
+    assert again.similarity is not None and again.similarity > 0.9
+    assert again.entry.support_count == 2
+    assert again.entry.trajectory_ids == ["ep1", "ep2"]
+    assert [p["author"] for p in again.entry.provenance] == ["person", "distiller"]
+    assert bank.count() == 1
+    # The same text in another category is a different skill.
+    other = bank.add(dataclasses.replace(samples.size, category="apparel"))
+    assert not other.merged and bank.count() == 2
+
+
+def test_invalid_drafts_are_refused_and_nothing_is_written(bank, samples):
+    bank.add(samples.general)
+    bad = [
+        dataclasses.replace(samples.size, category=None),
+        dataclasses.replace(samples.general, title="  "),
+        dataclasses.replace(samples.general, kind="skill"),
+    ]
+    for draft in bad:
+        with pytest.raises(InvalidEntryError):
+            bank.add(draft)
+    # A batch with one bad draft writes none of them.
+    with pytest.raises(InvalidEntryError, match="draft 1"):
+        bank.add_many([samples.price, dataclasses.replace(samples.price, principle="")])
+    assert bank.count(status=None) == 1 and bank.check().ok
+
+
+def test_edit_keeps_history_and_revert_restores(bank, samples):
+    entry = bank.add(samples.size).entry
+    edited = bank.edit(entry.id, author="bob", reason="clearer", title="Choose the right size")
+    assert edited.revision == 2 and edited.title == "Choose the right size"
+    history = bank.history(entry.id)
+    assert [(r.revision, r.author) for r in history] == [(1, "person"), (2, "bob")]
+    assert history[0].data["title"] == samples.size.title and history[1].reason == "clearer"
+    reverted = bank.revert(entry.id, 1, author="carol")
+    assert reverted.revision == 3 and reverted.title == samples.size.title
+    with pytest.raises(InvalidEntryError, match="principle"):
+        bank.edit(entry.id, author="bob", principle="")
+    with pytest.raises(InvalidEntryError, match="support_count"):
+        bank.edit(entry.id, author="bob", support_count=9)
+    with pytest.raises(SkillNotFoundError):
+        bank.revert(entry.id, 42, author="bob")
+    assert bank.get(entry.id).revision == 3 and bank.check().ok
+
+
+def _query(text: str, category: str = "footwear") -> RetrievalQuery:
+    return RetrievalQuery(instruction=text, observation="", env="webshop", category=category)
+
+
+def test_retrieval_is_batched_filtered_and_recorded(bank, samples):
+    size = bank.add(samples.size).entry
+    bank.add(samples.price)
+    general = bank.add(samples.general).entry
+    mistake = bank.add(samples.mistake).entry
+    config = RetrievalConfig(k_general=1, k_task=1, k_mistakes=1, min_similarity=0.0)
+    results = bank.retrieve(
+        [_query("buy running shoes in size 9"), _query("a size 9 shirt", category="apparel")],
+        config,
+    )
+    shoes, shirt = results
+    assert [r.entry.id for r in shoes.task] == [size.id]
+    assert [r.entry.id for r in shoes.general] == [general.id]
+    assert [r.entry.id for r in shoes.mistakes] == [mistake.id]
+    assert shirt.task == []  # no apparel skills: footwear ones are never served for apparel
+    assert all(0.0 <= r.similarity <= 1.0 for r in shoes.all)
+    assert bank.get(size.id).times_retrieved == 1
+    assert bank.get(general.id).times_retrieved == 2
+    strict = bank.retrieve([_query("buy running shoes")], RetrievalConfig(min_similarity=0.99))
+    assert strict[0].all == []
+    bank.retrieve([_query("buy running shoes in size 9")], config, record=False)
+    assert bank.get(size.id).times_retrieved == 1
+
+
+def test_retired_entries_leave_retrieval_and_come_back(bank, samples):
+    size = bank.add(samples.size).entry
+    config = RetrievalConfig(min_similarity=0.0)
+    bank.retire(size.id, author="alice", reason="wrong")
+    assert bank.retrieve([_query("size 9 shoes")], config, record=False)[0].task == []
+    assert bank.list() == [] and bank.list(status="retired")[0].id == size.id
+    bank.restore(size.id, author="alice")
+    assert [r.entry.id for r in bank.retrieve([_query("size 9 shoes")], config)[0].task] == [
+        size.id
+    ]
+    assert [r.data["status"] for r in bank.history(size.id)] == ["active", "retired", "active"]
+    bank.remove(size.id)
+    assert bank.count(status=None) == 0 and bank.check().ok
+
+
+def _episode(episode_id: str, success: bool, retrieved: list[str], **kw) -> EpisodeRecord:
+    turns = [
+        TurnRecord(turn=0, observation="o", available_actions=["a"], action="a",
+                   action_valid=True, reward=0.0, retrieved_ids=retrieved),
+        TurnRecord(turn=1, observation="o2", available_actions=["a"], action="a",
+                   action_valid=True, reward=1.0 if success else 0.0, retrieved_ids=retrieved),
+    ]  # fmt: skip
+    defaults = dict(env_id="webshop", goal_id="g", instruction="i", category="footwear",
+                    split="train", group_id="grp")  # fmt: skip
+    return EpisodeRecord(turns=turns, success=success, episode_id=episode_id, **{**defaults, **kw})
+
+
+def test_episodes_are_stored_once_and_update_entry_stats(bank, samples):
+    size = bank.add(samples.size).entry
+    episodes = [_episode("e1", True, [size.id]), _episode("e2", False, [size.id]),
+                _episode("e3", True, [], split="test", group_id=None)]  # fmt: skip
+    bank.save_episodes(episodes)
+    bank.save_episodes(episodes[:2])  # idempotent: stats are not counted twice
+    got = bank.get(size.id)
+    assert (got.episodes_retrieved, got.success_episodes, got.failure_episodes) == (2, 1, 1)
+    assert [e.episode_id for e in bank.episodes()] == ["e1", "e2", "e3"]
+    assert [e.episode_id for e in bank.episodes(success=True)] == ["e1", "e3"]
+    assert [e.episode_id for e in bank.episodes(split="test")] == ["e3"]
+    assert [e.episode_id for e in bank.episodes(group_id="grp", limit=1)] == ["e1"]
+    restored = bank.episodes(split="test")[0]
+    assert restored == episodes[2]
+    assert bank.episode_totals(env="webshop", category="footwear") == (3, 2)
+    bank.mark_distilled(["e1", "e2"], distiller="analytic")
+    assert [e.episode_id for e in bank.episodes(distilled=False)] == ["e3"]
+    with pytest.raises(SkillNotFoundError):
+        bank.mark_distilled(["e3", "missing"], distiller="analytic")
+    assert [e.episode_id for e in bank.episodes(distilled=False)] == ["e3"]
+
+
+def test_snapshots_list_and_diff(bank, samples):
+    size = bank.add(samples.size).entry
+    bank.snapshot("cycle-0")
+    price = bank.add(samples.price).entry
+    bank.edit(size.id, author="a", title="Choose the right size")
+    bank.snapshot("cycle-1")
+    assert [s.name for s in bank.snapshots()] == ["cycle-0", "cycle-1"]
+    diff = bank.diff("cycle-0", "cycle-1")
+    assert [e["id"] for e in diff.added] == [price.id] and diff.removed == []
+    assert diff.changed[0].fields == {"title": (samples.size.title, "Choose the right size")}
+    assert bank.diff("cycle-1").empty
+    with pytest.raises(SkillNotFoundError):
+        bank.diff("cycle-9")
+    with pytest.raises(Exception, match="already exists"):
+        bank.snapshot("cycle-0")
+
+
+def test_a_failing_index_write_leaves_sql_unchanged(bank, monkeypatch, samples):
+    bank.add(samples.general)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("index is down")
+
+    monkeypatch.setattr(bank.index, "upsert", broken)
+    with pytest.raises(RuntimeError):
+        bank.add(samples.size)
+    assert bank.count(status=None) == 1
+
+
+def test_a_failing_sql_write_leaves_the_index_unchanged(bank, monkeypatch, samples):
+    entry = bank.add(samples.size).entry
+    before = {r.id: r.metadata for r in bank.index.get()}
+
+    def broken(*args, **kwargs):  # fails after the index was written, before the commit
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(bank, "_entry", broken)
+    with pytest.raises(RuntimeError):
+        bank.add(samples.price)
+    with pytest.raises(RuntimeError):
+        bank.edit(entry.id, author="a", principle="Something else entirely about prices.")
+    with pytest.raises(RuntimeError):
+        bank.retire(entry.id, author="a")
+    monkeypatch.undo()
+    assert {r.id: r.metadata for r in bank.index.get()} == before
+    assert bank.count() == 1 and bank.get(entry.id).revision == 1 and bank.check().ok
+    top = bank.retrieve([_query("size 9 shoes")], RetrievalConfig(min_similarity=0.0))[0]
+    assert [r.entry.id for r in top.task] == [entry.id]
