@@ -1,0 +1,145 @@
+"""WebShop speed: search latency (p50/p95) and env steps/s, bm25s index vs a naive BM25 scan.
+
+Run: python benchmarks/bench_webshop.py [--big 100000] [--queries 200]
+
+Both engines use the same analyzer and the same Lucene BM25 formula; the baseline scores every
+document in pure Python per query (what a hand-rolled BM25 does), measured in the same run.
+Targets: search p50 < 5 ms at 1k products and < 50 ms at 100k.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import tempfile
+import time
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import envs
+from envs.webshop.catalog_gen import generate_catalog
+from envs.webshop.data import load_catalog
+from envs.webshop.expert import WebShopExpert, search_query
+from envs.webshop.search import B, K1, TOP_K, Analyzer, SearchIndex, document_text
+
+
+class NaiveBM25:
+    """Baseline: per query, score every document in Python with Lucene's BM25."""
+
+    def __init__(self, asins, documents):
+        self.asins = list(asins)
+        self.analyzer = Analyzer()
+        self.docs = [Counter(self.analyzer(d)) for d in documents]
+        self.lengths = [sum(c.values()) for c in self.docs]
+        self.avgdl = sum(self.lengths) / len(self.docs)
+        df = Counter(t for c in self.docs for t in c)
+        n = len(self.docs)
+        self.idf = {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+
+    def search(self, query, k=TOP_K):
+        terms = [t for t in self.analyzer(query) if t in self.idf]
+        scored = []
+        for i, (counts, length) in enumerate(zip(self.docs, self.lengths, strict=True)):
+            score = 0.0
+            norm = K1 * (1 - B + B * length / self.avgdl)
+            for t in terms:
+                tf = counts.get(t, 0)
+                if tf:
+                    score += self.idf[t] * tf / (tf + norm)
+            if score > 0:
+                scored.append((-score, i))
+        scored.sort()
+        return [self.asins[i] for _, i in scored[:k]]
+
+
+def latencies_ms(engine, queries):
+    times = []
+    for query in queries:
+        start = time.perf_counter()
+        engine.search(query)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def pct(values, q):
+    return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
+
+
+def report_search(label, fast, naive, queries, naive_queries):
+    fast_ms = latencies_ms(fast, queries)
+    naive_ms = latencies_ms(naive, naive_queries)
+    f50, f95, n50, n95 = pct(fast_ms, 50), pct(fast_ms, 95), pct(naive_ms, 50), pct(naive_ms, 95)
+    print(f"search {label}: bm25s p50 {f50:.2f} ms p95 {f95:.2f} ms | naive scan p50 "
+          f"{n50:.2f} ms p95 {n95:.2f} ms | speed-up p50 x{n50 / f50:.1f}")
+    return {"p50_ms": f50, "p95_ms": f95, "naive_p50_ms": n50, "naive_p95_ms": n95}
+
+
+def steps_per_second(env, goals):
+    steps, start = 0, time.perf_counter()
+    for index in goals:
+        obs, info = env.reset(options={"split": "test", "goal_index": index})
+        expert = WebShopExpert()
+        expert.reset(info)
+        done = False
+        while not done:
+            obs, _, terminated, truncated, info = env.step(expert.act(obs, info))
+            steps += 1
+            done = terminated or truncated
+    return steps / (time.perf_counter() - start), steps
+
+
+def bench_default(queries_n):
+    start = time.perf_counter()
+    env = envs.make("webshop")
+    load_s = time.perf_counter() - start
+    world = env.world
+    products = world.catalog.products
+    print(f"default catalog: {len(products)} products, {len(world.goals)} goals, "
+          f"load + index {load_s:.2f} s")
+    queries = [search_query(g.instruction_text) for g in world.goals[:queries_n]]
+    naive = NaiveBM25([p.asin for p in products], [document_text(p) for p in products])
+    search = report_search("1k", world.index, naive, queries, queries)
+    fast_sps, steps = steps_per_second(env, range(200))
+    env.world = replace(world, index=naive)
+    naive_sps, _ = steps_per_second(env, range(200))
+    print(f"env steps/s (expert, 200 test episodes, {steps} steps): bm25s {fast_sps:.0f} | "
+          f"naive scan {naive_sps:.0f} | x{fast_sps / naive_sps:.1f}")
+    return queries, {"search_1k": search, "steps_per_s": fast_sps, "naive_steps_per_s": naive_sps}
+
+
+def bench_big(n, queries):
+    start = time.perf_counter()
+    products, attributes = generate_catalog(n, seed=1)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "items_shuffle_big.json").write_text(json.dumps(products))
+        (folder / "items_ins_v2_big.json").write_text(json.dumps(attributes))
+        catalog = load_catalog(folder / "items_shuffle_big.json", folder / "items_ins_v2_big.json")
+    generated_s = time.perf_counter() - start
+    start = time.perf_counter()
+    index = SearchIndex.from_products(catalog.products)
+    index_s = time.perf_counter() - start
+    start = time.perf_counter()
+    docs = [document_text(p) for p in catalog.products]
+    naive = NaiveBM25([p.asin for p in catalog.products], docs)
+    naive_s = time.perf_counter() - start
+    print(f"{n} products: generated+loaded {generated_s:.1f} s, bm25s index {index_s:.1f} s, "
+          f"naive index {naive_s:.1f} s")
+    return report_search(f"{n // 1000}k", index, naive, queries, queries[:20])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--big", type=int, default=100_000, help="products in the big catalog")
+    parser.add_argument("--queries", type=int, default=200, help="queries per measurement")
+    args = parser.parse_args()
+    queries, results = bench_default(args.queries)
+    results["search_big"] = bench_big(args.big, queries)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
