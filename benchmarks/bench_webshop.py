@@ -23,7 +23,7 @@ import envs
 from envs.webshop.catalog_gen import generate_catalog
 from envs.webshop.data import load_catalog
 from envs.webshop.expert import WebShopExpert, search_query
-from envs.webshop.search import B, K1, TOP_K, Analyzer, SearchIndex, document_text
+from envs.webshop.search import K1, TOP_K, Analyzer, B, SearchIndex, document_text
 
 
 class NaiveBM25:
@@ -72,8 +72,10 @@ def report_search(label, fast, naive, queries, naive_queries):
     fast_ms = latencies_ms(fast, queries)
     naive_ms = latencies_ms(naive, naive_queries)
     f50, f95, n50, n95 = pct(fast_ms, 50), pct(fast_ms, 95), pct(naive_ms, 50), pct(naive_ms, 95)
-    print(f"search {label}: bm25s p50 {f50:.2f} ms p95 {f95:.2f} ms | naive scan p50 "
-          f"{n50:.2f} ms p95 {n95:.2f} ms | speed-up p50 x{n50 / f50:.1f}")
+    print(
+        f"search {label}: bm25s p50 {f50:.2f} ms p95 {f95:.2f} ms | naive scan p50 "
+        f"{n50:.2f} ms p95 {n95:.2f} ms | speed-up p50 x{n50 / f50:.1f}"
+    )
     return {"p50_ms": f50, "p95_ms": f95, "naive_p50_ms": n50, "naive_p95_ms": n95}
 
 
@@ -97,16 +99,20 @@ def bench_default(queries_n):
     load_s = time.perf_counter() - start
     world = env.world
     products = world.catalog.products
-    print(f"default catalog: {len(products)} products, {len(world.goals)} goals, "
-          f"load + index {load_s:.2f} s")
+    print(
+        f"default catalog: {len(products)} products, {len(world.goals)} goals, "
+        f"load + index {load_s:.2f} s"
+    )
     queries = [search_query(g.instruction_text) for g in world.goals[:queries_n]]
     naive = NaiveBM25([p.asin for p in products], [document_text(p) for p in products])
     search = report_search("1k", world.index, naive, queries, queries)
     fast_sps, steps = steps_per_second(env, range(200))
     env.world = replace(world, index=naive)
     naive_sps, _ = steps_per_second(env, range(200))
-    print(f"env steps/s (expert, 200 test episodes, {steps} steps): bm25s {fast_sps:.0f} | "
-          f"naive scan {naive_sps:.0f} | x{fast_sps / naive_sps:.1f}")
+    print(
+        f"env steps/s (expert, 200 test episodes, {steps} steps): bm25s {fast_sps:.0f} | "
+        f"naive scan {naive_sps:.0f} | x{fast_sps / naive_sps:.1f}"
+    )
     return queries, {"search_1k": search, "steps_per_s": fast_sps, "naive_steps_per_s": naive_sps}
 
 
@@ -126,8 +132,10 @@ def bench_big(n, queries):
     docs = [document_text(p) for p in catalog.products]
     naive = NaiveBM25([p.asin for p in catalog.products], docs)
     naive_s = time.perf_counter() - start
-    print(f"{n} products: generated+loaded {generated_s:.1f} s, bm25s index {index_s:.1f} s, "
-          f"naive index {naive_s:.1f} s")
+    print(
+        f"{n} products: generated+loaded {generated_s:.1f} s, bm25s index {index_s:.1f} s, "
+        f"naive index {naive_s:.1f} s"
+    )
     return report_search(f"{n // 1000}k", index, naive, queries, queries[:20])
 
 
