@@ -14,6 +14,7 @@ import random
 from typing import Any
 
 from envs.webshop.config import WebShopConfig
+from envs.webshop.data import Product
 from envs.webshop.goals import Goal
 from envs.webshop.pages import (
     DONE,
@@ -21,6 +22,7 @@ from envs.webshop.pages import (
     ITEM_SUB,
     RESULTS,
     SEARCH,
+    Clickable,
     Segment,
     Session,
     apply_click,
@@ -156,11 +158,11 @@ class WebShopEnv:
         return result.reward
 
     # -- what the agent sees ---------------------------------------------------------------
-    def _product(self):  # noqa: ANN202 - internal
+    def _product(self) -> Product | None:
         asin = self.session.asin
         return self.world.catalog.by_asin[asin] if asin is not None else None
 
-    def _clickables(self) -> dict:
+    def _clickables(self) -> dict[str, Clickable]:
         return clickables(self.session, self._product(), self.config.show_attrs)
 
     def segments(self) -> list[Segment]:

@@ -176,7 +176,7 @@ def apply_click(session: Session, text: str, clickable: Clickable) -> bool:
         session.page = DONE
         return True
     elif text == BACK_TO_SEARCH.lower():
-        session.__init__()  # a fresh session: no keywords, results, product, options or history
+        reset_session(session)
     elif text == NEXT_PAGE.lower():
         show_results(session, session.page_num + 1)
     elif text == PREV_PAGE.lower() and session.page == RESULTS:
@@ -189,6 +189,13 @@ def apply_click(session: Session, text: str, clickable: Clickable) -> bool:
         session.page = ITEM_SUB
         session.sub_page = next(p for p in SUB_PAGES if p.lower() == text)
     return False
+
+
+def reset_session(session: Session) -> None:
+    """Return to the search page with nothing searched, chosen or visited (as upstream)."""
+    fresh = Session()
+    for name in fresh.__dataclass_fields__:
+        setattr(session, name, getattr(fresh, name))
 
 
 def show_results(session: Session, page_num: int) -> None:
