@@ -22,6 +22,7 @@ import hashlib
 import io
 import json
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="generator seed")
     args = parser.parse_args(argv)
     for path in write_catalog(args.out, args.products, args.seed):
-        print(path)  # noqa: T201 - a command-line entry point
+        sys.stdout.write(f"{path}\n")
 
 
 if __name__ == "__main__":

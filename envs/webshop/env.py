@@ -4,7 +4,8 @@ Behaviour follows ``web_agent_site/envs/web_agent_text_env.py``: ``search[q]`` a
 (argument lowercased; ``x`` must be a clickable of the current page), anything else is a no-op
 with reward 0. Departures, both from the skillrl contract: ``search[...]`` is accepted only on
 the search page (upstream accepts it anywhere but lists it only there), and a turn limit
-truncates the episode.
+truncates the episode. Without reset options, a goal is drawn uniformly from the train split
+with ``seed`` (upstream draws from all goals, weighted by attribute rarity).
 """
 
 from __future__ import annotations
@@ -103,7 +104,11 @@ class WebShopEnv:
                 f"split {split!r} has no goals ({len(self.world.goals)} goals in all)"
             )
         if "goal_index" in options:
-            position = int(options["goal_index"])
+            try:
+                position = int(options["goal_index"])
+            except (TypeError, ValueError):
+                value = options["goal_index"]
+                raise ConfigError(f"goal_index ({value!r}) must be an integer") from None
             if not 0 <= position < len(indices):
                 raise ConfigError(
                     f"goal_index ({position}) out of range for split {split!r} "

@@ -29,8 +29,8 @@ def test_expert_solves_test_goals_in_both_modes():
 def test_expert_helpers():
     assert (
         search_query(
-            "i need a tea with caffeine free with flavor: ginger, and size: 20 count, and price lower "
-            "than 30.00 dollars"
+            "i need a tea with caffeine free with flavor: ginger, and size: 20 count, "
+            "and price lower than 30.00 dollars"
         )
         == "i need a tea with caffeine free"
     )

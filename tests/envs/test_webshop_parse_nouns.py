@@ -1,0 +1,72 @@
+"""The pure action parser and the rule-based title-noun tagger that stands in for spaCy."""
+
+from __future__ import annotations
+
+import pytest
+
+from envs.webshop.nouns import is_noun, title_nouns, tokenize
+from envs.webshop.parse import ParsedAction, parse_action
+
+
+@pytest.mark.parametrize(
+    ("action", "expected"),
+    [
+        ("search[Red Shoes]", ParsedAction("search", "red shoes")),
+        ("click[B09ABC1234]", ParsedAction("click", "b09abc1234")),
+        ("  click[buy now]\n", ParsedAction("click", "buy now")),
+        ("click[x] and more text", ParsedAction("click", "x")),
+        ("click[a[b]]", ParsedAction("click[a", "b]")),  # upstream's greedy pattern
+        ("search[]", ParsedAction("search[]", None)),
+        ("buy now", ParsedAction("buy now", None)),
+    ],
+)
+def test_parse_action(action, expected):
+    assert parse_action(action) == expected
+
+
+def test_parse_action_returns_a_new_frozen_object():
+    first, second = parse_action("click[a]"), parse_action("click[a]")
+    assert first == second and first is not second
+    with pytest.raises(AttributeError):
+        first.arg = "b"  # type: ignore[misc]
+
+
+def test_tokenize_splits_like_spacy_on_titles():
+    assert tokenize("Clip-in Hair (18 inch), 3-Ounce") == [
+        "Clip",
+        "-",
+        "in",
+        "Hair",
+        "(",
+        "18",
+        "inch",
+        ")",
+        ",",
+        "3",
+        "-",
+        "Ounce",
+    ]
+
+
+def test_title_nouns():
+    # spaCy tags every word here but "by" as PROPN.
+    assert title_nouns("Bright Citrus Deodorant by Earth Mama") == [
+        "bright",
+        "citrus",
+        "deodorant",
+        "earth",
+        "mama",
+    ]
+    # Lowercase adjectives, numbers and function words are dropped; lowercase nouns are kept.
+    assert title_nouns("organic green tea with 20 bags for the office") == ["tea", "bags", "office"]
+    assert title_nouns("waterproof portable speaker, 3oz") == ["speaker"]
+
+
+@pytest.mark.parametrize("word", ["Shirt", "sofa", "Acme", "ounce"])
+def test_nouns(word):
+    assert is_noun(word)
+
+
+@pytest.mark.parametrize("word", ["the", "with", "12", "3oz", "-", "comfortable", "washable", "x"])
+def test_not_nouns(word):
+    assert not is_noun(word)
