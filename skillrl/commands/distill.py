@@ -56,7 +56,25 @@ def teacher_options(command: Any) -> Any:
     return command
 
 
+def load_teacher(bank: Any, teacher_backend: str, teacher_model: str | None,
+                 base_url: str | None, flag: str) -> Any:  # fmt: skip
+    """Load the teacher policy (``flag`` names the option that asked for it, for the error)."""
+    if not teacher_model:
+        raise click.UsageError(f"{flag} needs --teacher-model")
+    from skillrl.policies import PolicyConfig, load_policy
+
+    return load_policy(
+        PolicyConfig(
+            backend=teacher_backend,
+            model=teacher_model,
+            base_url=base_url,
+            workspace=bank.config.workspace,
+        )
+    )
+
+
 def make_distiller(
+    bank: Any,
     distiller: str,
     teacher_backend: str,
     teacher_model: str | None,
@@ -68,13 +86,7 @@ def make_distiller(
 
     if distiller == "analytic":
         return AnalyticDistiller()
-    if not teacher_model:
-        raise click.UsageError("--distiller teacher needs --teacher-model")
-    from skillrl.policies import PolicyConfig, load_policy
-
-    policy = load_policy(
-        PolicyConfig(backend=teacher_backend, model=teacher_model, base_url=base_url)
-    )
+    policy = load_teacher(bank, teacher_backend, teacher_model, base_url, "--distiller teacher")
     return TeacherDistiller(policy, TeacherConfig(max_retries=teacher_retries))
 
 
@@ -137,7 +149,7 @@ def distill(bank: Any, env: str | None, splits: tuple[str, ...], limit: int | No
         batch_size=batch_size,
         limit=limit,
     )
-    report = distill_pending(bank, make_distiller(**teacher), config)
+    report = distill_pending(bank, make_distiller(bank, **teacher), config)
     retired = run_upkeep(bank).retired if upkeep else None
     if as_json:
         print_json({**dataclasses.asdict(report), "retired": retired or {}})

@@ -14,6 +14,7 @@ model.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from memory.types import EntryDraft
@@ -111,16 +112,29 @@ def general_skill(pattern: str, categories: list[str], episode_ids: list[str]) -
     )
 
 
-def fold_duplicates(drafts: list[EntryDraft]) -> list[EntryDraft]:
-    """Merge drafts with identical text, keeping every source episode id (order preserved)."""
+def lesson_key(draft: EntryDraft) -> tuple[str, ...]:
+    """Identity of an analytic lesson: a note's title names its lesson; skills need equal text."""
+    text = draft.title if draft.kind == "mistake" else draft.text_for_embedding()
+    return (draft.kind, draft.env or "", draft.category or "", text)
+
+
+def fold_duplicates(
+    drafts: list[EntryDraft], key: Callable[[EntryDraft], tuple[str, ...]] | None = None
+) -> list[EntryDraft]:
+    """Merge drafts with the same key (default: identical text), keeping every source episode.
+
+    The first draft of a key is kept as written (a note keeps its first episode's precise
+    failure point) and gains the other drafts' trajectory ids.
+    """
     folded: dict[tuple[str, ...], EntryDraft] = {}
     for draft in drafts:
-        key = (draft.kind, draft.env or "", draft.category or "", draft.text_for_embedding())
-        if key in folded:
-            kept = folded[key]
+        key_of = key(draft) if key else (draft.kind, draft.env or "", draft.category or "",
+                                         draft.text_for_embedding())  # fmt: skip
+        if key_of in folded:
+            kept = folded[key_of]
             kept.trajectory_ids = list(dict.fromkeys(kept.trajectory_ids + draft.trajectory_ids))
         else:
-            folded[key] = draft
+            folded[key_of] = draft
     return list(folded.values())
 
 
@@ -150,4 +164,8 @@ class AnalyticDistiller:
             if len(by_category) >= self.config.min_categories_for_general:
                 ids = [i for episode_ids in by_category.values() for i in episode_ids]
                 drafts.append(general_skill(pattern, sorted(by_category), ids))
-        return fold_duplicates(drafts)
+        folded = fold_duplicates(drafts, key=lesson_key)
+        for draft in folded:
+            if draft.kind == "mistake" and len(draft.trajectory_ids) > 1:
+                draft.reason = f"{len(draft.trajectory_ids)} failed episodes in {draft.category}"
+        return folded

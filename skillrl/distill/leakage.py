@@ -16,9 +16,14 @@ from skillrl.records import EpisodeRecord
 
 # ASINs are 10 characters starting with B0; WebShop lowercases them in actions (click[b09...]).
 _ASIN = re.compile(r"\bb0[0-9a-z]{8}\b", re.IGNORECASE)
-# "$12", "$ 12.50", "12.99 dollars", "12 usd": a literal amount of money.
+# "$12", "$ 12.50", "12.99 dollars", "12 usd", a bare "24.99": a literal amount of money. A
+# decimal followed by a unit ("2.65 ounce", "25.3 fl oz") is a size, not a price.
+_UNIT = (
+    r"(?:ounces?|oz|fl|inch(?:es)?|in|cm|mm|m|lbs?|pounds?|kg|g|ml|l|liters?|feet|ft|count|pack|x)"
+)
 _PRICE = re.compile(
-    r"\$\s?\d|\b\d+(?:[.,]\d+)?\s?(?:dollars?|usd|bucks)\b|\b\d+\.\d{2}\b", re.IGNORECASE
+    rf"\$\s?\d|\b\d+(?:[.,]\d+)?\s?(?:dollars?|usd|bucks)\b|\b\d+\.\d{{2}}\b(?!\s?{_UNIT}\b)",
+    re.IGNORECASE,
 )
 _WORD = re.compile(r"[a-z0-9]+")
 

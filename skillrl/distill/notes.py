@@ -17,7 +17,8 @@ from skillrl.records import EpisodeRecord
 
 _SIZE = re.compile(
     r"^(?:x{0,3}[sl]|m|xs|xxl|\dxl|small|medium|large|(?:x+|extra)[- ]?(?:large|small)|"
-    r"one size|petite|plus|\d+(?:\.\d+)?\s?(?:w|l|t|in|inch|inches|cm|mm|m|ft|oz|ml|\")?"
+    r"one size|petite|plus|\d+(?:\.\d+)?\s?(?:w|l|t|in|inch|inches|cm|mm|m|ft|feet|oz|fl oz|"
+    r"ounces?|ml|liters?|lbs?|pounds?|pack|count|pieces?|\")?"
     r"(?:\s?x\s?\d+(?:\.\d+)?\s?\w*)?|.*\bsize\b.*)$"
 )
 _COLORS = frozenset(
@@ -67,24 +68,27 @@ def option_notes(episode: EpisodeRecord, options: dict[str, Any]) -> list[EntryD
     """One note per requested option value the purchase did not have."""
     notes = []
     for name, wanted, chosen in _pair_missed_options(options):
+        # The values go in failure_point only: the other fields state the lesson in words that
+        # recur across episodes, so notes about other values merge into one entry in the bank.
         if chosen is None:
             failure = f"bought without selecting the requested {name} ({wanted})"
             flawed = f"click[buy now] before choosing a {name}"
         else:
             failure = f"chose {name} {chosen} while the goal asked for {wanted}"
-            flawed = f"click[{chosen}] as the {name}"
+            flawed = f"clicked a {name} other than the one the instruction names"
+        here = "" if name == "option" else f" (here the {name})"
         notes.append(
             _note(
                 episode,
                 f"Select the requested {name} before Buy Now",
                 principle=(
-                    f"Select every option named in the instruction (here the {name}) on the "
-                    "product page, matching its value exactly, before clicking Buy Now."
+                    f"Select every option named in the instruction{here} on the product page, "
+                    "matching its value exactly, before clicking Buy Now."
                 ),
                 when_to_apply=f"On a product page when the instruction names a {name}.",
                 failure_point=failure,
                 flawed_action=flawed,
-                correction=f"click[{wanted}] on the product page, then click[buy now]",
+                correction=f"click the {name} the instruction names (here {wanted}), then buy now",
             )
         )
     return notes

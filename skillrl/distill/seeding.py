@@ -113,6 +113,9 @@ def write_starting_bank(
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(payload, handle, indent=1, ensure_ascii=False)
             handle.write("\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a shipped file must be readable
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -35,7 +35,7 @@ def test_wrong_size_yields_a_note_about_selecting_the_requested_size():
     assert (note.env, note.category) == ("webshop", "fashion")
     assert "size" in note.title.lower()
     assert note.failure_point == "chose size medium while the goal asked for large"
-    assert "click[large]" in note.correction and "buy now" in note.correction
+    assert note.correction == "click the size the instruction names (here large), then buy now"
     assert "before clicking buy now" in note.principle.lower()
     assert note.trajectory_ids == [failed.episode_id]
     assert draft_leaks(note, [failed]) == []
@@ -84,6 +84,19 @@ def test_success_yields_a_task_skill_with_no_product_id_or_price():
     assert not ASIN.search(text) and not PRICE.search(text)
     assert "color, size" in skill.principle and "buy now" in skill.principle.lower()
     assert draft_leaks(skill, [won]) == []
+
+
+def test_notes_of_one_lesson_fold_into_one_draft_listing_every_episode():
+    failures = [
+        episode(success=False, chosen={"size": "medium"}, missed_options=["large"]),
+        episode(success=False, chosen={"size": "small"}, missed_options=["x-large"]),
+        episode(success=False, chosen={"size": "large", "color": "black"}, missed_options=["navy"]),
+    ]
+    size, color = AnalyticDistiller().distill(failures)
+    assert size.failure_point == "chose size medium while the goal asked for large"
+    assert size.trajectory_ids == [failures[0].episode_id, failures[1].episode_id]
+    assert size.reason == "2 failed episodes in fashion"
+    assert color.title == "Select the requested color before Buy Now"
 
 
 def test_identical_patterns_fold_and_cross_category_patterns_become_general():

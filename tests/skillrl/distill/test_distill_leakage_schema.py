@@ -24,6 +24,7 @@ def test_product_ids_and_prices_leak(text):
 
 def test_general_wording_does_not_leak():
     assert find_leaks("Select size large before Buy Now; stay under the price bound") == []
+    assert find_leaks("chose size 2.65 ounce while the goal asked for 25.30 fl oz") == []
 
 
 def test_episode_specifics_leak():

@@ -1,0 +1,124 @@
+"""Bootstrap a skill bank: play training goals with the expert, distill, keep the bank tidy.
+
+SkillRL seeds its bank from teacher trajectories; here the scripted expert (or any agent given)
+plays ``episodes`` training goals, a fraction ``probe_fraction`` of them with one deliberate
+mistake (:mod:`skillrl.distill.probes`) so the bank also starts with counterfactual notes, the
+episodes are recorded in the bank, distilled, and upkeep enforces the caps. The active entries can
+then be exported as the starting bank that new workspaces are seeded with.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory.types import EntryDraft
+from skillrl.distill.base import Distiller, DistillReport
+from skillrl.distill.pipeline import PipelineConfig, distill_pending
+from skillrl.distill.probes import FAULTS, FaultyExpertAgent
+from skillrl.distill.upkeep import UpkeepConfig, upkeep
+
+
+@dataclass
+class BootstrapConfig:
+    """What ``skillrl bootstrap`` plays and distills."""
+
+    env: str = "webshop"
+    """Environment id (the expert exists for webshop only)."""
+    episodes: int = 120
+    """Training goals to play (goal indices ``first_goal`` onwards of the train split)."""
+    first_goal: int = 0
+    """Index (within the train split) of the first goal played."""
+    probe_fraction: float = 0.3
+    """Fraction of the goals played by an expert with one deliberate mistake."""
+    max_turns: int = 15
+    """Turn limit per episode."""
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"episodes ({self.episodes}) must be >= 1")
+        if self.first_goal < 0:
+            raise ValueError(f"first_goal ({self.first_goal}) must be >= 0")
+        if not 0.0 <= self.probe_fraction < 1.0:
+            raise ValueError(f"probe_fraction ({self.probe_fraction}) must be in [0, 1)")
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns ({self.max_turns}) must be >= 1")
+
+    @property
+    def probes(self) -> int:
+        """How many of the goals are played with a mistake."""
+        return round(self.episodes * self.probe_fraction)
+
+
+@dataclass
+class BootstrapReport:
+    """What bootstrapping played and what the bank got."""
+
+    episodes: int = 0
+    successes: int = 0
+    probes: int = 0
+    rollout_seconds: float = 0.0
+    distill: DistillReport | None = None
+    retired: dict[str, str] = field(default_factory=dict)
+
+
+def _starts(config: BootstrapConfig, indices: range) -> list[Any]:
+    from skillrl.rollout import EpisodeStart
+
+    return [
+        EpisodeStart(config.env, split="train", goal_index=config.first_goal + i, seed=i)
+        for i in indices
+    ]
+
+
+def play(bank: Any, config: BootstrapConfig, agent: Any | None = None) -> BootstrapReport:
+    """Play the goals (expert, then faulty experts) and record every episode in the bank."""
+    from skillrl.rollout import RolloutConfig, RolloutEngine
+
+    if agent is None:
+        from skillrl.agents.expert import ExpertAgent
+
+        agent = ExpertAgent(max_turns=config.max_turns)
+    rollout = RolloutConfig(max_turns=config.max_turns, record=True)
+    honest = config.episodes - config.probes
+    plan = [(agent, range(honest))]
+    per_fault = -(-config.probes // len(FAULTS))  # ceil: every fault gets its share
+    for n, fault in enumerate(FAULTS):
+        share = range(honest + n * per_fault, min(honest + (n + 1) * per_fault, config.episodes))
+        plan.append((FaultyExpertAgent(fault, max_turns=config.max_turns), share))
+    report = BootstrapReport(probes=config.probes)
+    started = time.perf_counter()
+    for player, indices in plan:
+        if len(indices):
+            records = RolloutEngine(player, bank=bank, config=rollout).run(_starts(config, indices))
+            report.episodes += len(records)
+            report.successes += sum(r.success for r in records)
+    report.rollout_seconds = time.perf_counter() - started
+    return report
+
+
+def bootstrap_bank(
+    bank: Any,
+    distiller: Distiller,
+    config: BootstrapConfig | None = None,
+    *,
+    agent: Any | None = None,
+    upkeep_config: UpkeepConfig | None = None,
+) -> BootstrapReport:
+    """Play, record, distill (this env's training episodes) and enforce the caps."""
+    config = config or BootstrapConfig()
+    report = play(bank, config, agent)
+    report.distill = distill_pending(bank, distiller, PipelineConfig(env=config.env))
+    report.retired = upkeep(bank, upkeep_config).retired
+    return report
+
+
+def active_drafts(bank: Any, env: str) -> list[EntryDraft]:
+    """Return the active entries of ``env`` (and general ones) as drafts, for export."""
+    entries = bank.list(env=env) + bank.list(kind="general")
+    seen: dict[str, EntryDraft] = {}
+    for entry in entries:
+        fields = {name: getattr(entry, name) for name in EntryDraft.__dataclass_fields__}
+        seen.setdefault(entry.id, EntryDraft(**fields))
+    return list(seen.values())
