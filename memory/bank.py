@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from memory import consistency, retrieval, snapshots, trajectories
 from memory.config import BankConfig, RetrievalConfig
 from memory.db import make_engine, read_session, upgrade_schema, write_session
-from memory.embedding import Embedder, SentenceTransformerEmbedder
+from memory.embedding import Embedder, shared_embedder
 from memory.entries import (
     EDITABLE_FIELDS,
     content_of,
@@ -98,7 +98,7 @@ class SkillBank:
     def embedder(self) -> Embedder:
         """The embedding model, loaded on first use (listing entries never needs it)."""
         if self._embedder is None:
-            self._embedder = SentenceTransformerEmbedder(self.config.embedder)
+            self._embedder = shared_embedder(self.config.embedder)
         return self._embedder
 
     def close(self) -> None:

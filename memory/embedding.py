@@ -6,6 +6,7 @@ The default model name ``all-MiniLM-L6-v2`` resolves to the copy shipped in the 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 from pathlib import Path
@@ -57,7 +58,12 @@ class SentenceTransformerEmbedder:
     def __init__(self, model: str = DEFAULT_EMBEDDER, *, device: str = "cpu", batch_size: int = 64):
         from sentence_transformers import SentenceTransformer
 
+        from transformers.utils import logging as hf_logging
+
         location = resolve_model(model)
+        # Loading a 90 MB model needs no progress bar on every CLI call; restore it afterwards.
+        bar = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
         try:
             self._model = SentenceTransformer(location, device=device, local_files_only=True)
         except (OSError, ValueError) as e:
@@ -65,6 +71,9 @@ class SentenceTransformerEmbedder:
                 f"cannot load the sentence-transformers model {model!r} from {location!r} "
                 f"offline: {e}"
             ) from e
+        finally:
+            if bar:
+                hf_logging.enable_progress_bar()
         self.name = model
         self.dim = int(self._model.get_embedding_dimension())
         self.batch_size = batch_size
@@ -81,3 +90,9 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+
+@functools.lru_cache(maxsize=4)
+def shared_embedder(model: str = DEFAULT_EMBEDDER) -> SentenceTransformerEmbedder:
+    """One loaded model per name per process: banks opened one after another share it."""
+    return SentenceTransformerEmbedder(model)

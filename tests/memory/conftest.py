@@ -14,9 +14,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from bank_samples import GENERAL, MISTAKE, PRICE_NOTE, SIZE_NOTE
 
-from memory import BankConfig, EntryDraft, SkillBank
-from memory.embedding import SentenceTransformerEmbedder
+from memory import BankConfig, SkillBank
+from memory.embedding import SentenceTransformerEmbedder, shared_embedder
 
 POSTGRES_ENV = "SKILLRL_TEST_POSTGRES_URL"
 CHROMA_ENV = "SKILLRL_TEST_CHROMA_URL"
@@ -24,8 +25,8 @@ CHROMA_ENV = "SKILLRL_TEST_CHROMA_URL"
 
 @pytest.fixture(scope="session")
 def embedder() -> SentenceTransformerEmbedder:
-    """The real packaged all-MiniLM-L6-v2, loaded once."""
-    return SentenceTransformerEmbedder()
+    """The real packaged all-MiniLM-L6-v2, loaded once (the CLI in this process reuses it)."""
+    return shared_embedder()
 
 
 def _postgres_database(admin_url: str) -> Iterator[str]:
@@ -85,42 +86,6 @@ def local_bank(tmp_path: Path, embedder) -> Iterator[SkillBank]:
     config = BankConfig(workspace=tmp_path / "local")
     with SkillBank.open(config, embedder=embedder) as opened:
         yield opened
-
-
-SIZE_NOTE = EntryDraft(
-    kind="task",
-    title="Pick the shoe size the customer asked for",
-    principle="Before buying footwear, click the size option that matches the size in the "
-    "instruction (e.g. size 9); a wrong size fails the purchase.",
-    when_to_apply="On a footwear product page with size options.",
-    env="webshop",
-    category="footwear",
-)
-PRICE_NOTE = EntryDraft(
-    kind="task",
-    title="Stay under the price limit",
-    principle="Compare each item's price with the budget in the instruction and skip items "
-    "that cost more than the stated maximum.",
-    when_to_apply="On search results and product pages.",
-    env="webshop",
-    category="footwear",
-)
-GENERAL = EntryDraft(
-    kind="general",
-    title="Re-read the instruction before buying",
-    principle="Before clicking buy now, check every attribute and option the instruction asks "
-    "for against the product page.",
-)
-MISTAKE = EntryDraft(
-    kind="mistake",
-    title="Bought without choosing a colour",
-    principle="Select every required option (colour, size) before clicking buy now.",
-    failure_point="The product page with colour options.",
-    flawed_action="click[buy now]",
-    correction="click[black], then click[buy now]",
-    env="webshop",
-    category="footwear",
-)
 
 
 @pytest.fixture
