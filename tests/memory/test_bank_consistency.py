@@ -1,0 +1,57 @@
+"""SQL and the index never silently disagree; the migrated schema matches the models."""
+
+from __future__ import annotations
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from memory import BankConfig, RetrievalConfig, RetrievalQuery, SkillBank
+from memory.models import Base
+from skillrl.errors import BankInconsistentError
+
+
+def test_migrations_create_exactly_the_models_schema(local_bank):
+    with local_bank.engine.connect() as connection:
+        diffs = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    assert diffs == []
+
+
+def test_opening_detects_and_repairs_a_disagreeing_index(tmp_path, embedder, samples):
+    config = BankConfig(workspace=tmp_path / "ws")
+    with SkillBank.open(config, embedder=embedder) as bank:
+        size = bank.add(samples.size).entry
+        general = bank.add(samples.general).entry
+        bank.index.delete([size.id])  # as if a crash had lost it
+    strict = BankConfig(workspace=tmp_path / "ws", on_mismatch="error")
+    with pytest.raises(BankInconsistentError, match="1 missing"):
+        SkillBank.open(strict, embedder=embedder)
+    with SkillBank.open(config, embedder=embedder) as bank:  # default: repair from SQL
+        assert bank.check().ok
+        query = RetrievalQuery("size 9 running shoes", "", "webshop", "footwear")
+        hits = bank.retrieve([query], RetrievalConfig(min_similarity=0.0), record=False)[0]
+        assert [r.entry.id for r in hits.task] == [size.id]
+        bank.index.clear()
+        assert bank.check().missing == sorted([size.id, general.id])
+        assert bank.reindex() == 2 and bank.check().ok
+
+
+def test_a_bank_refuses_another_embedder_until_reindexed(tmp_path, embedder, samples):
+    config = BankConfig(workspace=tmp_path / "ws")
+    with SkillBank.open(config, embedder=embedder) as bank:
+        bank.add(samples.size)
+    other = BankConfig(workspace=tmp_path / "ws", embedder="my-org/other-model")
+    with pytest.raises(BankInconsistentError, match="reindex"):
+        SkillBank.open(other)
+
+
+def test_retrieval_skips_index_records_whose_entry_is_not_active(local_bank, samples):
+    size = local_bank.add(samples.size).entry
+    local_bank.retire(size.id, author="a")
+    # Put the stale vector back behind SQL's back: retrieval must still not serve it.
+    vector = local_bank.embedder.embed([samples.size.text_for_embedding()])
+    metadata = {"kind": "task", "env": "webshop", "category": "footwear", "revision": 2}
+    local_bank.index.upsert([size.id], vector, [metadata])
+    query = RetrievalQuery("size 9 running shoes", "", "webshop", "footwear")
+    assert local_bank.retrieve([query], RetrievalConfig(min_similarity=0.0))[0].task == []
+    assert local_bank.check().extra == [size.id]
