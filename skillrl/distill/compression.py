@@ -62,41 +62,48 @@ class CompressionReport:
         return self.raw_tokens / self.injected_tokens if self.injected_tokens else 0.0
 
 
+def render_entries(entries: list[Entry]) -> str:
+    """Render the entries of one turn (the default injected text)."""
+    return "\n".join(render_entry(e) for e in entries)
+
+
 def measure_compression(
     turns: Iterable[list[Entry]],
     sources: dict[str, EpisodeRecord],
     count_tokens: TokenCounter,
     tokenizer: str,
+    injected: Callable[[list[Entry]], int] | None = None,
 ) -> CompressionReport:
-    """Compare, turn by turn, the retrieved entries with their source trajectories."""
+    """Compare, turn by turn, the injected entries with their source trajectories.
+
+    ``injected`` counts the tokens one turn's entries cost in the prompt (default: the tokens of
+    :func:`render_entries`; pass the prompt builder's skills section to measure exactly what a
+    policy sees).
+    """
+    cost = injected or (lambda entries: count_tokens(render_entries(entries)))
     report = CompressionReport(tokenizer=tokenizer)
-    entry_cache: dict[str, tuple[int, float] | None] = {}
-    raw_cache: dict[str, int] = {}
+    raw_of_entry: dict[str, float | None] = {}
+    raw_of_episode: dict[str, int] = {}
     for entries in turns:
-        injected, raw = 0, 0.0
+        measured = []
         for entry in entries:
-            if entry.id not in entry_cache:
+            if entry.id not in raw_of_entry:
                 known = [sources[i] for i in entry.trajectory_ids if i in sources]
                 for episode in known:
-                    if episode.episode_id not in raw_cache:
-                        raw_cache[episode.episode_id] = count_tokens(render_trajectory(episode))
-                entry_cache[entry.id] = (
-                    (
-                        count_tokens(render_entry(entry)),
-                        fmean(raw_cache[e.episode_id] for e in known),
-                    )
-                    if known
-                    else None
+                    if episode.episode_id not in raw_of_episode:
+                        raw_of_episode[episode.episode_id] = count_tokens(
+                            render_trajectory(episode)
+                        )
+                raw_of_entry[entry.id] = (
+                    fmean(raw_of_episode[e.episode_id] for e in known) if known else None
                 )
                 report.entries_without_sources += not known
-            measured = entry_cache[entry.id]
-            if measured is not None:
-                injected += measured[0]
-                raw += measured[1]
-        if injected:
+            if raw_of_entry[entry.id] is not None:
+                measured.append(entry)
+        if measured:
             report.turns += 1
-            report.injected_tokens += injected
-            report.raw_tokens += raw
+            report.injected_tokens += cost(measured)
+            report.raw_tokens += sum(raw_of_entry[e.id] or 0.0 for e in measured)
     return report
 
 
