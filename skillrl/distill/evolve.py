@@ -35,8 +35,12 @@ class EvolveConfig:
     """Most recent failed training episodes analysed per category."""
     min_validation_episodes: int = 2
     """Categories with fewer validation episodes are not judged."""
+    train_split: str = "train"
+    """The split whose failed episodes are analysed (never the validation episodes' own)."""
 
     def __post_init__(self) -> None:
+        if not self.train_split:
+            raise ValueError("train_split must name a split")
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"threshold ({self.threshold}) must be in (0, 1]")
         for name in ("max_new_entries", "max_failures", "min_validation_episodes"):
@@ -77,13 +81,13 @@ def validation_rates(validation: list[EpisodeRecord]) -> dict[tuple[str, str], t
 
 
 def training_failures(
-    bank: Any, env: str, category: str, exclude: set[str], limit: int
+    bank: Any, env: str, category: str, exclude: set[str], limit: int, split: str = "train"
 ) -> list[EpisodeRecord]:
     """Return the latest failed training episodes of a category, none of them in ``exclude``."""
     failures = [
         e
-        for e in bank.episodes(env=env, split="train", success=False)
-        if e.category == category and e.episode_id not in exclude and e.split == "train"
+        for e in bank.episodes(env=env, split=split, success=False)
+        if e.category == category and e.episode_id not in exclude and e.split == split
     ]
     return failures[-limit:]
 
@@ -129,7 +133,9 @@ def evolve_from_validation(
         if n < config.min_validation_episodes or s / n >= config.threshold:
             report.healthy[f"{env}/{category}"] = s / n
             continue
-        failures = training_failures(bank, env, category, exclude, config.max_failures)
+        failures = training_failures(
+            bank, env, category, exclude, config.max_failures, config.train_split
+        )
         record = CategoryEvolution(env, category, n, s, len(failures))
         if failures:
             evolve_category(bank, distiller, record, failures, config)

@@ -60,3 +60,35 @@ def test_retired_entry_is_restored_by_skills_revert(bank, workspace):
     bank.close()
     shown = _run("skills", "revert", entry_id, "1", "--json", "--workspace", str(workspace))
     assert shown["status"] == "active"
+
+
+def test_skillrl_bootstrap_plays_distills_and_exports_a_loadable_starting_bank(workspace, tmp_path):
+    from skillrl.distill.seeding import load_starting_bank
+
+    out = tmp_path / "starting.json"
+    report = _run(
+        "bootstrap",
+        "--env",
+        "webshop",
+        "--episodes",
+        "10",
+        "--probe-fraction",
+        "0.5",
+        "--export",
+        str(out),
+        "--json",
+        "--workspace",
+        str(workspace),
+    )
+    assert report["episodes"] == 10 and report["probes"] == 5
+    assert report["distill"]["episodes_distilled"] == 10 and report["distill"]["added"]
+    env, drafts = load_starting_bank(out)
+    assert env == "webshop" and {d.kind for d in drafts} >= {"task", "mistake"}
+    assert len(drafts) == len(report["distill"]["added"]) - len(report["retired"])
+
+
+def test_bootstrap_refuses_an_env_without_an_expert(workspace):
+    result = CliRunner().invoke(
+        main, ["bootstrap", "--env", "alfworld", "--workspace", str(workspace)]
+    )
+    assert result.exit_code == 2 and "webshop only" in result.output
