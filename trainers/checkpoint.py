@@ -26,6 +26,7 @@ from skillrl.errors import CheckpointError
 
 PARAMS_FILE = "trainable.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
+META_FILE = "meta.json"
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -82,15 +83,21 @@ def _merged(model: Any) -> Any:
     return model
 
 
-def save_trainer_state(model: Any, optimizer: torch.optim.Optimizer, folder: Path) -> None:
-    """Save trainable parameters and optimizer state into ``folder`` (atomically, as a whole)."""
+def save_trainer_state(
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    folder: Path,
+    meta: dict[str, Any] | None = None,
+) -> None:
+    """Save trainable parameters, optimizer state and ``meta`` (JSON) into ``folder`` atomically."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
     try:
         params = {n: p.detach().contiguous().cpu() for n, p in _trainable(model)}
         save_file(params, str(tmp / PARAMS_FILE))
-        tensors, meta = _flatten_optimizer(optimizer.state_dict())
-        save_file(tensors, str(tmp / OPTIMIZER_FILE), metadata={"meta": json.dumps(meta)})
+        tensors, layout = _flatten_optimizer(optimizer.state_dict())
+        save_file(tensors, str(tmp / OPTIMIZER_FILE), metadata={"meta": json.dumps(layout)})
+        (tmp / META_FILE).write_text(json.dumps(meta or {}, indent=2), encoding="utf-8")
         replace_dir(tmp, folder)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -122,6 +129,16 @@ def load_trainer_state(model: Any, optimizer: torch.optim.Optimizer, folder: Pat
         for name, value in params.items():
             expected[name].copy_(value.to(expected[name].device, expected[name].dtype))
     optimizer.load_state_dict(_unflatten_optimizer(tensors, meta))
+
+
+def read_trainer_meta(folder: Path) -> dict[str, Any] | None:
+    """Return the ``meta`` saved with a trainer state (None when there is no complete state)."""
+    try:
+        return json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"trainer state in {folder} is corrupt: {error}") from error
 
 
 def _trainable(model: Any) -> list[tuple[str, torch.nn.Parameter]]:

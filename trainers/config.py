@@ -11,6 +11,7 @@ and the LoRA fields); the turn-level fields (``step_advantage_weight``, ``gamma`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from skillrl.errors import ConfigError
 
@@ -152,6 +153,14 @@ class CycleConfig:
     """Generation budget per turn."""
     checkpoint_every: int = 1
     """Save a model checkpoint every this many cycles (the last one is always saved)."""
+    invalid_action_penalty: float = 0.1
+    """Reward shaping: subtracted on every turn whose action was invalid."""
+    turn_cost: float = 0.01
+    """Reward shaping: subtracted on every turn (shorter successes earn more)."""
+    upkeep: bool = True
+    """Retire low-utility bank entries after each distillation (needs ``skills``)."""
+    env_config: dict[str, Any] = field(default_factory=dict)
+    """Extra ``envs.make`` keyword arguments (``max_turns`` is set from this config)."""
 
     def __post_init__(self) -> None:
         for name in ("cycles", "goals_per_cycle", "group_size", "max_turns", "max_new_tokens"):
@@ -164,6 +173,11 @@ class CycleConfig:
         for name in ("eval_goals", "validation_goals", "max_topup_rounds"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 0")
+        if self.invalid_action_penalty < 0 or self.turn_cost < 0:
+            raise ConfigError(
+                f"invalid_action_penalty ({self.invalid_action_penalty}) and turn_cost "
+                f"({self.turn_cost}) must be >= 0"
+            )
         if self.checkpoint_every < 1:
             raise ConfigError(f"checkpoint_every ({self.checkpoint_every}) must be >= 1")
         if self.eval_temperature < 0 or self.train_temperature <= 0:

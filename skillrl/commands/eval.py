@@ -1,0 +1,214 @@
+"""``skillrl eval``: success, score, turns, validity, tokens, Pass@(K,T) and timings of a policy.
+
+Evaluates a checkpoint (or the embedded model) with the workspace's skill bank, with and without
+skills, and prints one table of figures, one Pass@(K,T) table per setting and a timing table.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from skillrl.commands.options import json_option, workspace_option
+
+
+def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
+    try:
+        numbers = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError as error:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of integers") from error
+    if not numbers:
+        raise click.BadParameter("give at least one number")
+    return numbers
+
+
+@click.command("eval")
+@click.option("--env", "env_id", default="webshop", show_default=True, help="Environment id.")
+@click.option("--split", default="test", show_default=True, help="Split of the goals.")
+@click.option(
+    "--goals",
+    type=click.IntRange(1),
+    default=20,
+    show_default=True,
+    help="Evaluate the first N goals of the split.",
+)
+@click.option(
+    "--model",
+    default="embedded",
+    show_default=True,
+    help="'embedded', a checkpoint folder (e.g. runs/<name>/checkpoints/cycle-0003) or a hub id.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["transformers", "openai", "vllm"]),
+    default="transformers",
+    show_default=True,
+    help="Policy backend.",
+)
+@click.option("--base-url", default=None, help="Server URL for --backend openai.")
+@click.option(
+    "--skills",
+    "skills_mode",
+    type=click.Choice(["both", "on", "off"]),
+    default="both",
+    show_default=True,
+    help="Evaluate with skills, without, or both.",
+)
+@click.option(
+    "--samples",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Sampled episodes per goal for Pass@(K,T) (1: the greedy episode).",
+)
+@click.option(
+    "--temperature",
+    type=click.FloatRange(0),
+    default=0.7,
+    show_default=True,
+    help="Sampling temperature of those episodes.",
+)
+@click.option(
+    "--k",
+    "ks",
+    default="1",
+    show_default=True,
+    callback=_int_list,
+    help="K values of Pass@(K,T), comma-separated (each <= --samples).",
+)
+@click.option(
+    "--t",
+    "ts",
+    default="5,10,15",
+    show_default=True,
+    callback=_int_list,
+    help="T values (turn budgets) of Pass@(K,T), comma-separated.",
+)
+@click.option(
+    "--max-turns",
+    type=click.IntRange(1),
+    default=15,
+    show_default=True,
+    help="Turn limit per episode.",
+)
+@click.option(
+    "--max-new-tokens",
+    type=click.IntRange(1),
+    default=48,
+    show_default=True,
+    help="Tokens the policy may generate per turn.",
+)
+@click.option(
+    "--constrained/--free",
+    default=False,
+    show_default=True,
+    help="Constrained decoding (every action admissible) or free generation.",
+)
+@click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Env and sampling seed.")
+@workspace_option
+@json_option
+def eval_command(**o: Any) -> None:
+    """Evaluate a checkpoint and bank: success, score, turns, Pass@(K,T), timings."""
+    from rich.console import Console
+
+    from trainers.eval_run import EvalConfig, evaluate
+    from trainers.runtime import EpisodeRunner
+
+    config = EvalConfig(
+        split=o["split"],
+        goals=o["goals"],
+        samples=o["samples"],
+        temperature=o["temperature"],
+        ks=o["ks"],
+        ts=o["ts"],
+        seed=o["seed"],
+    )
+    console = Console(stderr=o["as_json"])
+    policy = _load_policy(o)
+    modes = {"both": (True, False), "on": (True,), "off": (False,)}[o["skills_mode"]]
+    bank = _open_bank(o) if True in modes else None
+    results = []
+    try:
+        for skills in modes:
+            runner = EpisodeRunner(
+                policy,
+                env_id=o["env_id"],
+                bank=bank if skills else None,
+                max_turns=o["max_turns"],
+                max_new_tokens=o["max_new_tokens"],
+                constrained=o["constrained"],
+                count_retrievals=False,
+            )
+            with console.status(f"evaluating {'with' if skills else 'without'} skills"):
+                results.append(evaluate(runner, config))
+    finally:
+        if bank is not None:
+            bank.close()
+    if o["as_json"]:
+        click.echo(json.dumps([r.to_dict() for r in results], indent=2, sort_keys=True))
+        return
+    _print(console, results, config)
+
+
+def _print(console: Any, results: list[Any], config: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{config.goals} goals of split {config.split!r} (greedy)")
+    for column in ("skills", "success", "score", "turns", "invalid", "tokens/episode", "seconds"):
+        table.add_column(column, justify="right")
+    for r in results:
+        g = r.greedy
+        table.add_row(
+            "on" if r.skills else "off",
+            f"{g.success_rate:.2f}",
+            f"{g.mean_score:.3f}",
+            f"{g.mean_turns:.1f}",
+            f"{g.invalid_action_rate:.2f}",
+            f"{g.tokens_per_episode:.0f}",
+            f"{r.seconds:.0f}",
+        )
+    console.print(table)
+    for r in results:
+        grid = Table(title=f"Pass@(K,T), skills {'on' if r.skills else 'off'}")
+        grid.add_column("K \\ T")
+        ts = sorted({int(key.split(",")[1]) for key in r.pass_at})
+        ks = sorted({int(key.split(",")[0]) for key in r.pass_at})
+        for t in ts:
+            grid.add_column(f"T={t}", justify="right")
+        for k in ks:
+            grid.add_row(f"K={k}", *(f"{r.pass_at[f'{k},{t}']:.2f}" for t in ts))
+        console.print(grid)
+    timing = Table(title="seconds per batched turn / per episode turn")
+    for column in ("skills", "model", "env", "retrieval"):
+        timing.add_column(column, justify="right")
+    for r in results:
+        b, t = r.timings["per_batch"], r.timings["per_turn"]
+        timing.add_row(
+            "on" if r.skills else "off",
+            *(f"{b[c]:.3f} / {t[c]:.3f}" for c in ("model", "env", "retrieval")),
+        )
+    console.print(timing)
+
+
+def _load_policy(o: dict[str, Any]) -> Any:
+    from skillrl.policies import PolicyConfig, load_policy
+    from skillrl.workspace import resolve_workspace
+
+    return load_policy(
+        PolicyConfig(
+            backend=o["backend"],
+            model=o["model"],
+            base_url=o["base_url"],
+            threads=o["threads"],
+            workspace=resolve_workspace(o["workspace"]),
+        )
+    )
+
+
+def _open_bank(o: dict[str, Any]) -> Any:
+    from skillrl.commands.train import _open_bank as open_bank
+
+    return open_bank(o)

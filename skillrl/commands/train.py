@@ -1,0 +1,393 @@
+"""``skillrl train``: recursive improvement cycles (roll out, distill, GRPO, evaluate, evolve).
+
+A thin layer: it builds :class:`~trainers.config.CycleConfig` and
+:class:`~trainers.config.GRPOConfig` from the options, opens the policy and the bank, and runs
+:class:`~trainers.cycle.TrainingRun`, showing progress with rich.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from skillrl.commands.options import json_option, workspace_option
+from skillrl.errors import ConfigError
+
+
+@click.command("train")
+@click.option("--env", "env_id", default="webshop", show_default=True, help="Environment id.")
+@click.option(
+    "--cycles",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Improvement cycles after the cycle-0 evaluation.",
+)
+@click.option(
+    "--goals-per-cycle",
+    type=click.IntRange(1),
+    default=4,
+    show_default=True,
+    help="Training goals (groups with signal) per cycle.",
+)
+@click.option(
+    "--group-size",
+    type=click.IntRange(2),
+    default=4,
+    show_default=True,
+    help="Episodes per training goal (GRPO group size G).",
+)
+@click.option(
+    "--eval-goals",
+    type=click.IntRange(0),
+    default=10,
+    show_default=True,
+    help="Fixed evaluation goals (the first N of --eval-split), same every cycle.",
+)
+@click.option("--eval-split", default="test", show_default=True, help="Split of the eval goals.")
+@click.option(
+    "--validation-goals",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Goals of the 'eval' split whose failures evolve the bank (0: the eval goals).",
+)
+@click.option(
+    "--max-turns",
+    type=click.IntRange(1),
+    default=15,
+    show_default=True,
+    help="Turn limit per episode.",
+)
+@click.option(
+    "--max-new-tokens",
+    type=click.IntRange(1),
+    default=48,
+    show_default=True,
+    help="Tokens the policy may generate per turn.",
+)
+@click.option(
+    "--learning-rate",
+    "--lr",
+    type=float,
+    default=1e-5,
+    show_default=True,
+    help="AdamW learning rate.",
+)
+@click.option(
+    "--step-weight",
+    "-w",
+    type=click.FloatRange(0),
+    default=1.0,
+    show_default=True,
+    help="w in A = A_episode + w * A_step (GiGPO); 0 gives plain GRPO.",
+)
+@click.option(
+    "--gamma",
+    type=click.FloatRange(0, 1),
+    default=0.95,
+    show_default=True,
+    help="Discount of the step-level returns.",
+)
+@click.option(
+    "--beta",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="KL coefficient to the reference model (0: no reference model).",
+)
+@click.option("--epsilon", type=float, default=0.2, show_default=True, help="Lower clip.")
+@click.option(
+    "--epsilon-high", type=float, default=0.28, show_default=True, help="Upper clip (clip-higher)."
+)
+@click.option(
+    "--loss-type",
+    type=click.Choice(["dapo", "bnpo", "grpo", "dr_grpo"]),
+    default="dapo",
+    show_default=True,
+    help="Token aggregation of the loss.",
+)
+@click.option(
+    "--num-iterations",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Passes over each cycle's turns.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1),
+    default=4,
+    show_default=True,
+    help="Turns per forward pass.",
+)
+@click.option(
+    "--grad-accum",
+    type=click.IntRange(1),
+    default=4,
+    show_default=True,
+    help="Micro-batches per optimizer step.",
+)
+@click.option(
+    "--skills/--no-skills",
+    default=True,
+    show_default=True,
+    help="Retrieve skills every turn and grow the bank (distill, evolve).",
+)
+@click.option(
+    "--lora/--full",
+    "use_lora",
+    default=False,
+    show_default=True,
+    help="Train a LoRA adapter (peft) instead of every weight.",
+)
+@click.option("--lora-r", type=click.IntRange(1), default=16, show_default=True, help="LoRA rank.")
+@click.option(
+    "--constrained/--free",
+    default=False,
+    show_default=True,
+    help="Constrained decoding (every action admissible) or free generation.",
+)
+@click.option(
+    "--dynamic-sampling/--no-dynamic-sampling",
+    default=True,
+    show_default=True,
+    help="Drop groups with no reward signal and top up from further goals.",
+)
+@click.option(
+    "--invalid-penalty",
+    type=click.FloatRange(0),
+    default=0.1,
+    show_default=True,
+    help="Reward subtracted for each invalid action.",
+)
+@click.option(
+    "--turn-cost",
+    type=click.FloatRange(0),
+    default=0.01,
+    show_default=True,
+    help="Reward subtracted for each turn.",
+)
+@click.option(
+    "--temperature",
+    type=click.FloatRange(0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Sampling temperature of training rollouts.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["transformers", "openai", "vllm"]),
+    default="transformers",
+    show_default=True,
+    help="Policy backend; training updates weights in-process (transformers).",
+)
+@click.option(
+    "--model",
+    default="embedded",
+    show_default=True,
+    help="'embedded' (SmolLM2-135M-Instruct), a checkpoint folder or a hub id.",
+)
+@click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of goals and sampling.")
+@click.option(
+    "--run-name",
+    default="webshop",
+    show_default=True,
+    help="Run folder name under <workspace>/runs/.",
+)
+@click.option("--resume", is_flag=True, help="Continue the run from its last completed step.")
+@workspace_option
+@json_option
+def train(**options: Any) -> None:
+    """Run recursive improvement cycles: weights (GRPO) and skill bank improve together.
+
+    Each cycle rolls out groups on training goals with per-turn retrieval, distills the
+    episodes into the bank, applies one GRPO update with turn-level advantages, evaluates the
+    fixed evaluation goals, evolves the bank from validation failures, and saves a bank
+    snapshot and a safetensors checkpoint. Kill it at any time; --resume continues.
+    """
+    from trainers.config import CycleConfig, GRPOConfig
+
+    o = options
+    if o["backend"] != "transformers":
+        raise ConfigError(
+            f"--backend {o['backend']} cannot train: GRPO updates the weights in-process; use "
+            "--backend transformers (serve the trained checkpoint with vLLM for evaluation)"
+        )
+    cycle = CycleConfig(
+        env_id=o["env_id"],
+        cycles=o["cycles"],
+        goals_per_cycle=o["goals_per_cycle"],
+        group_size=o["group_size"],
+        eval_goals=o["eval_goals"],
+        eval_split=o["eval_split"],
+        validation_goals=o["validation_goals"],
+        max_turns=o["max_turns"],
+        skills=o["skills"],
+        distill=o["skills"],
+        evolve=o["skills"],
+        dynamic_sampling=o["dynamic_sampling"],
+        seed=o["seed"],
+        train_temperature=o["temperature"],
+        max_new_tokens=o["max_new_tokens"],
+        invalid_action_penalty=o["invalid_penalty"],
+        turn_cost=o["turn_cost"],
+    )
+    grpo = GRPOConfig(
+        learning_rate=o["learning_rate"],
+        beta=o["beta"],
+        epsilon=o["epsilon"],
+        epsilon_high=o["epsilon_high"],
+        loss_type=o["loss_type"],
+        num_iterations=o["num_iterations"],
+        per_device_train_batch_size=o["batch_size"],
+        gradient_accumulation_steps=o["grad_accum"],
+        step_advantage_weight=o["step_weight"],
+        gamma=o["gamma"],
+        temperature=o["temperature"],
+        use_peft=o["use_lora"],
+        lora_r=o["lora_r"],
+        lora_alpha=2 * o["lora_r"],
+        max_completion_length=o["max_new_tokens"],
+    )
+    state = run_with_progress(cycle, grpo, o)
+    if o["as_json"]:
+        click.echo(json.dumps(state.history, indent=2, sort_keys=True))
+
+
+def run_folder(workspace: str, run_name: str) -> Path:
+    """Where a run's files live."""
+    from skillrl.workspace import resolve_workspace
+
+    if not run_name or "/" in run_name or run_name.startswith("."):
+        raise ConfigError(f"--run-name ({run_name!r}) must be a plain folder name")
+    return resolve_workspace(workspace) / "runs" / run_name
+
+
+def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
+    """Open the policy (and bank), run the cycles with a rich progress bar, close the bank."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from trainers.cycle import TrainingRun
+    from trainers.runtime import EpisodeRunner
+
+    console = Console(stderr=o["as_json"])
+    folder = run_folder(o["workspace"], o["run_name"])
+    policy = _load_policy(o)
+    bank = _open_bank(o) if cycle.skills else None
+    try:
+        runner = EpisodeRunner(
+            policy,
+            env_id=cycle.env_id,
+            bank=bank,
+            max_turns=cycle.max_turns,
+            max_new_tokens=cycle.max_new_tokens,
+            constrained=o["constrained"],
+        )
+        distiller = _distiller() if bank is not None else None
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} phases"),
+            TimeElapsedColumn(),
+        )
+        with Progress(*columns, console=console, transient=False) as progress:
+            task = progress.add_task("starting", total=2 + 6 * cycle.cycles)
+
+            def hook(index: int, point: str) -> None:
+                phase, _, when = point.partition(":")
+                if when == "start":
+                    what = {
+                        "rollout": "rolling out groups",
+                        "update": "GRPO update",
+                        "eval": "evaluating",
+                        "distill": "distilling",
+                        "evolve": "evolving the bank",
+                        "save": "saving",
+                    }.get(phase, phase)
+                    progress.update(task, description=f"cycle {index}: {what}")
+                elif when == "end":
+                    progress.advance(task)
+                    if phase == "save":
+                        _print_cycle(console, run.files.metrics_path)
+
+            run = TrainingRun(
+                cycle,
+                grpo,
+                policy=policy,
+                runner=runner,
+                run_dir=folder,
+                bank=bank,
+                distiller=distiller,
+                hook=hook,
+            )
+            state = run.run(resume=o["resume"])
+        console.print(
+            f"[green]done[/]: metrics {run.files.metrics_path}, curve {run.files.curve_path}"
+        )
+        return state
+    finally:
+        if bank is not None:
+            bank.close()
+
+
+def _print_cycle(console: Any, metrics_path: Path) -> None:
+    lines = metrics_path.read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[-1]) if lines else {}
+    parts = [
+        f"cycle {row.get('cycle')}",
+        f"success {row.get('eval.success_rate', 0):.2f}",
+        f"score {row.get('eval.mean_score', 0):.3f}",
+    ]
+    if "update.loss" in row:
+        parts += [
+            f"loss {row['update.loss']:+.4f}",
+            f"kept/dropped groups {row.get('groups.kept')}/{row.get('groups.dropped')}",
+            f"{row.get('update.tokens_per_second', 0):.0f} tok/s",
+        ]
+    if "bank.size" in row:
+        parts.append(f"bank {row['bank.size']}")
+    console.print("  ".join(parts))
+
+
+def _load_policy(o: dict[str, Any]) -> Any:
+    from skillrl.policies import PolicyConfig, load_policy
+    from skillrl.workspace import resolve_workspace
+
+    config = PolicyConfig(
+        backend="transformers",
+        model=o["model"],
+        dtype="float32",
+        workspace=resolve_workspace(o["workspace"]),
+        threads=o["threads"],
+    )
+    return load_policy(config)
+
+
+def _open_bank(o: dict[str, Any]) -> Any:
+    import os
+
+    from memory import BankConfig, SkillBank
+    from skillrl.distill import seed_bank_if_empty
+    from skillrl.workspace import resolve_workspace
+
+    bank = SkillBank.open(
+        BankConfig(
+            workspace=resolve_workspace(o["workspace"]),
+            database_url=os.environ.get("SKILLRL_DATABASE_URL"),
+            chroma_url=os.environ.get("SKILLRL_CHROMA_URL"),
+        )
+    )
+    seed_bank_if_empty(bank, o["env_id"])
+    return bank
+
+
+def _distiller() -> Any:
+    from skillrl.distill import AnalyticDistiller
+
+    return AnalyticDistiller()

@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+from fake_policy import ScriptedPolicy
+from transformers import AutoModelForCausalLM
+
+from memory import BankConfig, SkillBank
+from skillrl.distill import AnalyticDistiller, seed_bank_if_empty
+from skillrl.errors import CheckpointError
+from trainers.config import CycleConfig, GRPOConfig
+from trainers.cycle import TrainingRun
+from trainers.runtime import EpisodeRunner
+
+CONFIG = CycleConfig(
+    cycles=2,
+    goals_per_cycle=2,
+    group_size=2,
+    eval_goals=2,
+    max_turns=4,
+    max_new_tokens=24,
+    seed=3,
+    max_topup_rounds=1,
+)
+GRPO = GRPOConfig(learning_rate=1e-3, per_device_train_batch_size=8, gradient_accumulation_steps=1)
+
+
+class Interrupted(Exception):
+    pass
+
+
+class HashedWords:
+    """A fast deterministic bag-of-words embedder: resumability does not depend on embedding
+    quality, and MiniLM on every turn's observation would make this test take minutes."""
+
+    name = "hashed-words"
+    dim = 64
+
+    def embed(self, texts):
+        rows = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                digest = hashlib.blake2b(word.encode(), digest_size=4).digest()
+                rows[i, int.from_bytes(digest, "little") % self.dim] += 1.0
+            rows[i] /= max(np.linalg.norm(rows[i]), 1e-6)
+        return rows
+
+
+EMBEDDER = HashedWords()
+
+
+def open_run(workspace, config=CONFIG, stop_at=None):
+    bank = SkillBank.open(BankConfig(workspace=workspace), embedder=EMBEDDER)
+    seed_bank_if_empty(bank, "webshop")
+    policy = ScriptedPolicy()
+    runner = EpisodeRunner(
+        policy, bank=bank, max_turns=config.max_turns, max_new_tokens=config.max_new_tokens
+    )
+
+    def hook(cycle, point):
+        if (cycle, point) == stop_at:
+            raise Interrupted(f"killed at cycle {cycle} {point}")
+
+    run = TrainingRun(
+        config,
+        GRPO,
+        policy=policy,
+        runner=runner,
+        run_dir=workspace / "runs" / "r",
+        bank=bank,
+        distiller=AnalyticDistiller(),
+        hook=hook,
+    )
+    return run, bank
+
+
+def counts(bank):
+    episodes = bank.episodes()
+    ids = [e.episode_id for e in episodes]
+    assert len(ids) == len(set(ids))
+    return {
+        "entries": bank.count(status=None),
+        "active": bank.count(),
+        "episodes": len(episodes),
+        "snapshots": len(bank.snapshots()),
+    }
+
+
+@pytest.mark.slow
+def test_interrupted_run_resumes_to_the_same_bank_and_trajectory_counts(tmp_path):
+    straight_ws = tmp_path / "straight"
+    run, bank = open_run(straight_ws)
+    state = run.run()
+    expected = counts(bank)
+    bank.close()
+    assert state.done and [row["cycle"] for row in state.history] == [0, 1, 2]
+    assert expected["episodes"] == 2 * 2 * 2 + run_topups(state)
+    assert expected["snapshots"] == 3
+
+    ws = tmp_path / "killed"
+    # Killed after a committed phase, in the middle of a rollout (episodes written, not yet
+    # stored), and after an update was applied and saved but not committed.
+    stops = [(1, "distill:end"), (2, "rollout:saved"), (2, "update:saved"), (2, "save:start")]
+    resume = False
+    for stop in stops:
+        run, bank = open_run(ws, stop_at=stop)
+        with pytest.raises(Interrupted):
+            run.run(resume=resume)
+        bank.close()
+        resume = True
+    run, bank = open_run(ws)
+    state = run.run(resume=True)
+    assert counts(bank) == expected
+    bank.close()
+    rows = [json.loads(line) for line in (ws / "runs/r/metrics.jsonl").read_text().splitlines()]
+    assert [row["cycle"] for row in rows] == [0, 1, 2]
+    assert rows[2]["update.optimizer_steps"] == state.history[2]["update.optimizer_steps"]
+    assert (ws / "runs/r/learning_curve.png").stat().st_size > 1000
+    model = AutoModelForCausalLM.from_pretrained(ws / "runs/r/checkpoints/cycle-0002")
+    assert model.config.vocab_size == 97
+
+
+def run_topups(state):
+    """Episodes rolled out beyond the wanted groups (dynamic sampling top-ups)."""
+    return sum(row["train.episodes"] - 4 for row in state.history if "train.episodes" in row)
+
+
+@pytest.mark.slow
+def test_resume_refuses_changed_settings_and_a_fresh_start_refuses_an_existing_run(tmp_path):
+    small = CycleConfig(
+        cycles=1,
+        goals_per_cycle=1,
+        group_size=2,
+        eval_goals=1,
+        max_turns=2,
+        max_new_tokens=24,
+        distill=False,
+        evolve=False,
+    )
+    run, bank = open_run(tmp_path, config=small, stop_at=(1, "rollout:end"))
+    with pytest.raises(Interrupted):
+        run.run()
+    bank.close()
+    run, bank = open_run(tmp_path, config=small)
+    with pytest.raises(CheckpointError, match="already holds a run"):
+        run.run()
+    bank.close()
+    changed = CycleConfig(**{**small.__dict__, "group_size": 3})
+    run, bank = open_run(tmp_path, config=changed)
+    with pytest.raises(CheckpointError, match="different settings"):
+        run.run(resume=True)
+    bank.close()

@@ -1,0 +1,321 @@
+"""The recursive improvement cycle behind ``skillrl train``: weights and bank improve together.
+
+Cycle 0 evaluates the starting point. Every later cycle runs, in order (``run_files.PHASES``):
+
+1. ``rollout``: G episodes per training goal (same goal and seed, sampled at
+   ``train_temperature``, skills retrieved every turn); zero-signal groups dropped and topped up
+   (``trainers.sampling``); every episode goes to the bank's trajectory store;
+2. ``distill``: pending training episodes become skills and notes; upkeep retires weak entries;
+3. ``update``: turn rewards -> advantages -> one GRPO train step; trainer state saved;
+4. ``eval``: the fixed evaluation goals (the same every cycle), greedy by default;
+5. ``evolve``: weak categories of the validation episodes get new entries;
+6. ``save``: bank snapshot, model checkpoint, metrics (JSONL, TensorBoard).
+
+Resumability: a phase writes its files first and ``state.json`` last; on ``--resume`` completed
+phases are skipped and a half-done phase reuses what it already wrote (rollout episodes are kept
+in ``cycles/<c>/rollout.json`` and stored with the bank's idempotent ``save_episodes``; an update
+whose trainer state is on disk is not applied twice), so nothing is lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from skillrl.errors import CheckpointError
+from skillrl.records import EpisodeRecord
+from trainers.advantages import compute_advantages
+from trainers.checkpoint import (
+    load_trainer_state,
+    read_trainer_meta,
+    save_checkpoint,
+    save_trainer_state,
+)
+from trainers.config import CycleConfig, GRPOConfig
+from trainers.evaluation import summarise
+from trainers.grpo import GRPOTrainer
+from trainers.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
+from trainers.run_files import PHASES, RunFiles, RunState, plot_learning_curve, write_tensorboard
+from trainers.runtime import EpisodeRunner, Start
+from trainers.sampling import collect_groups
+
+logger = logging.getLogger(__name__)
+
+Hook = Callable[[int, str], None]
+"""Called as ``hook(cycle, point)`` at ``<phase>:start``, ``<phase>:end`` and, inside a phase
+after its files are written but before it is committed, ``rollout:saved`` / ``update:saved``."""
+
+
+class TrainingRun:
+    """One resumable ``skillrl train`` run over a policy, a runner and (optionally) a bank."""
+
+    def __init__(
+        self,
+        config: CycleConfig,
+        grpo: GRPOConfig,
+        *,
+        policy: Any,
+        runner: EpisodeRunner,
+        run_dir: Path,
+        bank: Any | None = None,
+        distiller: Any | None = None,
+        reward_functions: Sequence[TurnRewardFn] | None = None,
+        hook: Hook | None = None,
+    ) -> None:
+        self.config, self.grpo = config, grpo
+        self.policy, self.runner, self.bank, self.distiller = policy, runner, bank, distiller
+        self.files = RunFiles(run_dir)
+        self.rewards = list(
+            reward_functions
+            or default_reward_functions(config.invalid_action_penalty, config.turn_cost)
+        )
+        self.hook = hook or (lambda cycle, point: None)
+        pad = policy.tokenizer.pad_token_id
+        self.trainer = GRPOTrainer(policy.model, grpo, pad_token_id=pad, seed=config.seed)
+        self.goal_order = _goal_order(config, runner.split_size(config.train_split))
+
+    # -- driving ---------------------------------------------------------------------------
+    def run(self, *, resume: bool = False) -> RunState:
+        """Run (or continue) every cycle; returns the final state."""
+        state = self._start(resume)
+        for cycle in range(state.cycle, self.config.cycles + 1):
+            phases = ("eval", "save") if cycle == 0 else PHASES
+            for phase in phases:
+                if state.completed(cycle, phase):
+                    continue
+                self.hook(cycle, f"{phase}:start")
+                getattr(self, f"_{phase}")(cycle, state)
+                state.cycle, state.phase = cycle, phase
+                self.files.save_state(state)
+                self.hook(cycle, f"{phase}:end")
+            state.cycle, state.phase, state.current = cycle + 1, "", {}
+            self.files.save_state(state)
+        state.done = True
+        self.files.save_state(state)
+        plot_learning_curve(state.history, self.files.curve_path, self.files.root.name)
+        return state
+
+    def _start(self, resume: bool) -> RunState:
+        settings = {"cycle": asdict(self.config), "grpo": asdict(self.grpo)}
+        if not resume:
+            if self.files.exists():
+                raise CheckpointError(
+                    f"{self.files.root} already holds a run; pass --resume to continue it "
+                    "or choose another --run-name"
+                )
+            self.files.save_config(settings)
+            state = RunState()
+            self.files.save_state(state)
+            return state
+        state = self.files.load_state()
+        saved = self.files.load_config()
+        if _identity(saved) != _identity(settings):
+            raise CheckpointError(
+                f"--resume with different settings than {self.files.config_path}: "
+                "only --cycles may change when resuming"
+            )
+        self.files.save_config(settings)
+        if read_trainer_meta(self.files.trainer_state) is not None:
+            load_trainer_state(
+                self.trainer.unwrapped_model, self.trainer.optimizer, self.files.trainer_state
+            )
+            logger.info("resumed trainer state from %s", self.files.trainer_state)
+        return state
+
+    # -- phases ----------------------------------------------------------------------------
+    def _rollout(self, cycle: int, state: RunState) -> None:
+        data = self.files.load_episodes(cycle, "rollout")
+        if data is None:
+            data = self._collect(cycle, state.goal_cursor)
+            self.files.save_episodes(
+                cycle, "rollout", {**data, "episodes": [e.to_dict() for e in data["episodes"]]}
+            )
+        self.hook(cycle, "rollout:saved")
+        episodes: list[EpisodeRecord] = data["episodes"]
+        if self.bank is not None:
+            self.bank.save_episodes(episodes)  # idempotent by episode id
+        state.goal_cursor = data["cursor_end"]
+        s = summarise(episodes)
+        state.current.update(
+            {
+                "train.episodes": s.episodes,
+                "train.success_rate": s.success_rate,
+                "train.mean_score": s.mean_score,
+                "train.mean_turns": s.mean_turns,
+                "train.invalid_action_rate": s.invalid_action_rate,
+                "groups.kept": len(data["kept_groups"]),
+                "groups.dropped": data["dropped_groups"],
+                "rollout.seconds": data["seconds"],
+            }
+        )
+
+    def _collect(self, cycle: int, cursor: int) -> dict[str, Any]:
+        import time
+
+        started = time.perf_counter()
+        rounds = iter(range(1_000_000))
+        config = self.config
+
+        def rollout(goals: list[int]) -> list[EpisodeRecord]:
+            round_index = next(rounds)
+            starts = [
+                Start(
+                    config.train_split, goal, seed=config.seed + goal, group_id=f"c{cycle}-g{goal}"
+                )
+                for goal in goals
+                for _ in range(config.group_size)
+            ]
+            return self.runner.run(
+                starts,
+                temperature=config.train_temperature,
+                sampling_seed=config.seed * 100_003 + cycle * 101 + round_index,
+            )
+
+        positions = iter(
+            range(cursor, cursor + 10 * config.goals_per_cycle * (config.max_topup_rounds + 1))
+        )
+        goals = (self.goal_order[p % len(self.goal_order)] for p in positions)
+        collection = collect_groups(
+            rollout,
+            goals,
+            self._returns,
+            wanted=config.goals_per_cycle,
+            dynamic=config.dynamic_sampling,
+            max_topup_rounds=config.max_topup_rounds,
+        )
+        kept = sorted({e.group_id for e in collection.episodes if e.group_id})
+        return {
+            "episodes": collection.rolled_out,
+            "kept_groups": kept,
+            "dropped_groups": collection.dropped_groups,
+            "goals_used": collection.goals_used,
+            "cursor_end": cursor + len(collection.goals_used),
+            "seconds": time.perf_counter() - started,
+        }
+
+    def _returns(self, episodes: Sequence[EpisodeRecord]) -> list[float]:
+        return [sum(r) for r in compute_turn_rewards(episodes, self.rewards)]
+
+    def _distill(self, cycle: int, state: RunState) -> None:
+        if self.bank is None or self.distiller is None or not self.config.distill:
+            return
+        from skillrl.distill import PipelineConfig, distill_pending, upkeep
+
+        pipeline = PipelineConfig(env=self.config.env_id, splits=(self.config.train_split,))
+        report = distill_pending(self.bank, self.distiller, pipeline)
+        state.current.update(
+            {"bank.distilled_added": len(report.added), "bank.distilled_merged": len(report.merged)}
+        )
+        if self.config.upkeep:
+            state.current["bank.retired"] = len(upkeep(self.bank).retired)
+
+    def _update(self, cycle: int, state: RunState) -> None:
+        meta = read_trainer_meta(self.files.trainer_state)
+        if meta is not None and meta.get("cycle") == cycle:
+            state.current.update(meta["metrics"])  # applied before an interruption: not twice
+            return
+        data = self.files.load_episodes(cycle, "rollout")
+        if data is None:
+            raise CheckpointError(f"cycle {cycle}: rollout episodes are missing; cannot update")
+        kept = set(data["kept_groups"])
+        episodes = [e for e in data["episodes"] if e.group_id in kept]
+        rewards = compute_turn_rewards(episodes, self.rewards)
+        advantages = compute_advantages(
+            episodes,
+            rewards,
+            gamma=self.grpo.gamma,
+            step_weight=self.grpo.step_advantage_weight,
+            scale=self.grpo.scale_rewards,
+        )
+        step = self.trainer.train_step(episodes, advantages.advantages)
+        self.trainer.model.eval()
+        metrics = {f"update.{k}": v for k, v in asdict(step).items()}
+        metrics["update.tokens_per_second"] = step.tokens_per_second
+        metrics["update.step_groups_shared"] = sum(
+            n for size, n in advantages.step_group_sizes.items() if size > 1
+        )
+        save_trainer_state(
+            self.trainer.unwrapped_model,
+            self.trainer.optimizer,
+            self.files.trainer_state,
+            meta={"cycle": cycle, "metrics": metrics},
+        )
+        self.hook(cycle, "update:saved")
+        state.current.update(metrics)
+
+    def _eval(self, cycle: int, state: RunState) -> None:
+        episodes = self._episodes_of(cycle, "eval", self.config.eval_split, self.config.eval_goals)
+        s = summarise(episodes)
+        state.current.update({f"eval.{k}": v for k, v in asdict(s).items()})
+
+    def _episodes_of(self, cycle: int, name: str, split: str, goals: int) -> list[EpisodeRecord]:
+        data = self.files.load_episodes(cycle, name)
+        if data is not None:
+            return data["episodes"]
+        starts = [Start(split, i, seed=self.config.seed + i) for i in range(goals)]
+        episodes = self.runner.run(
+            starts, temperature=self.config.eval_temperature, sampling_seed=self.config.seed
+        )
+        self.files.save_episodes(cycle, name, {"episodes": [e.to_dict() for e in episodes]})
+        return episodes
+
+    def _evolve(self, cycle: int, state: RunState) -> None:
+        if self.bank is None or self.distiller is None or not self.config.evolve:
+            return
+        from skillrl.distill import evolve_from_validation
+
+        if self.config.validation_goals > 0:
+            validation = self._episodes_of(
+                cycle, "validation", self.config.validation_split, self.config.validation_goals
+            )
+        else:
+            validation = self._episodes_of(
+                cycle, "eval", self.config.eval_split, self.config.eval_goals
+            )
+        report = evolve_from_validation(self.bank, self.distiller, validation)
+        state.current["bank.evolved_entries"] = sum(
+            len(r.added) + len(r.refined) for r in report.evolved
+        )
+
+    def _save(self, cycle: int, state: RunState) -> None:
+        row: dict[str, Any] = {"cycle": cycle, **state.current}
+        if self.bank is not None:
+            row.update(self._snapshot(cycle))
+        last = cycle == self.config.cycles
+        if cycle > 0 and (last or cycle % self.config.checkpoint_every == 0):
+            path = save_checkpoint(
+                self.trainer.unwrapped_model, self.policy.tokenizer, self.files.checkpoint(cycle)
+            )
+            row["checkpoint"] = str(path)
+        state.history = [h for h in state.history if h["cycle"] != cycle] + [row]
+        self.files.write_metrics(state.history)
+        write_tensorboard(self.files.tensorboard, row)
+
+    def _snapshot(self, cycle: int) -> dict[str, Any]:
+        name = f"{self.files.root.name}-cycle-{cycle:04d}"
+        known = {s.name for s in self.bank.snapshots()}
+        if name not in known:
+            self.bank.snapshot(name)
+        row: dict[str, Any] = {"bank.size": self.bank.count(), "bank.snapshot": name}
+        previous = f"{self.files.root.name}-cycle-{cycle - 1:04d}"
+        if cycle > 0 and previous in known:
+            diff = self.bank.diff(previous, name)
+            row["bank.churn"] = len(diff.added) + len(diff.removed) + len(diff.changed)
+        return row
+
+
+def _goal_order(config: CycleConfig, size: int) -> list[int]:
+    """Training goals in a seeded order (the cursor walks it; it wraps when exhausted)."""
+    order = list(range(size))
+    random.Random(f"train-goals-{config.seed}").shuffle(order)
+    return order
+
+
+def _identity(settings: dict[str, Any]) -> dict[str, Any]:
+    """Return the settings that must not change on resume (everything but the cycle count)."""
+    cycle = {k: v for k, v in settings.get("cycle", {}).items() if k != "cycles"}
+    return {"cycle": cycle, "grpo": settings.get("grpo", {})}

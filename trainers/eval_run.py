@@ -1,0 +1,89 @@
+"""``skillrl eval`` as a library call: greedy figures, Pass@(K,T) and timings of one policy.
+
+For each goal of the split, one greedy episode gives success, score, turns, invalid-action rate
+and tokens per episode; ``samples`` episodes sampled at ``temperature`` give the Pass@(K,T) table
+(with ``samples=1`` the table is read off the greedy episodes, so only K=1). Timings come from the
+runner (model / environment / retrieval, per batched turn and per episode turn).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from skillrl.errors import ConfigError
+from trainers.evaluation import EpisodeSummary, pass_at_k_t, summarise
+from trainers.runtime import EpisodeRunner, Start, Timings
+
+
+@dataclass
+class EvalConfig:
+    """Which goals to evaluate and how."""
+
+    split: str = "test"
+    """Split of the goals."""
+    goals: int = 20
+    """The first N goals of the split."""
+    samples: int = 1
+    """Sampled episodes per goal for Pass@(K,T) (1: use the greedy episodes)."""
+    temperature: float = 0.7
+    """Sampling temperature of those episodes."""
+    ks: tuple[int, ...] = (1,)
+    """K values of the Pass@(K,T) table (each <= samples)."""
+    ts: tuple[int, ...] = (5, 10, 15)
+    """T values (turn budgets) of the table."""
+    seed: int = 0
+    """Env and sampling seed."""
+
+    def __post_init__(self) -> None:
+        if self.goals < 1 or self.samples < 1:
+            raise ConfigError(f"goals ({self.goals}) and samples ({self.samples}) must be >= 1")
+        if not self.ks or not self.ts or min(self.ks) < 1 or min(self.ts) < 1:
+            raise ConfigError(f"K values {self.ks} and T values {self.ts} must be >= 1")
+        if max(self.ks) > self.samples:
+            raise ConfigError(
+                f"K ({max(self.ks)}) must not exceed samples per goal ({self.samples})"
+            )
+        if self.samples > 1 and self.temperature <= 0:
+            raise ConfigError(f"sampling {self.samples} episodes needs temperature > 0")
+
+
+@dataclass
+class EvalResult:
+    """Figures of one policy on one setting (skills on or off)."""
+
+    skills: bool
+    greedy: EpisodeSummary
+    pass_at: dict[str, float]
+    """``"K,T"`` -> Pass@(K,T)."""
+    timings: dict[str, dict[str, float]] = field(default_factory=dict)
+    """``per_turn`` and ``per_batch`` seconds by cause (model, env, retrieval)."""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data."""
+        return asdict(self)
+
+
+def evaluate(runner: EpisodeRunner, config: EvalConfig) -> EvalResult:
+    """Play the goals greedily (and sampled, for Pass@K) and measure everything."""
+    runner.timings = Timings()
+    started = time.perf_counter()
+    starts = [Start(config.split, i, seed=config.seed + i) for i in range(config.goals)]
+    greedy = runner.run(starts, temperature=0.0)
+    if config.samples > 1:
+        sampled_starts = [s for s in starts for _ in range(config.samples)]
+        sampled = runner.run(
+            sampled_starts, temperature=config.temperature, sampling_seed=config.seed
+        )
+        table = pass_at_k_t(sampled, config.ks, config.ts)
+    else:
+        table = pass_at_k_t(greedy, (1,), config.ts)
+    return EvalResult(
+        skills=runner.bank is not None,
+        greedy=summarise(greedy),
+        pass_at={f"{k},{t}": v for (k, t), v in table.items()},
+        timings={"per_turn": runner.timings.per_turn(), "per_batch": runner.timings.per_batch()},
+        seconds=time.perf_counter() - started,
+    )

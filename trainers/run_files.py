@@ -1,0 +1,165 @@
+"""The files of one training run, and the state that makes ``--resume`` exact.
+
+Layout of ``<workspace>/runs/<name>/``::
+
+    config.json          the CycleConfig and GRPOConfig the run was started with
+    state.json           last completed (cycle, phase), goal cursor, per-cycle metrics
+    metrics.jsonl        one JSON line per completed cycle (rewritten atomically)
+    tensorboard/         the same metrics as TensorBoard scalars
+    cycles/<c>/          rollout.json, eval.json, validation.json: the episodes of each phase
+    trainer_state/       trainable weights + AdamW state after the last update (safetensors)
+    checkpoints/cycle-<c>/   from_pretrained-loadable model + tokenizer
+    learning_curve.png   success and score per cycle, written at the end
+
+Every file is written through a temp file (or folder) and a rename, and ``state.json`` is written
+last in each phase: a phase either counts as done with all its files in place, or is redone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skillrl.errors import CheckpointError
+from skillrl.records import EpisodeRecord
+from trainers.checkpoint import atomic_write_json, atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+PHASES: tuple[str, ...] = ("rollout", "distill", "update", "eval", "evolve", "save")
+"""The phases of a training cycle in order (cycle 0 only runs ``eval`` and ``save``)."""
+
+
+@dataclass
+class RunState:
+    """Where a run stands; written after every completed phase."""
+
+    cycle: int = 0
+    """The cycle in progress (once ``done``: the next one a longer ``--cycles`` would run)."""
+    phase: str = ""
+    """The last completed phase of ``cycle`` ("" = none yet)."""
+    goal_cursor: int = 0
+    """Position in the shuffled training-goal order where the next rollout starts."""
+    done: bool = False
+    """All cycles completed."""
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """Metrics of every completed cycle, in order."""
+    current: dict[str, Any] = field(default_factory=dict)
+    """Metrics gathered so far in the cycle in progress."""
+
+    def completed(self, cycle: int, phase: str) -> bool:
+        """Whether ``phase`` of ``cycle`` is already done."""
+        if cycle != self.cycle:
+            return cycle < self.cycle
+        if not self.phase:
+            return False
+        return PHASES.index(phase) <= PHASES.index(self.phase)
+
+
+class RunFiles:
+    """Paths and atomic reads/writes of one run folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.state_path = root / "state.json"
+        self.config_path = root / "config.json"
+        self.metrics_path = root / "metrics.jsonl"
+        self.trainer_state = root / "trainer_state"
+        self.tensorboard = root / "tensorboard"
+        self.curve_path = root / "learning_curve.png"
+
+    def cycle_dir(self, cycle: int) -> Path:
+        """Folder of one cycle's episode files."""
+        return self.root / "cycles" / f"{cycle:04d}"
+
+    def checkpoint(self, cycle: int) -> Path:
+        """Checkpoint folder of a cycle."""
+        return self.root / "checkpoints" / f"cycle-{cycle:04d}"
+
+    def exists(self) -> bool:
+        """Whether a run was started here."""
+        return self.state_path.exists()
+
+    def load_state(self) -> RunState:
+        """Read ``state.json`` (CheckpointError when missing or unreadable)."""
+        try:
+            data = json.loads(self.state_path.read_text(encoding="utf-8"))
+            return RunState(**data)
+        except (OSError, json.JSONDecodeError, TypeError) as error:
+            raise CheckpointError(
+                f"cannot resume: {self.state_path} is missing or corrupt ({error}); "
+                "start a new run without --resume"
+            ) from error
+
+    def save_state(self, state: RunState) -> None:
+        """Write ``state.json`` atomically (the commit point of a phase)."""
+        atomic_write_json(self.state_path, asdict(state))
+
+    def save_config(self, config: dict[str, Any]) -> None:
+        """Write the run's configuration."""
+        atomic_write_json(self.config_path, config)
+
+    def load_config(self) -> dict[str, Any]:
+        """Read the run's configuration."""
+        try:
+            return json.loads(self.config_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as error:
+            raise CheckpointError(f"cannot read {self.config_path}: {error}") from error
+
+    def save_episodes(self, cycle: int, name: str, payload: dict[str, Any]) -> None:
+        """Write ``cycles/<c>/<name>.json`` (episodes as dicts plus extra fields)."""
+        atomic_write_json(self.cycle_dir(cycle) / f"{name}.json", payload)
+
+    def load_episodes(self, cycle: int, name: str) -> dict[str, Any] | None:
+        """Read what :meth:`save_episodes` wrote, with episodes as records (None if absent)."""
+        path = self.cycle_dir(cycle) / f"{name}.json"
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as error:
+            raise CheckpointError(f"cannot read {path}: {error}") from error
+        data["episodes"] = [EpisodeRecord.from_dict(e) for e in data.get("episodes", [])]
+        return data
+
+    def write_metrics(self, history: list[dict[str, Any]]) -> None:
+        """Rewrite ``metrics.jsonl`` with one line per completed cycle."""
+        lines = [json.dumps(row, sort_keys=True) for row in history]
+        atomic_write_text(self.metrics_path, "\n".join(lines) + ("\n" if lines else ""))
+
+
+def write_tensorboard(folder: Path, row: dict[str, Any]) -> None:
+    """Add one cycle's numeric metrics as TensorBoard scalars (step = cycle)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    step = int(row["cycle"])
+    # purge_step drops events a killed run wrote for this cycle before it was redone.
+    with SummaryWriter(str(folder), purge_step=step) as writer:
+        for key, value in row.items():
+            if key != "cycle" and isinstance(value, int | float) and not isinstance(value, bool):
+                writer.add_scalar(key.replace(".", "/"), float(value), step)
+
+
+def plot_learning_curve(history: list[dict[str, Any]], path: Path, title: str = "") -> None:
+    """Success rate and mean score of the evaluation goals per cycle, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cycles = [row["cycle"] for row in history]
+    figure, axis = plt.subplots(figsize=(6, 4))
+    axis.plot(cycles, [row.get("eval.success_rate", 0.0) for row in history], "o-", label="success")
+    axis.plot(cycles, [row.get("eval.mean_score", 0.0) for row in history], "s--", label="score")
+    axis.set_xlabel("cycle")
+    axis.set_ylim(0, 1)
+    axis.set_title(title or "evaluation goals per cycle")
+    axis.legend()
+    axis.grid(alpha=0.3)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    figure.savefig(tmp, dpi=100)
+    plt.close(figure)
+    tmp.replace(path)

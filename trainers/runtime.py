@@ -1,0 +1,133 @@
+"""How the trainer plays episodes: the runtime's LLM agent and rollout engine, timed.
+
+:class:`EpisodeRunner` is the one place the trainer touches the agent runtime
+(``skillrl.agents.llm.LLMAgent``, ``skillrl.rollout.RolloutEngine``). It also accumulates where the
+time goes (the engine's model / environment / retrieval seconds), per batched turn and per
+episode turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from skillrl.records import EpisodeRecord
+
+
+@dataclass
+class Start:
+    """One episode to play: a goal of a split, an env seed and its GRPO group."""
+
+    split: str
+    goal_index: int
+    seed: int | None = None
+    group_id: str | None = None
+
+
+@dataclass
+class Timings:
+    """Accumulated wall time of played episodes, split by cause (from the engine's stats)."""
+
+    model_s: float = 0.0
+    env_s: float = 0.0
+    retrieval_s: float = 0.0
+    total_s: float = 0.0
+    batches: int = 0
+    """Batched agent calls (one per engine turn)."""
+    turns: int = 0
+    """Episode turns played."""
+
+    def add(self, stats: Any) -> None:
+        """Add one rollout's ``RolloutStats``."""
+        self.model_s += stats.model_seconds
+        self.env_s += stats.env_seconds
+        self.retrieval_s += stats.retrieval_seconds
+        self.total_s += stats.wall_seconds
+        self.batches += stats.agent_calls
+        self.turns += stats.turns
+
+    def per_batch(self) -> dict[str, float]:
+        """Mean seconds per batched turn, by cause."""
+        n = max(self.batches, 1)
+        return {"model": self.model_s / n, "env": self.env_s / n, "retrieval": self.retrieval_s / n}
+
+    def per_turn(self) -> dict[str, float]:
+        """Mean seconds per episode turn, by cause."""
+        n = max(self.turns, 1)
+        return {"model": self.model_s / n, "env": self.env_s / n, "retrieval": self.retrieval_s / n}
+
+
+@dataclass
+class EpisodeRunner:
+    """Plays batches of episodes with one policy, with or without the skill bank."""
+
+    policy: Any
+    env_id: str = "webshop"
+    bank: Any | None = None
+    """The skill bank to retrieve from every turn (None: no skills)."""
+    max_turns: int = 15
+    max_new_tokens: int = 48
+    constrained: bool = False
+    """Constrained decoding (every action admissible) instead of free generation."""
+    env_config: dict[str, Any] = field(default_factory=dict)
+    prompt_config: Any | None = None
+    max_parallel: int = 16
+    """Episodes active at once (one batched generation covers them all)."""
+    count_retrievals: bool = True
+    """Let retrieval count towards entries' statistics (off for evaluation)."""
+    timings: Timings = field(default_factory=Timings)
+
+    def split_size(self, split: str) -> int:
+        """Return the number of goals in ``split`` of the environment."""
+        import envs
+
+        env = envs.make(self.env_id, **self._env_config())
+        world = getattr(env, "world", None)
+        if world is None or not hasattr(world, "split"):
+            return 1_000_000  # an environment without a goal list: indices are open-ended
+        return len(world.split(split))
+
+    def run(
+        self, starts: list[Start], *, temperature: float, sampling_seed: int | None = None
+    ) -> list[EpisodeRecord]:
+        """Play every start to its end, in one batched rollout; records are not stored."""
+        from skillrl.agents.llm import LLMAgent, LLMAgentConfig
+        from skillrl.policies.base import SamplingConfig
+        from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
+
+        sampling = SamplingConfig(
+            max_new_tokens=self.max_new_tokens,
+            temperature=temperature,
+            seed=None if temperature == 0 else sampling_seed,
+        )
+        agent = LLMAgent(
+            self.policy,
+            self.prompt_config,
+            constrained=self.constrained,
+            config=LLMAgentConfig(sampling=sampling),
+            uses_skills=self.bank is not None,
+        )
+        config = RolloutConfig(
+            max_turns=self.max_turns,
+            max_parallel=self.max_parallel,
+            record=False,
+            count_retrievals=self.count_retrievals,
+        )
+        engine = RolloutEngine(agent, bank=self.bank, config=config)
+        episode_starts = [
+            EpisodeStart(
+                env_id=self.env_id,
+                split=s.split,
+                goal_index=s.goal_index,
+                seed=s.seed,
+                group_id=s.group_id,
+                env_config=self._env_config(),
+            )
+            for s in starts
+        ]
+        episodes = engine.run(episode_starts)
+        self.timings.add(engine.stats)
+        return episodes
+
+    def _env_config(self) -> dict[str, Any]:
+        return {**self.env_config, "max_turns": self.max_turns}
