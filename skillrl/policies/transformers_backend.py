@@ -196,7 +196,8 @@ class TransformersPolicy:
         if not conversations:
             return []
         batch = self._encode(conversations)
-        prompt_out = self._forward(batch.input_ids, batch.attention_mask, None, None)
+        # Only the last prompt position's logits are needed (saves the vocab projection elsewhere).
+        prompt_out = self._forward(batch.input_ids, batch.attention_mask, None, None, keep=1)
         first_lp = torch.log_softmax(prompt_out.logits[:, -1, :].float(), dim=-1)
         cache = _cache_of(prompt_out)
         rows = [(i, text) for i, cands in enumerate(continuations) for text in cands]
@@ -254,10 +255,13 @@ class TransformersPolicy:
         mask: torch.Tensor,
         positions: torch.Tensor | None,
         cache: Any,
+        keep: int = 0,
     ) -> Any:
         if positions is None:  # left padding: positions count only real tokens
             positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-        kwargs = {self._cache_kwarg: cache, "use_cache": True}
+        kwargs: dict[str, Any] = {self._cache_kwarg: cache, "use_cache": True}
+        if keep:
+            kwargs["logits_to_keep"] = keep
         return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **kwargs)
 
 

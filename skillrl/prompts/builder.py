@@ -30,7 +30,7 @@ FORMAT_FREE = (
     "<think>reason</think><action>click[...]</action>"
 )
 FORMAT_SEARCH = (
-    "Reply with a search query of key words from the task, like:\n<action>search[words]</action>"
+    "Reply with <action>search[...]</action>, the product words of the task in the brackets."
 )
 
 
@@ -164,7 +164,7 @@ def _history_text(history: list) -> str:
 
 def _actions_text(actions: list[str], config: PromptConfig) -> str:
     if is_search_page(actions):
-        return "Actions: search[<key words>]"
+        return "Actions: search[...]"
     shown = actions[: config.max_actions]
     more = f" (+{len(actions) - len(shown)} more)" if len(actions) > len(shown) else ""
     return "Actions: " + ", ".join(shown) + more

@@ -1,0 +1,296 @@
+"""``skillrl run``: play episodes with a model, the scripted expert or a person, turn by turn.
+
+Builds the configs from the options and calls the library (policies, agents, RolloutEngine);
+everything shown on screen is rendered here with rich.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from skillrl.commands.options import json_option, workspace_option
+
+
+@click.command("run")
+@click.option("--env", "env_id", default="webshop", show_default=True, help="Environment id.")
+@click.option(
+    "--policy",
+    "policy_kind",
+    type=click.Choice(["model", "expert", "human"]),
+    default="model",
+    show_default=True,
+    help="Who acts: the model, the scripted expert, or you at the terminal.",
+)
+@click.option(
+    "--episodes", type=click.IntRange(1), default=1, show_default=True, help="Episodes to play."
+)
+@click.option("--split", default="test", show_default=True, help="Goal split: test, eval or train.")
+@click.option(
+    "--goal",
+    default="0",
+    show_default=True,
+    help="First goal index of the split (episode i plays goal+i), or one goal id.",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed (episode i uses seed+i)."
+)
+@click.option(
+    "--model",
+    default="embedded",
+    show_default=True,
+    help="'embedded' (SmolLM2-135M-Instruct), a model folder, a .gguf file or a hub id.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["transformers", "openai", "vllm"]),
+    default="transformers",
+    show_default=True,
+    help="Policy backend.",
+)
+@click.option(
+    "--base-url", default=None, help="Server root for --backend openai (e.g. http://host:8000/v1)."
+)
+@click.option("--no-skills", is_flag=True, help="Do not retrieve skills (measure their effect).")
+@click.option(
+    "--constrained", is_flag=True, help="Pick among admissible actions by model score (all valid)."
+)
+@click.option(
+    "--max-turns",
+    type=click.IntRange(1),
+    default=15,
+    show_default=True,
+    help="Turn limit per episode.",
+)
+@click.option(
+    "--step", is_flag=True, help="Pause every turn: Enter accepts the action, or type another."
+)
+@click.option(
+    "--temperature",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="Sampling temperature (0: greedy, reproducible).",
+)
+@click.option(
+    "--parallel",
+    type=click.IntRange(1),
+    default=16,
+    show_default=True,
+    help="Episodes played at once.",
+)
+@click.option(
+    "--record/--no-record",
+    default=True,
+    show_default=True,
+    help="Save the episodes into the skill bank's trajectory store (for distillation).",
+)
+@click.option("--no-seed-bank", is_flag=True, help="Do not seed an empty skill bank on first run.")
+@click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
+@json_option
+@workspace_option
+def run(**o: Any) -> None:
+    """Play episodes and show every turn: skills, thinking, action, observation, reward."""
+    console = Console(stderr=o["as_json"])
+    records, stats = _play(o, console)
+    from skillrl.commands.run_display import episode_summary, summary_table
+
+    if o["as_json"]:
+        summary = {
+            "episodes": len(records),
+            "successes": sum(r.success for r in records),
+            "success_rate": sum(r.success for r in records) / len(records),
+            "mean_score": sum(r.score for r in records) / len(records),
+        }
+        out = {
+            "summary": summary,
+            "stats": stats.to_dict(),
+            "episodes": [episode_summary(r) for r in records],
+        }
+        click.echo(json.dumps(out, indent=2))
+        return
+    console.print(summary_table(records))
+    console.print(
+        f"[dim]{stats.wall_seconds:.1f}s: model {stats.model_seconds:.1f}s, env "
+        f"{stats.env_seconds:.1f}s, retrieval {stats.retrieval_seconds:.1f}s; "
+        f"{stats.generated_tokens} tokens generated[/]"
+    )
+
+
+def _play(o: dict[str, Any], console: Console) -> tuple[list[Any], Any]:
+    from skillrl.rollout import RolloutConfig, RolloutEngine
+
+    interactive = o["step"] or o["policy_kind"] == "human"
+    if interactive and not sys.stdin.isatty() and not os.environ.get("SKILLRL_ALLOW_PIPED_INPUT"):
+        console.print("[yellow]reading actions from a non-terminal input[/]")
+    uses_skills = not o["no_skills"] and o["policy_kind"] != "expert"
+    bank = _open_bank(o, console) if (uses_skills or o["record"]) else None
+    try:
+        agent = _agent(o, console, uses_skills and bank is not None)
+        config = RolloutConfig(
+            max_turns=o["max_turns"],
+            max_parallel=1 if interactive else o["parallel"],
+            record=o["record"] and bank is not None,
+        )
+        engine = RolloutEngine(
+            _Progress(agent, console, quiet=o["as_json"] or interactive),
+            bank=bank,
+            config=config,
+            on_turn=None if o["as_json"] else _show_turn(console),
+            review=_reviewer(console) if o["step"] else None,
+        )
+        records = engine.run(_starts(o))
+    finally:
+        if bank is not None:
+            bank.close()
+    return records, engine.stats
+
+
+def _open_bank(o: dict[str, Any], console: Console) -> Any:
+    from memory import BankConfig, SkillBank
+
+    with console.status("opening the skill bank (loading the embedder)"):
+        bank = SkillBank.open(
+            BankConfig(
+                workspace=Path(o["workspace"]),
+                database_url=os.environ.get("SKILLRL_DATABASE_URL"),
+                chroma_url=os.environ.get("SKILLRL_CHROMA_URL"),
+            )
+        )
+    if not o["no_seed_bank"]:
+        _seed(bank, o["env_id"], console)
+    return bank
+
+
+def _seed(bank: Any, env_id: str, console: Console) -> None:
+    from skillrl.distill.seeding import seed_bank_if_empty
+
+    with console.status("the skill bank is empty: seeding it with the starting skills"):
+        report = seed_bank_if_empty(bank, env_id)
+    if report is not None:
+        console.print(
+            f"[cyan]seeded the empty skill bank with {report.added} entries "
+            f"({report.merged} merged) from {report.source} in {report.seconds:.1f}s "
+            "(skip with --no-seed-bank)[/]"
+        )
+
+
+def _agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
+    if o["policy_kind"] == "expert":
+        from skillrl.agents.expert import ExpertAgent
+
+        return ExpertAgent(max_turns=o["max_turns"])
+    if o["policy_kind"] == "human":
+        from skillrl.agents.human import HumanAgent
+        from skillrl.commands.run_display import show_page
+
+        def ask(state: Any) -> str:
+            show_page(console, state)
+            return _read(console, "your action> ")
+
+        return HumanAgent(ask, uses_skills=uses_skills)
+    from skillrl.agents.llm import LLMAgent, LLMAgentConfig
+    from skillrl.policies import PolicyConfig, SamplingConfig, load_policy
+
+    policy_config = PolicyConfig(
+        backend=o["backend"],
+        model=o["model"],
+        base_url=o["base_url"],
+        workspace=Path(o["workspace"]),
+        threads=o["threads"],
+    )
+    with console.status(f"loading model {o['model']}") as status:
+        policy = load_policy(policy_config, progress=lambda m: status.update(m))
+    sampling = SamplingConfig(
+        max_new_tokens=64, temperature=o["temperature"], seed=o["seed"], stop=["</action>"]
+    )
+    return LLMAgent(
+        policy,
+        constrained=o["constrained"],
+        config=LLMAgentConfig(sampling=sampling),
+        uses_skills=uses_skills,
+    )
+
+
+def _starts(o: dict[str, Any]) -> list[Any]:
+    from skillrl.rollout import EpisodeStart
+
+    env_config = {"max_turns": o["max_turns"]} if o["env_id"] == "webshop" else {}
+    goal = o["goal"].strip()
+    starts = []
+    for i in range(o["episodes"]):
+        start = EpisodeStart(o["env_id"], o["split"], seed=o["seed"] + i, env_config=env_config)
+        if goal.isdigit():
+            start.goal_index = int(goal) + i
+        else:
+            start.goal_id = goal
+        starts.append(start)
+    return starts
+
+
+class _Progress:
+    """Wraps an agent to show a spinner while it decides (model generation takes a while)."""
+
+    def __init__(self, agent: Any, console: Console, quiet: bool) -> None:
+        self.agent, self.console, self.quiet = agent, console, quiet
+        self.name = agent.name
+        self.uses_skills = agent.uses_skills
+
+    def begin_episode(self, episode_id: str, reset_info: dict[str, Any]) -> None:
+        self.agent.begin_episode(episode_id, reset_info)
+
+    def end_episode(self, episode_id: str) -> None:
+        self.agent.end_episode(episode_id)
+
+    def act(self, states: list[Any]) -> list[Any]:
+        if self.quiet or not states:
+            return self.agent.act(states)
+        turn = states[0].turn + 1
+        with self.console.status(f"turn {turn}: {self.name} deciding for {len(states)} episode(s)"):
+            return self.agent.act(states)
+
+
+def _show_turn(console: Console) -> Any:
+    from skillrl.commands.run_display import header, turn_panel
+
+    def show(event: Any) -> None:
+        if event.turn.turn == 0:
+            console.print(header(event.record.instruction, event.record.goal_id))
+        console.print(turn_panel(event))
+
+    return show
+
+
+def _reviewer(console: Console) -> Any:
+    from skillrl.agents.human import expand_typed_action
+    from skillrl.commands.run_display import ask_step
+    from skillrl.parsing import parse_action
+
+    def review(state: Any, decision: Any) -> Any:
+        typed = ask_step(console, state, decision).strip()
+        if typed.lower() in ("q", "quit"):
+            raise click.Abort()
+        if not typed:
+            return decision
+        parsed = parse_action(
+            expand_typed_action(typed, state.available_actions), state.available_actions
+        )
+        decision.action, decision.parse_ok = parsed.action, parsed.ok
+        decision.model_output = f"{decision.model_output}\n[overridden by a person: {typed}]"
+        decision.completion_token_ids = decision.completion_logprobs = None  # not the model's
+        return decision
+
+    return review
+
+
+def _read(console: Console, prompt: str) -> str:
+    try:
+        return console.input(prompt)
+    except EOFError as error:
+        raise click.Abort() from error

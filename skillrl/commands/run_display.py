@@ -1,0 +1,148 @@
+"""Rich rendering for ``skillrl run``: per-turn panels, the step prompt, the summary table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from skillrl.agent import AgentDecision, AgentState
+from skillrl.parsing import parse_action
+from skillrl.records import EpisodeRecord
+from skillrl.rollout import TurnEvent
+
+OBSERVATION_CHARS = 600
+
+
+def turn_panel(event: TurnEvent) -> Panel:
+    """One turn: retrieved skills, thinking, action, reward and the new observation."""
+    parts: list[Any] = []
+    skills = event.skills.all if event.skills is not None else []
+    shown = set(event.turn.retrieved_ids)
+    if skills:
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        table.add_column("skill")
+        table.add_column("kind")
+        table.add_column("score", justify="right")
+        for retrieved in skills:
+            style = "" if retrieved.entry.id in shown else "dim strike"
+            table.add_row(
+                Text(retrieved.entry.title, style=style),
+                retrieved.entry.kind,
+                f"{retrieved.similarity:.2f}",
+            )
+        parts.append(table)
+    elif event.record.skills_enabled:
+        parts.append(Text("no skills retrieved", style="dim"))
+    think = parse_action(event.turn.model_output, event.turn.available_actions).think
+    if think:
+        parts.append(Text.assemble(("thinking: ", "bold"), (think, "italic")))
+    style = "bold green" if event.turn.action_valid else "bold red"
+    verdict = "" if event.turn.action_valid else "  (invalid: nothing happened)"
+    parts.append(Text.assemble(("action: ", "bold"), (event.turn.action, style), verdict))
+    if event.turn.model_output and not event.turn.action_valid:
+        parts.append(Text(f"model said: {event.turn.model_output[:300]}", style="dim"))
+    observation = event.next_observation
+    if len(observation) > OBSERVATION_CHARS:
+        observation = observation[:OBSERVATION_CHARS] + " ..."
+    parts.append(Text.assemble(("observation: ", "bold"), observation))
+    end = ""
+    if event.done:
+        end = "  [bold green]success[/]" if event.record.success else "  [bold red]no success[/]"
+    title = (
+        f"episode {event.slot + 1} · turn {event.turn.turn + 1} · "
+        f"reward {event.turn.reward:.2f}{end}"
+    )
+    return Panel(Group(*parts), title=title, title_align="left")
+
+
+def header(record_instruction: str, goal_id: str) -> Text:
+    """Return the line shown when an episode starts."""
+    return Text.assemble(("task ", "bold"), f"({goal_id}): ", (record_instruction, "cyan"))
+
+
+def ask_step(console: Console, state: AgentState, decision: AgentDecision) -> str:
+    """Ask the person to accept ``decision`` (Enter) or type another action."""
+    console.print(
+        Text.assemble(
+            ("proposed: ", "bold"),
+            (decision.action, "green" if decision.parse_ok else "red"),
+            "   (Enter accepts; or type an action, a number from the list, or q to quit)",
+        )
+    )
+    return console.input("> ")
+
+
+def show_page(console: Console, state: AgentState) -> None:
+    """Show a person the page and the numbered admissible actions."""
+    console.print(Panel(state.observation, title=f"turn {state.turn + 1}", title_align="left"))
+    if state.skills is not None and state.skills.all:
+        titles = ", ".join(r.entry.title for r in state.skills.all)
+        console.print(Text.assemble(("skills: ", "bold"), titles))
+    for number, action in enumerate(state.available_actions, start=1):
+        console.print(f"  {number:>2}. {action}")
+
+
+def summary_table(records: list[EpisodeRecord]) -> Table:
+    """Per-episode results and a totals row."""
+    table = Table(title="summary", show_footer=True)
+    table.add_column("#", footer="all")
+    table.add_column("goal")
+    n = max(len(records), 1)
+    wins = sum(r.success for r in records)
+    table.add_column("success", footer=f"{wins}/{len(records)}")
+    table.add_column("score", justify="right", footer=f"{sum(r.score for r in records) / n:.3f}")
+    table.add_column("turns", justify="right", footer=str(sum(r.num_turns for r in records)))
+    table.add_column(
+        "invalid", justify="right", footer=str(sum(r.invalid_actions for r in records))
+    )
+    prompt = [sum(t.prompt_tokens for t in r.turns) for r in records]
+    generated = [sum(t.completion_tokens for t in r.turns) for r in records]
+    table.add_column("tokens in/out", justify="right", footer=f"{sum(prompt)}/{sum(generated)}")
+    for i, record in enumerate(records):
+        table.add_row(
+            str(i + 1),
+            record.goal_id,
+            "[green]yes[/]" if record.success else "[red]no[/]",
+            f"{record.score:.3f}",
+            str(record.num_turns),
+            str(record.invalid_actions),
+            f"{prompt[i]}/{generated[i]}",
+        )
+    return table
+
+
+def episode_summary(record: EpisodeRecord) -> dict[str, Any]:
+    """Return a compact JSON-able view of an episode (no token ids)."""
+    return {
+        "episode_id": record.episode_id,
+        "goal_id": record.goal_id,
+        "instruction": record.instruction,
+        "category": record.category,
+        "split": record.split,
+        "seed": record.seed,
+        "agent": record.agent,
+        "skills_enabled": record.skills_enabled,
+        "success": record.success,
+        "score": record.score,
+        "turns": record.num_turns,
+        "invalid_actions": record.invalid_actions,
+        "prompt_tokens": sum(t.prompt_tokens for t in record.turns),
+        "completion_tokens": sum(t.completion_tokens for t in record.turns),
+        "reward_breakdown": record.reward_breakdown,
+        "steps": [
+            {
+                "turn": t.turn,
+                "action": t.action,
+                "valid": t.action_valid,
+                "reward": t.reward,
+                "retrieved_ids": t.retrieved_ids,
+                "model_output": t.model_output,
+                "token_counts": t.token_counts,
+            }
+            for t in record.turns
+        ],
+    }
