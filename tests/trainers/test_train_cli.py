@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from tiny_checkpoint import write_tiny_checkpoint
+
+from cli import main
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result
+
+
+@pytest.mark.slow
+def test_train_runs_resumes_with_more_cycles_and_eval_reads_the_checkpoint(
+    tmp_path, tiny_model_dir
+):
+    ws = str(tmp_path / "ws")
+    common = [
+        "--workspace",
+        ws,
+        "--model",
+        str(tiny_model_dir),
+        "--no-skills",
+        "--goals-per-cycle",
+        "1",
+        "--group-size",
+        "2",
+        "--eval-goals",
+        "1",
+        "--max-turns",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--run-name",
+        "smoke",
+        "--threads",
+        "1",
+    ]
+    first = invoke("train", "--cycles", "1", *common)
+    assert first.exit_code == 0, first.output
+    run = tmp_path / "ws" / "runs" / "smoke"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["cycle"] for r in rows] == [0, 1]
+    assert rows[1]["train.episodes"] >= 2 and rows[1]["eval.episodes"] == 1
+    assert (run / "checkpoints" / "cycle-0001" / "model.safetensors").exists()
+    assert (run / "learning_curve.png").exists()
+
+    more = invoke("train", "--cycles", "2", "--resume", "--json", *common)
+    assert more.exit_code == 0, more.output
+    history = json.loads(more.stdout)
+    assert [r["cycle"] for r in history] == [0, 1, 2]
+
+    result = invoke(
+        "eval",
+        "--workspace",
+        ws,
+        "--model",
+        str(run / "checkpoints/cycle-0002"),
+        "--skills",
+        "off",
+        "--goals",
+        "2",
+        "--samples",
+        "2",
+        "--k",
+        "1,2",
+        "--t",
+        "1,2",
+        "--max-turns",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert len(report) == 1 and report[0]["skills"] is False
+    assert report[0]["greedy"]["episodes"] == 2
+    assert set(report[0]["pass_at"]) == {"1,1", "1,2", "2,1", "2,2"}
+    assert report[0]["timings"]["per_turn"]["model"] > 0
+
+
+def test_bad_options_give_one_clear_line(tmp_path):
+    ws = str(tmp_path / "ws")
+    result = invoke("train", "--workspace", ws, "--backend", "vllm")
+    assert result.exit_code == 1
+    assert "cannot train" in result.output and "Traceback" not in result.output
+    result = invoke("eval", "--workspace", ws, "--samples", "1", "--k", "2")
+    assert result.exit_code == 1 and "must not exceed samples" in result.output
+    result = invoke("eval", "--workspace", ws, "--t", "five")
+    assert result.exit_code == 2 and "comma-separated" in result.output
