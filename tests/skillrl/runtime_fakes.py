@@ -113,7 +113,7 @@ class ScriptedPolicy:
         user = next(m["content"] for m in conversation if m["role"] == "user")
         prefix = conversation[-1]["content"] if conversation[-1]["role"] == "assistant" else ""
         if target == "ghost toy":
-            text = "I am not sure what to do here."
+            text = "]" if prefix.endswith("search[") else "I am not sure what to do here."
         elif prefix.endswith("search["):
             text = f"{target}]"
         elif "Actions: search[...]" in user:

@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+from runtime_fakes import FakeBank, ScriptedPolicy
+
+from skillrl.agent import AgentState
+from skillrl.agents.human import HumanAgent, expand_typed_action
+from skillrl.agents.llm import LLMAgent
+from skillrl.rollout import EpisodeStart, RolloutEngine
+
+RESULTS = ["click[back to search]", "click[red ball]", "click[blue kite]"]
+
+
+def state(actions: list[str], instruction: str = "buy the blue kite", turn: int = 0) -> AgentState:
+    return AgentState(
+        episode_id=f"e{turn}",
+        env_id="fakeshop",
+        instruction=instruction,
+        category="toys",
+        observation="Results [SEP] red ball [SEP] blue kite",
+        available_actions=actions,
+        turn=turn,
+    )
+
+
+def test_free_decoding_parses_each_output_in_one_batch():
+    policy = ScriptedPolicy()
+    agent = LLMAgent(policy)
+    decisions = agent.act(
+        [state(RESULTS), state(["search[<query>]"]), state(RESULTS, "buy the ghost toy")]
+    )
+    assert policy.generate_batches == [3]
+    assert [d.action for d in decisions[:2]] == ["click[blue kite]", "search[blue kite]"]
+    assert decisions[0].parse_ok and decisions[1].parse_ok and not decisions[2].parse_ok
+    assert decisions[0].completion_logprobs == [-0.5] * decisions[0].completion_tokens
+    assert decisions[0].token_counts["observation"] > 0
+
+
+def test_constrained_decoding_scores_clicks_and_generates_only_the_query():
+    policy = ScriptedPolicy()
+    agent = LLMAgent(policy, constrained=True)
+    decisions = agent.act(
+        [
+            state(RESULTS),
+            state(["search[<query>]"]),
+            state(RESULTS, "buy the red ball"),
+            state(["search[<query>]"], "buy the ghost toy"),
+        ]
+    )
+    # One scoring batch for the two click pages, one generation batch for the two search pages.
+    assert policy.score_batches == [2] and policy.generate_batches == [2]
+    assert [d.action for d in decisions] == [
+        "click[blue kite]",
+        "search[blue kite]",
+        "click[red ball]",
+        "search[buy the ghost toy]",  # the model wrote no query: the task's words are used
+    ]
+    assert all(d.parse_ok for d in decisions)
+    # The search generation continued the assistant prefix: the query, not a whole reply.
+    assert policy.conversations[0][-1] == {"role": "assistant", "content": "<action>search["}
+    assert decisions[0].completion_token_ids == [ord(c) % 97 for c in "click[blue kite]</action>"]
+
+
+def test_constrained_agent_never_sends_an_invalid_action():
+    (ghost,) = RolloutEngine(LLMAgent(ScriptedPolicy(), constrained=True), bank=FakeBank()).run(
+        [EpisodeStart("fakeshop", "test", 3)]
+    )
+    assert ghost.invalid_actions == 0 and ghost.num_turns >= 3
+
+
+def test_human_shorthand_becomes_actions():
+    assert expand_typed_action("2", RESULTS) == "click[red ball]"
+    assert expand_typed_action("Blue Kite", RESULTS) == "click[blue kite]"
+    assert expand_typed_action("warm socks", ["search[<query>]"]) == "search[warm socks]"
+    assert expand_typed_action("click[red ball]", RESULTS) == "click[red ball]"
+
+
+def test_human_agent_records_what_was_typed():
+    typed = iter(["3", "nonsense"])
+    agent = HumanAgent(lambda s: next(typed))
+    first, second = agent.act([state(RESULTS), state(RESULTS)])
+    assert first.action == "click[blue kite]" and first.parse_ok and first.model_output == "3"
+    assert not second.parse_ok and second.action == "click[nonsense]"

@@ -1,0 +1,129 @@
+"""The OpenAI-compatible backend against a real HTTP server started by the test."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from skillrl.errors import BackendError
+from skillrl.policies import PolicyConfig, SamplingConfig, load_policy
+from skillrl.policies.openai_backend import OpenAIPolicy
+
+
+class ChatServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.requests: list[dict] = []
+        self.fail_first = 0
+        self.status = 200
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # keep test output clean
+        pass
+
+    def do_POST(self) -> None:
+        server: ChatServer = self.server  # type: ignore[assignment]
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        server.requests.append(
+            {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+        )
+        if server.fail_first > 0:
+            server.fail_first -= 1
+            return self._send(503, {"error": "warming up"})
+        if server.status != 200:
+            return self._send(server.status, {"error": {"message": "model 'x' does not exist"}})
+        user = body["messages"][-1]["content"]
+        reply = f"<think>ok</think><action>search[{user}]</action>"
+        tokens = [{"token": f"token_id:{i}", "logprob": -0.25} for i in range(5)]
+        self._send(
+            200,
+            {
+                "choices": [
+                    {
+                        "message": {"role": "assistant", "content": reply},
+                        "logprobs": {"content": tokens},
+                        "finish_reason": "stop",
+                    }
+                ]
+            },
+        )
+
+    def _send(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def server():
+    srv = ChatServer()
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_generates_one_reply_per_conversation_in_order(server):
+    policy = load_policy(
+        PolicyConfig(backend="openai", model="tiny", base_url=server.url, api_key="k")
+    )
+    convs = [[{"role": "user", "content": f"item {i}"}] for i in range(5)]
+    gens = policy.generate(convs, SamplingConfig(max_new_tokens=12, stop=["</action>"], seed=3))
+    assert [g.text for g in gens] == [
+        f"<think>ok</think><action>search[item {i}]</action>" for i in range(5)
+    ]
+    assert gens[0].logprobs == [-0.25] * 5 and gens[0].completion_token_ids == [0, 1, 2, 3, 4]
+    request = server.requests[0]
+    assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer k"
+    assert request["body"]["model"] == "tiny" and request["body"]["max_tokens"] == 12
+    assert request["body"]["stop"] == ["</action>"] and request["body"]["seed"] == 3
+
+
+def test_transient_errors_are_retried(server):
+    server.fail_first = 2
+    policy = OpenAIPolicy(server.url, "tiny", max_retries=3, backoff_s=0.01)
+    (gen,) = policy.generate([[{"role": "user", "content": "x"}]], SamplingConfig())
+    assert gen.text.endswith("search[x]</action>") and len(server.requests) == 3
+
+
+def test_retries_run_out_with_a_clear_error(server):
+    server.fail_first = 10
+    policy = OpenAIPolicy(server.url, "tiny", max_retries=1, backoff_s=0.01)
+    with pytest.raises(BackendError, match="failed after 2 attempts.*HTTP 503"):
+        policy.generate([[{"role": "user", "content": "x"}]], SamplingConfig())
+
+
+def test_client_errors_are_not_retried_and_name_the_cause(server):
+    server.status = 404
+    policy = OpenAIPolicy(server.url, "x", max_retries=3, backoff_s=0.01)
+    with pytest.raises(BackendError, match="HTTP 404.*does not exist"):
+        policy.generate([[{"role": "user", "content": "x"}]], SamplingConfig())
+    assert len(server.requests) == 1
+
+
+def test_unreachable_server_is_a_backend_error():
+    policy = OpenAIPolicy("http://127.0.0.1:9/v1", "x", max_retries=1, backoff_s=0.01, timeout_s=2)
+    with pytest.raises(BackendError, match="is the server running"):
+        policy.generate([[{"role": "user", "content": "x"}]], SamplingConfig())
+
+
+def test_scoring_is_refused_clearly_and_config_needs_a_url(server):
+    policy = OpenAIPolicy(server.url, "x")
+    with pytest.raises(BackendError, match="cannot score"):
+        policy.score_continuations([[{"role": "user", "content": "x"}]], [["a"]])
+    with pytest.raises(ValueError, match="base_url is required"):
+        PolicyConfig(backend="openai")
