@@ -45,6 +45,7 @@ from memory.types import (
     Revision,
     SnapshotInfo,
 )
+from memory.versioning import bump_index_version, index_version
 from skillrl.errors import InvalidEntryError, SkillNotFoundError
 from skillrl.records import EpisodeRecord
 
@@ -62,6 +63,7 @@ class SkillBank:
         self.engine = engine
         self.index = index
         self._embedder = embedder
+        self._index_version: str | None = None
 
     @classmethod
     def open(
@@ -102,8 +104,9 @@ class SkillBank:
         return self._embedder
 
     def close(self) -> None:
-        """Release database connections."""
+        """Release database connections and the index client."""
         self.engine.dispose()
+        self.index.close()
 
     def __enter__(self) -> SkillBank:
         return self
@@ -117,7 +120,11 @@ class SkillBank:
         undo: list[Undo] = []
         try:
             with write_session(self.engine) as session:
+                self._sync_index(session)
+                writes = self.index.writes
                 yield session, undo
+                if self.index.writes != writes:
+                    self._index_version = bump_index_version(session)
         except BaseException:
             for step in reversed(undo):
                 try:
@@ -125,6 +132,21 @@ class SkillBank:
                 except Exception:  # keep undoing; the original error is what matters
                     logger.exception("could not undo an index change; run `skillrl skills reindex`")
             raise
+
+    def _sync_index(self, session: Session) -> None:
+        """Reload an embedded index that another process has changed since we last looked."""
+        version = index_version(session)
+        if self._index_version is not None and version != self._index_version:
+            logger.debug("the index changed in another process; reloading it")
+            self.index.reload()
+        self._index_version = version
+
+    def sync_index(self) -> None:
+        """Make this process see index changes other processes have committed (reads call it)."""
+        if self.index.shared_by_processes_safely:
+            return
+        with read_session(self.engine) as session:
+            self._sync_index(session)
 
     def index_upsert(self, rows: list[EntryRow], vectors: np.ndarray, undo: list[Undo]) -> None:
         """Put ``rows`` in the index, registering how to put back what was there before."""
@@ -173,7 +195,9 @@ class SkillBank:
             matches = []
             if len(text) >= 6 and text.isalnum():
                 matches = list(
-                    session.scalars(select(EntryRow.id).where(EntryRow.id.startswith(text)).limit(2))
+                    session.scalars(
+                        select(EntryRow.id).where(EntryRow.id.startswith(text)).limit(2)
+                    )
                 )
         if len(matches) == 1:
             return matches[0]

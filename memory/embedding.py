@@ -57,7 +57,6 @@ class SentenceTransformerEmbedder:
 
     def __init__(self, model: str = DEFAULT_EMBEDDER, *, device: str = "cpu", batch_size: int = 64):
         from sentence_transformers import SentenceTransformer
-
         from transformers.utils import logging as hf_logging
 
         location = resolve_model(model)

@@ -102,6 +102,7 @@ def retrieve_vectors(
     record: bool,
 ) -> list[RetrievedSkills]:
     """Retrieval for queries whose embeddings are already computed."""
+    bank.sync_index()
     hits = search_index(bank, queries, vectors, config)
     for per_query in hits.values():
         for position, row in enumerate(per_query):
