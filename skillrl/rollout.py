@@ -20,6 +20,7 @@ from typing import Any
 import envs
 from memory.types import RetrievalQuery, RetrievedSkills
 from skillrl.agent import Agent, AgentDecision, AgentState
+from skillrl.errors import ConfigError
 from skillrl.records import EpisodeRecord, TurnRecord
 
 logger = logging.getLogger(__name__)
@@ -69,9 +70,9 @@ class RolloutConfig:
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
-            raise ValueError(f"max_turns ({self.max_turns}) must be at least 1")
+            raise ConfigError(f"max_turns ({self.max_turns}) must be at least 1")
         if self.max_parallel < 1:
-            raise ValueError(f"max_parallel ({self.max_parallel}) must be at least 1")
+            raise ConfigError(f"max_parallel ({self.max_parallel}) must be at least 1")
 
 
 @dataclass
@@ -151,7 +152,7 @@ class RolloutEngine:
         self.bank = bank
         self.config = config or RolloutConfig()
         if self.config.record and bank is None:
-            raise ValueError("record=True needs a bank to save episodes into")
+            raise ConfigError("record=True needs a bank to save episodes into")
         self.on_turn = on_turn
         self.review = review
         self.stats = RolloutStats()

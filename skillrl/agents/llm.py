@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillrl.agent import AgentDecision, AgentState
+from skillrl.errors import ConfigError
 from skillrl.parsing import is_search_page, parse_action
 from skillrl.policies.base import ChatPolicy, Generation, SamplingConfig
 from skillrl.prompts import BuiltPrompt, PromptConfig, build_prompt, estimate_tokens
@@ -27,6 +28,7 @@ logger = logging.getLogger(__name__)
 SEARCH_PREFIX = "<action>search["
 CLICK_PREFIX = "<action>"
 _TAG = re.compile(r"</?\w+>")
+_WORD = re.compile(r"[a-z0-9]{2,}")
 
 
 @dataclass
@@ -44,7 +46,7 @@ class LLMAgentConfig:
 
     def __post_init__(self) -> None:
         if self.query_tokens < 1:
-            raise ValueError(f"query_tokens ({self.query_tokens}) must be at least 1")
+            raise ConfigError(f"query_tokens ({self.query_tokens}) must be at least 1")
 
 
 class LLMAgent:
@@ -129,7 +131,9 @@ class LLMAgent:
             items, self.policy.generate(conversations, sampling), strict=True
         ):
             query = " ".join(_TAG.sub(" ", generation.text.split("]")[0]).split())
-            if not query:  # the model wrote nothing usable: search with the task's first words
+            if not _shares_a_word(query, state.instruction):
+                # A query with no word of the task (empty, or a copied placeholder, which the
+                # 135M model does) cannot find the product: search with the task's words.
                 query = " ".join(state.instruction.split()[:12])
             generation.text = SEARCH_PREFIX + generation.text
             decisions.append(_decision(f"search[{query}]", True, generation, prompt))
@@ -200,3 +204,8 @@ def _decision(action: str, ok: bool, generation: Generation, prompt: BuiltPrompt
         token_counts=dict(prompt.token_counts),
         skill_ids=list(prompt.skill_ids),
     )
+
+
+def _shares_a_word(query: str, instruction: str) -> bool:
+    words = set(_WORD.findall(query.lower()))
+    return bool(words & set(_WORD.findall(instruction.lower())))

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from skillrl.errors import ConfigError
+
 Conversation = list[dict[str, str]]
 
 
@@ -31,11 +33,11 @@ class SamplingConfig:
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens ({self.max_new_tokens}) must be at least 1")
+            raise ConfigError(f"max_new_tokens ({self.max_new_tokens}) must be at least 1")
         if self.temperature < 0:
-            raise ValueError(f"temperature ({self.temperature}) must be >= 0")
+            raise ConfigError(f"temperature ({self.temperature}) must be >= 0")
         if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p ({self.top_p}) must be in (0, 1]")
+            raise ConfigError(f"top_p ({self.top_p}) must be in (0, 1]")
 
     @property
     def greedy(self) -> bool:

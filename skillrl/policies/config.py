@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from skillrl.errors import ConfigError
+
 BACKENDS: tuple[str, ...] = ("transformers", "openai", "vllm")
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
 EMBEDDED_MODEL = "embedded"
@@ -40,20 +42,22 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise ValueError(f"backend ({self.backend!r}) must be one of {', '.join(BACKENDS)}")
+            raise ConfigError(f"backend ({self.backend!r}) must be one of {', '.join(BACKENDS)}")
         if self.dtype not in DTYPES:
-            raise ValueError(f"dtype ({self.dtype!r}) must be one of {', '.join(DTYPES)}")
+            raise ConfigError(f"dtype ({self.dtype!r}) must be one of {', '.join(DTYPES)}")
         if not self.model:
-            raise ValueError("model must not be empty")
+            raise ConfigError("model must not be empty")
         if self.backend == "openai" and not self.base_url:
-            raise ValueError("base_url is required for backend 'openai' (e.g. http://host:8000/v1)")
+            raise ConfigError(
+                "base_url is required for backend 'openai' (e.g. http://host:8000/v1)"
+            )
         if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s ({self.timeout_s}) must be positive")
+            raise ConfigError(f"timeout_s ({self.timeout_s}) must be positive")
         if self.max_retries < 0:
-            raise ValueError(f"max_retries ({self.max_retries}) must be >= 0")
+            raise ConfigError(f"max_retries ({self.max_retries}) must be >= 0")
         if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError(
+            raise ConfigError(
                 f"gpu_memory_utilization ({self.gpu_memory_utilization}) must be in (0, 1]"
             )
         if self.threads is not None and self.threads < 1:
-            raise ValueError(f"threads ({self.threads}) must be at least 1")
+            raise ConfigError(f"threads ({self.threads}) must be at least 1")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from memory.types import RetrievedEntry
 from skillrl.agent import AgentState
+from skillrl.errors import ConfigError
 from skillrl.parsing import is_search_page
 from skillrl.policies.base import Conversation
 
@@ -30,7 +31,7 @@ FORMAT_FREE = (
     "<think>reason</think><action>click[...]</action>"
 )
 FORMAT_SEARCH = (
-    "Reply with <action>search[...]</action>, the product words of the task in the brackets."
+    "Reply with <action>search[key words]</action> using the product words of the task."
 )
 
 
@@ -53,10 +54,10 @@ class PromptConfig:
 
     def __post_init__(self) -> None:
         if self.max_prompt_tokens < 16:
-            raise ValueError(f"max_prompt_tokens ({self.max_prompt_tokens}) must be at least 16")
+            raise ConfigError(f"max_prompt_tokens ({self.max_prompt_tokens}) must be at least 16")
         for name in ("history_turns", "max_observation_tokens", "max_actions", "max_skill_chars"):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name} ({getattr(self, name)}) must be >= 0")
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 0")
 
 
 @dataclass
@@ -164,7 +165,7 @@ def _history_text(history: list) -> str:
 
 def _actions_text(actions: list[str], config: PromptConfig) -> str:
     if is_search_page(actions):
-        return "Actions: search[...]"
+        return "Actions: search with key words"
     shown = actions[: config.max_actions]
     more = f" (+{len(actions) - len(shown)} more)" if len(actions) > len(shown) else ""
     return "Actions: " + ", ".join(shown) + more

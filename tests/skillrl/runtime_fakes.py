@@ -116,7 +116,7 @@ class ScriptedPolicy:
             text = "]" if prefix.endswith("search[") else "I am not sure what to do here."
         elif prefix.endswith("search["):
             text = f"{target}]"
-        elif "Actions: search[...]" in user:
+        elif "Actions: search with key words" in user:
             text = f"<think>look for it</think><action>search[{target}]</action>"
         elif "click[buy now]" in user:
             text = "<think>buy it</think><action>click[buy now]</action>"

@@ -99,7 +99,7 @@ def test_search_page_asks_only_for_a_query():
     s = state()
     s.available_actions = ["search[<query>]"]
     user = build_prompt(s, PromptConfig(), count).messages[1]["content"]
-    assert "Actions: search[...]" in user and "click[" not in user
+    assert "Actions: search with key words" in user and "click[" not in user
 
 
 @pytest.mark.parametrize("field", ["max_prompt_tokens", "history_turns"])
