@@ -205,6 +205,10 @@ def _agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
         workspace=Path(o["workspace"]),
         threads=o["threads"],
     )
+    if o["backend"] != "openai":
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # the rich status below shows progress instead
     with console.status(f"loading model {o['model']}") as status:
         policy = load_policy(policy_config, progress=lambda m: status.update(m))
     sampling = SamplingConfig(
