@@ -28,11 +28,10 @@ from memory.entries import (
     content_of_draft,
     entry_from_row,
     index_metadata,
-    merge_filter,
     normalise_draft,
     validate_draft,
 )
-from memory.index import VectorIndex
+from memory.index import VectorIndex, partition_of
 from memory.models import EntryRow, ProvenanceRow, RevisionRow, utcnow
 from memory.revisions import add_revision, history, revision_data
 from memory.types import (
@@ -343,9 +342,9 @@ class SkillBank:
     ) -> tuple[str | None, float | None]:
         best_id: str | None = None
         best = self.config.merge_threshold
-        hits = self.index.query(
-            vector[None, :], 1, merge_filter(draft.kind, draft.env, draft.category)
-        )
+        key = partition_of({"kind": draft.kind, "env": draft.env, "category": draft.category})
+        where = {"category": draft.category or ""} if draft.kind == "mistake" else None
+        hits = self.index.query(vector[None, :], 1, key, where)
         for hit in hits[0]:
             if hit.similarity is not None and hit.similarity >= best:
                 best_id, best = hit.id, hit.similarity

@@ -143,12 +143,3 @@ def index_metadata(row: EntryRow) -> dict[str, Any]:
         "category": row.category or "",
         "revision": row.revision,
     }
-
-
-def merge_filter(kind: str, env: str | None, category: str | None) -> dict[str, Any]:
-    """Chroma ``where`` for entries a draft may merge into: same kind, and for task skills and
-    notes the same env and category.
-    """
-    if kind == "general":
-        return {"kind": "general"}
-    return {"$and": [{"kind": kind}, {"env": env or ""}, {"category": category or ""}]}

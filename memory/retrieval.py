@@ -1,8 +1,9 @@
 """Batched per-turn retrieval: one embedding pass per batch, then one index query per kind.
 
-General skills are queried once for the whole batch; task skills once per distinct
-(env, category) in the batch (they are filtered by both); counterfactual notes once per distinct
-env (notes of that env plus env-agnostic ones). Hits below ``min_similarity`` are dropped, the
+The index keeps one collection per partition (see ``memory.index.partition_of``), so every
+query is an unfiltered nearest-neighbour search: general skills once for the whole batch; task
+skills once per distinct (env, category) in the batch; counterfactual notes once per distinct
+env, plus once for env-agnostic notes, merged by similarity. Hits below ``min_similarity`` are dropped, the
 entries are read from SQL in one statement, and, when ``record`` is set, the retrieval events and
 ``times_retrieved`` counters are written in one transaction.
 """
@@ -10,13 +11,13 @@ entries are read from SQL in one statement, and, when ``record`` is set, the ret
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import bindparam, insert, update
 
 from memory.config import RetrievalConfig
-from memory.index import IndexRecord
+from memory.index import IndexRecord, Partition
 from memory.models import EntryRow, RetrievalEventRow, utcnow
 from memory.types import RetrievalQuery, RetrievedEntry, RetrievedSkills
 
@@ -44,25 +45,26 @@ def retrieve(
     return retrieve_vectors(bank, queries, vectors, config, record=record)
 
 
-def _grouped_query(
-    bank: SkillBank,
-    vectors: np.ndarray,
-    keys: list[Any],
-    k: int,
-    where_of: Any,
-) -> Hits:
-    """Query the index once per distinct key, each with that key's filter."""
+def _grouped_query(bank: SkillBank, vectors: np.ndarray, keys: list[Partition], k: int) -> Hits:
+    """Query the index once per distinct partition among ``keys`` (one key per query)."""
     out: Hits = [[] for _ in keys]
     if k <= 0:
         return out
-    groups: dict[Any, list[int]] = defaultdict(list)
+    groups: dict[Partition, list[int]] = defaultdict(list)
     for position, key in enumerate(keys):
         groups[key].append(position)
     for key, positions in groups.items():
-        hits = bank.index.query(vectors[positions], k, where_of(key))
-        for position, row in zip(positions, hits, strict=False):
+        hits = bank.index.query(vectors[positions], k, key)
+        for position, row in zip(positions, hits, strict=True):
             out[position] = row
     return out
+
+
+def _best(a: Hits, b: Hits, k: int) -> Hits:
+    """Merge two hit lists per query, keeping the k most similar."""
+    return [
+        sorted(x + y, key=lambda h: -(h.similarity or 0.0))[:k] for x, y in zip(a, b, strict=True)
+    ]
 
 
 def search_index(
@@ -70,27 +72,17 @@ def search_index(
 ) -> dict[str, Hits]:
     """Index hits per kind for each query (before the similarity cut)."""
     n = len(queries)
+    mistakes_of_env = _grouped_query(
+        bank, vectors, [("mistake", q.env, "") for q in queries], config.k_mistakes
+    )
+    env_agnostic = _grouped_query(bank, vectors, [("mistake", "", "")] * n, config.k_mistakes)
     return {
-        "general": _grouped_query(bank, vectors, [None] * n, config.k_general, _general_filter),
+        "general": _grouped_query(bank, vectors, [("general", "", "")] * n, config.k_general),
         "task": _grouped_query(
-            bank, vectors, [(q.env, q.category or "") for q in queries], config.k_task, _task_filter
+            bank, vectors, [("task", q.env, q.category or "") for q in queries], config.k_task
         ),
-        "mistakes": _grouped_query(
-            bank, vectors, [q.env for q in queries], config.k_mistakes, _mistake_filter
-        ),
+        "mistakes": _best(mistakes_of_env, env_agnostic, config.k_mistakes),
     }
-
-
-def _general_filter(_key: None) -> dict[str, Any]:
-    return {"kind": "general"}
-
-
-def _task_filter(key: tuple[str, str]) -> dict[str, Any]:
-    return {"$and": [{"kind": "task"}, {"env": key[0]}, {"category": key[1]}]}
-
-
-def _mistake_filter(env: str) -> dict[str, Any]:
-    return {"$and": [{"kind": "mistake"}, {"env": {"$in": [env, ""]}}]}
 
 
 def retrieve_vectors(
