@@ -29,6 +29,17 @@ OPTIMIZER_FILE = "optimizer.safetensors"
 META_FILE = "meta.json"
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _readable(path: Path, directory: bool = False) -> None:
+    """Give a mkstemp/mkdtemp result the permissions a plain open/mkdir would (0600 -> 0644)."""
+    path.chmod((0o777 if directory else 0o666) & ~_umask())
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temp file in the same folder and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -38,6 +49,7 @@ def atomic_write_text(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        _readable(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -65,6 +77,7 @@ def save_checkpoint(model: Any, tokenizer: Any, path: Path) -> Path:
     """Save a ``from_pretrained``-loadable model (+ tokenizer) at ``path``, atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    _readable(tmp, directory=True)
     try:
         plain = _merged(model)
         plain.save_pretrained(tmp, safe_serialization=True)
@@ -92,6 +105,7 @@ def save_trainer_state(
     """Save trainable parameters, optimizer state and ``meta`` (JSON) into ``folder`` atomically."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    _readable(tmp, directory=True)
     try:
         params = {n: p.detach().contiguous().cpu() for n, p in _trainable(model)}
         save_file(params, str(tmp / PARAMS_FILE))

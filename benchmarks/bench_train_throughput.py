@@ -1,0 +1,136 @@
+"""GRPO update throughput and peak memory: full fine-tuning vs LoRA, on CPU, same run.
+
+Run: python benchmarks/bench_train_throughput.py --model <converted SmolLM2 folder>
+
+Each mode runs in its own subprocess (so peak RSS is its own): load SmolLM2-135M-Instruct in fp32,
+build ``--turns`` synthetic turns (random prompt and completion token ids, advantages +-1, rollout
+log-probs recomputed so the ratio starts at 1), run one warm-up ``train_step`` and then
+``--steps`` timed ones. Throughput counts every forwarded token (prompt + completion); the
+baseline is full fine-tuning, and the LoRA figures are also given as ratios to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as handle:
+        pages = int(handle.read().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def measure(args: argparse.Namespace) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from skillrl.records import EpisodeRecord, TurnRecord
+    from trainers.config import GRPOConfig
+    from trainers.grpo import GRPOTrainer
+
+    torch.manual_seed(0)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    vocab = model.config.vocab_size
+    episodes, advantages = [], []
+    for i in range(args.turns):
+        prompt = torch.randint(100, vocab, (args.prompt_tokens,)).tolist()
+        completion = torch.randint(100, vocab, (args.completion_tokens,)).tolist()
+        turn = TurnRecord(
+            turn=0,
+            observation=str(i),
+            available_actions=[],
+            action="x",
+            action_valid=True,
+            reward=0.0,
+            prompt_token_ids=prompt,
+            completion_token_ids=completion,
+        )
+        episodes.append(
+            EpisodeRecord(
+                env_id="webshop",
+                goal_id=str(i),
+                instruction="",
+                category="",
+                turns=[turn],
+                group_id=f"g{i // 2}",
+            )
+        )
+        advantages.append([1.0 if i % 2 == 0 else -1.0])
+    config = GRPOConfig(
+        use_peft=args.mode == "lora",
+        learning_rate=1e-5,
+        per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.grad_accum,
+    )
+    trainer = GRPOTrainer(model, config, pad_token_id=0)
+    trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+    before = rss_mib()
+    trainer.train_step(episodes, advantages)  # warm-up: allocates optimizer state
+    tokens, seconds = 0, 0.0
+    for _ in range(args.steps):
+        started = time.perf_counter()
+        metrics = trainer.train_step(episodes, advantages)
+        seconds += time.perf_counter() - started
+        tokens += metrics.total_tokens
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "mode": args.mode,
+        "tokens_per_second": tokens / seconds,
+        "seconds_per_step": seconds / args.steps,
+        "peak_rss_mib": peak,
+        "rss_before_update_mib": before,
+        "trainable_parameters": trainable,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--mode", choices=["full", "lora"], default=None)
+    parser.add_argument("--turns", type=int, default=8)
+    parser.add_argument("--prompt-tokens", type=int, default=384)
+    parser.add_argument("--completion-tokens", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--grad-accum", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    if args.mode:
+        print(json.dumps(measure(args)))
+        return
+    rows = {}
+    for mode in ("full", "lora"):
+        command = [sys.executable, __file__, "--mode", mode]
+        for name, value in vars(args).items():
+            if name != "mode":
+                command += [f"--{name.replace('_', '-')}", str(value)]
+        out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        rows[mode] = json.loads(out.strip().splitlines()[-1])
+    full = rows["full"]
+    print(
+        f"{args.turns} turns x ({args.prompt_tokens} prompt + {args.completion_tokens} "
+        f"generated) tokens, batch {args.batch_size} x accum {args.grad_accum}, "
+        f"{args.steps} timed steps, {args.threads} threads, SmolLM2-135M fp32 on CPU"
+    )
+    print(
+        f"{'mode':6s} {'trainable':>12s} {'tokens/s':>9s} {'s/step':>7s} {'peak RSS MiB':>13s} "
+        f"{'vs full: speed':>15s} {'memory':>7s}"
+    )
+    for mode, r in rows.items():
+        print(
+            f"{mode:6s} {r['trainable_parameters']:12,d} {r['tokens_per_second']:9.1f} "
+            f"{r['seconds_per_step']:7.1f} {r['peak_rss_mib']:13.0f} "
+            f"{r['tokens_per_second'] / full['tokens_per_second']:14.2f}x "
+            f"{r['peak_rss_mib'] / full['peak_rss_mib']:6.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()

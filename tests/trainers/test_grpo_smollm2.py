@@ -1,0 +1,95 @@
+"""One real GRPO update on the embedded SmolLM2-135M-Instruct (converted checkpoint)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from skillrl.records import EpisodeRecord, TurnRecord
+from trainers.batching import TurnSample, collate
+from trainers.config import GRPOConfig
+from trainers.grpo import GRPOTrainer, compute_logprobs
+
+
+@pytest.fixture(scope="module")
+def smollm2(tmp_path_factory):
+    from skillrl.policies.model_cache import (
+        EMBEDDED_NAME,
+        cached_checkpoint,
+        ensure_embedded_checkpoint,
+    )
+    from skillrl.workspace import resolve_workspace
+
+    folder = cached_checkpoint(EMBEDDED_NAME, resolve_workspace())
+    if folder is None:  # convert the GGUF once for this module (about a minute)
+        folder = ensure_embedded_checkpoint(tmp_path_factory.mktemp("ws"))
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    return model, tokenizer
+
+
+def logprob(model, prompt, completion):
+    with torch.no_grad():
+        return float(
+            compute_logprobs(model, collate([TurnSample(prompt, completion, None, 0)], 0)).sum()
+        )
+
+
+@pytest.mark.slow
+def test_one_update_on_smollm2_raises_the_rewarded_action(smollm2):
+    model, tokenizer = smollm2
+    messages = [
+        {
+            "role": "user",
+            "content": "Task: buy a red cotton t-shirt under 20 dollars.\n"
+            "Observation: red cotton t-shirt [SEP] size [SEP] small [SEP] buy now\n"
+            "Actions: click[small], click[buy now], click[back to search]",
+        }
+    ]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
+    good = tokenizer("<action>click[small]</action>", add_special_tokens=False)["input_ids"]
+    bad = tokenizer("<action>click[back to search]</action>", add_special_tokens=False)["input_ids"]
+    before_good, before_bad = logprob(model, prompt, good), logprob(model, prompt, bad)
+    episodes = []
+    for completion, score in ((good, 1.0), (bad, 0.0)):
+        old = compute_logprobs(model, collate([TurnSample(prompt, completion, None, 0)], 0))
+        turn = TurnRecord(
+            turn=0,
+            observation="product page",
+            available_actions=[],
+            action="x",
+            action_valid=True,
+            reward=score,
+            terminated=True,
+            prompt_token_ids=prompt,
+            completion_token_ids=completion,
+            completion_logprobs=old[0].detach().tolist(),
+        )
+        episodes.append(
+            EpisodeRecord(
+                env_id="webshop",
+                goal_id="g",
+                instruction="i",
+                category="c",
+                turns=[turn],
+                score=score,
+                group_id="g",
+            )
+        )
+    weight = model.model.layers[3].mlp.down_proj.weight.detach().clone()
+    trainer = GRPOTrainer(
+        model,
+        GRPOConfig(
+            learning_rate=1e-5, per_device_train_batch_size=2, gradient_accumulation_steps=1
+        ),
+        pad_token_id=tokenizer.pad_token_id or 0,
+    )
+    metrics = trainer.train_step(episodes, [[1.0], [-1.0]])
+    model.eval()
+    assert metrics.logprob_gap_mean < 1e-3
+    assert not torch.equal(weight, model.model.layers[3].mlp.down_proj.weight)
+    assert logprob(model, prompt, good) > before_good + 0.1
+    assert logprob(model, prompt, bad) < before_bad - 0.1
