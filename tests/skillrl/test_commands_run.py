@@ -98,3 +98,16 @@ def test_subprocess_expert_run_records_into_a_seeded_bank(workspace):
 
     with SkillBank.open(BankConfig(workspace=workspace)) as bank:
         assert len(bank.episodes(env="webshop")) == 2 and bank.count() > 0
+
+
+def test_a_person_plays_with_typed_shorthand(workspace):
+    result = CliRunner().invoke(
+        main,
+        ["run", "--policy", "human", "--no-skills", "--no-record", "--max-turns", "2", "--json"],
+        input="herbal tea\n3\n",
+    )
+    assert result.exit_code == 0, result.output
+    steps = json.loads(result.stdout)["episodes"][0]["steps"]
+    assert [s["action"] for s in steps][0] == "search[herbal tea]"
+    assert steps[1]["action"].startswith("click[") and steps[1]["valid"]
+    assert steps[0]["model_output"] == "herbal tea"
