@@ -9,13 +9,12 @@ left changed.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from memory import consistency, retrieval, snapshots, trajectories
@@ -31,7 +30,8 @@ from memory.entries import (
     normalise_draft,
     validate_draft,
 )
-from memory.index import VectorIndex, partition_of
+from memory.index import VectorIndex
+from memory.merging import place_drafts
 from memory.models import EntryRow, ProvenanceRow, RevisionRow, utcnow
 from memory.revisions import add_revision, history, revision_data
 from memory.types import (
@@ -115,7 +115,7 @@ class SkillBank:
 
     @contextmanager
     def transaction(self) -> Iterator[tuple[Session, list[Undo]]]:
-        """A write transaction plus a list of index undos that run if it does not commit."""
+        """Open a write transaction; yields it with a list of index undos run if it fails."""
         undo: list[Undo] = []
         try:
             with write_session(self.engine) as session:
@@ -142,8 +142,6 @@ class SkillBank:
 
     def sync_index(self) -> None:
         """Make this process see index changes other processes have committed (reads call it)."""
-        if self.index.shared_by_processes_safely:
-            return
         with read_session(self.engine) as session:
             self._sync_index(session)
 
@@ -182,7 +180,7 @@ class SkillBank:
     # ----------------------------------------------------------------- reading entries
 
     def get(self, entry_id: str) -> Entry:
-        """The entry with this id (active or retired); :class:`SkillNotFoundError` if none."""
+        """Return the entry with this id (any status); raise SkillNotFoundError if none."""
         with read_session(self.engine) as session:
             return self._entry(session, self._row(session, entry_id))
 
@@ -257,7 +255,7 @@ class SkillBank:
         return [found[i] for i in ids if i in found]
 
     def count(self, *, kind: str | None = None, status: str | None = "active") -> int:
-        """Number of entries of ``kind`` (any kind if None) with ``status`` (any if None)."""
+        """Count entries of ``kind`` (any kind if None) with ``status`` (any if None)."""
         query = select(func.count()).select_from(EntryRow)
         if kind is not None:
             query = query.where(EntryRow.kind == kind)
@@ -285,7 +283,7 @@ class SkillBank:
             return []
         vectors = self.embedder.embed([d.text_for_embedding() for d in drafts])
         with self.transaction() as (session, undo):
-            results, new_rows, new_vectors = self._place(session, drafts, vectors, author)
+            results, new_rows, new_vectors = place_drafts(self, session, drafts, vectors, author)
             session.flush()
             if new_rows:
                 self.index_upsert(new_rows, np.stack(new_vectors), undo)
@@ -295,75 +293,13 @@ class SkillBank:
             ]
         return out
 
-    def _place(
-        self, session: Session, drafts: list[EntryDraft], vectors: np.ndarray, author: str
-    ) -> tuple[list[tuple[str, bool, float | None]], list[EntryRow], list[np.ndarray]]:
-        """Merge each draft into its best match above the threshold, or make a new row."""
-        results: list[tuple[str, bool, float | None]] = []
-        new_rows: list[EntryRow] = []
-        new_vectors: list[np.ndarray] = []
-        for draft, vector in zip(drafts, vectors, strict=False):
-            target, similarity = self._merge_target(draft, vector, new_rows, new_vectors)
-            if target is not None:
-                session.execute(
-                    update(EntryRow)
-                    .where(EntryRow.id == target)
-                    .values(support_count=EntryRow.support_count + 1, updated_at=utcnow())
-                )
-                session.add(_provenance(target, draft, author, similarity))
-                results.append((target, True, similarity))
-                continue
-            row = EntryRow(
-                id=uuid.uuid4().hex,
-                **content_of_draft(draft),
-                status="active",
-                revision=1,
-                support_count=1,
-                times_retrieved=0,
-                episodes_retrieved=0,
-                success_episodes=0,
-                failure_episodes=0,
-            )
-            session.add(row)
-            session.flush()
-            add_revision(session, row, author=author, reason=draft.reason or "added")
-            session.add(_provenance(row.id, draft, author, None))
-            new_rows.append(row)
-            new_vectors.append(vector)
-            results.append((row.id, False, None))
-        return results, new_rows, new_vectors
-
-    def _merge_target(
-        self,
-        draft: EntryDraft,
-        vector: np.ndarray,
-        new_rows: list[EntryRow],
-        new_vectors: list[np.ndarray],
-    ) -> tuple[str | None, float | None]:
-        best_id: str | None = None
-        best = self.config.merge_threshold
-        key = partition_of({"kind": draft.kind, "env": draft.env, "category": draft.category})
-        where = {"category": draft.category or ""} if draft.kind == "mistake" else None
-        hits = self.index.query(vector[None, :], 1, key, where)
-        for hit in hits[0]:
-            if hit.similarity is not None and hit.similarity >= best:
-                best_id, best = hit.id, hit.similarity
-        # Drafts earlier in the same batch are not in the index yet: compare with them directly.
-        for row, other in zip(new_rows, new_vectors, strict=False):
-            same_key = row.kind == draft.kind and (
-                draft.kind == "general" or (row.env, row.category) == (draft.env, draft.category)
-            )
-            similarity = float(np.dot(other, vector))
-            if same_key and similarity >= best:
-                best_id, best = row.id, similarity
-        return best_id, (best if best_id is not None else None)
-
     def edit(self, entry_id: str, *, author: str, reason: str = "", **changes: Any) -> Entry:
         """Change content fields of an entry; the previous version stays in its history."""
         unknown = sorted(set(changes) - EDITABLE_FIELDS)
         if unknown:
             raise InvalidEntryError(
-                f"cannot edit {', '.join(unknown)}; editable fields: {', '.join(sorted(EDITABLE_FIELDS))}"
+                f"cannot edit {', '.join(unknown)}; "
+                f"editable fields: {', '.join(sorted(EDITABLE_FIELDS))}"
             )
         return self._change(entry_id, changes, author=author, reason=reason)
 
@@ -435,7 +371,7 @@ class SkillBank:
         *,
         record: bool = True,
     ) -> list[RetrievedSkills]:
-        """The entries each query should see, per kind, best first (one embedding pass)."""
+        """Return the entries each query should see, per kind, best first (one embedding pass)."""
         return retrieval.retrieve(self, queries, config or RetrievalConfig(), record=record)
 
     def save_episodes(self, episodes: list[EpisodeRecord]) -> None:
@@ -443,7 +379,7 @@ class SkillBank:
         trajectories.save_episodes(self, episodes)
 
     def episodes(self, **filters: Any) -> list[EpisodeRecord]:
-        """Stored episodes matching env/split/success/distilled/group_id, oldest first."""
+        """Return stored episodes matching env/split/success/distilled/group_id, oldest first."""
         return trajectories.episodes(self, **filters)
 
     def mark_distilled(self, episode_ids: list[str], *, distiller: str) -> None:
@@ -463,7 +399,7 @@ class SkillBank:
         return snapshots.take(self, name)
 
     def snapshots(self) -> list[SnapshotInfo]:
-        """Saved snapshots, oldest first."""
+        """Return the saved snapshots, oldest first."""
         return snapshots.listing(self)
 
     def diff(self, a: str, b: str | None = None) -> BankDiff:
@@ -477,17 +413,3 @@ class SkillBank:
     def reindex(self) -> int:
         """Rebuild the index from SQL; returns the number of entries indexed."""
         return consistency.reindex(self)
-
-
-def _provenance(
-    entry_id: str, draft: EntryDraft, author: str, similarity: float | None
-) -> ProvenanceRow:
-    return ProvenanceRow(
-        entry_id=entry_id,
-        source=draft.source,
-        author=author,
-        trajectory_ids=list(draft.trajectory_ids),
-        reason=draft.reason,
-        external_id=draft.external_id,
-        similarity=similarity,
-    )

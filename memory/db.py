@@ -72,7 +72,7 @@ def _configure_sqlite(engine: Engine, busy_timeout_s: float) -> None:
 
 @contextmanager
 def write_session(engine: Engine) -> Iterator[Session]:
-    """A session whose transaction holds the bank's write lock; commits on success."""
+    """Open a session whose transaction holds the bank's write lock; commit on success."""
     with Session(engine.execution_options(**{_WRITE: True}), expire_on_commit=False) as session:
         with session.begin():
             if engine.dialect.name == "postgresql":
@@ -82,7 +82,7 @@ def write_session(engine: Engine) -> Iterator[Session]:
 
 @contextmanager
 def read_session(engine: Engine) -> Iterator[Session]:
-    """A read-only session (no write lock)."""
+    """Open a read-only session (no write lock)."""
     with Session(engine, expire_on_commit=False) as session:
         yield session
 

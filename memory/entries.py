@@ -67,7 +67,7 @@ def validate_draft(draft: EntryDraft) -> None:
 
 
 def normalise_draft(draft: EntryDraft) -> EntryDraft:
-    """A copy with surrounding whitespace stripped and empty env/category turned into None."""
+    """Return a copy with whitespace stripped and empty env/category/external_id as None."""
     changes: dict[str, Any] = {}
     for name in CONTENT_FIELDS:
         value = getattr(draft, name)
@@ -89,24 +89,24 @@ def iso(moment: datetime | None) -> str:
 
 
 def content_of(row: EntryRow) -> dict[str, Any]:
-    """The content fields and status of ``row`` (what a revision or snapshot stores)."""
+    """Return the content fields and status of ``row`` (what revisions and snapshots store)."""
     data = {name: getattr(row, name) for name in CONTENT_FIELDS}
     data["status"] = row.status
     return data
 
 
 def content_of_draft(draft: EntryDraft) -> dict[str, Any]:
-    """The stored content fields of a draft."""
+    """Return the stored content fields of a draft."""
     return {name: getattr(draft, name) for name in CONTENT_FIELDS}
 
 
 def draft_of(row: EntryRow) -> EntryDraft:
-    """The row's content as a draft (for validating edits)."""
+    """Return the row's content as a draft (for validating edits and embedding)."""
     return EntryDraft(**{name: getattr(row, name) for name in CONTENT_FIELDS})
 
 
 def provenance_dict(row: ProvenanceRow) -> dict[str, Any]:
-    """A provenance row as plain data."""
+    """Return a provenance row as plain data."""
     return {
         "source": row.source,
         "author": row.author,
@@ -119,7 +119,7 @@ def provenance_dict(row: ProvenanceRow) -> dict[str, Any]:
 
 
 def entry_from_row(row: EntryRow, provenance: list[ProvenanceRow] | None = None) -> Entry:
-    """The dataclass view of a stored entry."""
+    """Return the dataclass view of a stored entry."""
     prov = [provenance_dict(p) for p in provenance or []]
     trajectories = sorted({t for p in prov for t in p["trajectory_ids"]})
     return Entry(
@@ -136,7 +136,7 @@ def entry_from_row(row: EntryRow, provenance: list[ProvenanceRow] | None = None)
 
 
 def index_metadata(row: EntryRow) -> dict[str, Any]:
-    """What the vector index stores next to an entry's vector (filters and a staleness check)."""
+    """Return what the index stores next to an entry's vector (partition and revision)."""
     return {
         "kind": row.kind,
         "env": row.env or "",

@@ -87,6 +87,7 @@ class VectorIndex:
         self.config = config
         self.writes = 0
         """Index changes made through this object (the bank versions them across processes)."""
+        self._lock_file: Any = None
         self._connect()
 
     @property
@@ -137,28 +138,32 @@ class VectorIndex:
             return
         import fcntl
 
-        with open(self._lock_path, "a+b") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        if self._lock_file is None or self._lock_file.closed:
+            self._lock_file = open(self._lock_path, "a+b")  # noqa: SIM115 - held until close()
+        fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_UN)
 
     def reload(self) -> None:
-        """Drop this process's in-memory copy of an embedded index and read it from disk again.
+        """See other processes' changes: re-read an embedded index, re-list server partitions.
 
         Embedded Chroma keeps the HNSW graph in memory per process, so another process's
         writes are invisible (and our next write would clobber theirs) until it is reloaded.
         """
         if self.shared_by_processes_safely:
+            self._collections(refresh=True)
             return
         with self._exclusive():
-            self.close()
+            self._client.close()
         self._connect()
 
     def close(self) -> None:
-        """Release the client (the embedded index's files and memory)."""
+        """Release the client (the embedded index's files and memory) and the lock file."""
         self._client.close()
+        if self._lock_file is not None:
+            self._lock_file.close()
 
     @property
     def max_batch(self) -> int:
@@ -180,7 +185,9 @@ class VectorIndex:
 
     def _partition(self, key: Partition, *, create: bool) -> Any | None:
         name = self._partition_name(key)
-        found = self._collections().get(name) or self._collections(refresh=True).get(name)
+        # A miss is not re-listed here: partitions other processes create become visible on
+        # ``reload`` (which the bank calls when the index version in SQL moves).
+        found = self._collections(refresh=create).get(name)
         if found is None and create:
             found = self._client.get_or_create_collection(
                 name,

@@ -168,7 +168,7 @@ def parse_skillrl(data: Any, *, env: str, source: str) -> list[EntryDraft]:
     by_category = data.get("task_specific_skills", {})
     if not isinstance(by_category, dict):
         raise ImportFormatError("$.task_specific_skills: expected an object of categories")
-    for category, records in by_category.items():
+    for category in by_category:
         where = f"$.task_specific_skills.{category}"
         for i, record in enumerate(_list_at(by_category, category, where)):
             fields = _text_fields(record, SKILL_KEYS[:2], f"{where}[{i}]")

@@ -24,7 +24,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
 def utcnow() -> datetime:
-    """The current time, timezone-aware UTC."""
+    """Return the current time, timezone-aware UTC."""
     return datetime.now(timezone.utc)
 
 

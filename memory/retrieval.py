@@ -3,9 +3,9 @@
 The index keeps one collection per partition (see ``memory.index.partition_of``), so every
 query is an unfiltered nearest-neighbour search: general skills once for the whole batch; task
 skills once per distinct (env, category) in the batch; counterfactual notes once per distinct
-env, plus once for env-agnostic notes, merged by similarity. Hits below ``min_similarity`` are dropped, the
-entries are read from SQL in one statement, and, when ``record`` is set, the retrieval events and
-``times_retrieved`` counters are written in one transaction.
+env, plus once for env-agnostic notes, merged by similarity. Hits below ``min_similarity`` are
+dropped, the entries are read from SQL in one pass, and, when ``record`` is set, the retrieval
+events and ``times_retrieved`` counters are written in one transaction.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ Hits = list[list[IndexRecord]]
 
 
 def query_text(query: RetrievalQuery) -> str:
-    """The text embedded for a query: the task first, then the current observation."""
+    """Return the text embedded for a query: the task first, then the observation."""
     return f"{query.instruction}\n{query.observation[:MAX_OBSERVATION_CHARS]}"
 
 
@@ -93,7 +93,7 @@ def retrieve_vectors(
     *,
     record: bool,
 ) -> list[RetrievedSkills]:
-    """Retrieval for queries whose embeddings are already computed."""
+    """Retrieve for queries whose embeddings are already computed."""
     bank.sync_index()
     hits = search_index(bank, queries, vectors, config)
     for per_query in hits.values():

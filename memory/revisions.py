@@ -44,7 +44,7 @@ def history(session: Session, entry_id: str) -> list[Revision]:
 
 
 def revision_data(session: Session, entry_id: str, revision: int) -> dict:
-    """The content and status an entry had at ``revision``."""
+    """Return the content and status an entry had at ``revision``."""
     row = session.scalar(
         select(RevisionRow).where(
             RevisionRow.entry_id == entry_id, RevisionRow.revision == revision

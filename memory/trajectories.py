@@ -104,7 +104,7 @@ def episodes(
     group_id: str | None = None,
     limit: int | None = None,
 ) -> list[EpisodeRecord]:
-    """Stored episodes matching every given filter, oldest first."""
+    """Return stored episodes matching every given filter, oldest first."""
     query = select(TrajectoryRow.record)
     for column, value in (
         (TrajectoryRow.env, env),

@@ -38,7 +38,8 @@ class EntryDraft:
     correction: str = ""
     """mistake only: what should have been done instead."""
     source: str = "person"
-    """Who or what made it: ``person``, ``distiller:analytic``, ``distiller:teacher``, ``import:...``."""
+    """Who or what made it: ``person``, ``distiller:analytic``, ``distiller:teacher``,
+    ``import:...``."""
     trajectory_ids: list[str] = field(default_factory=list)
     """Episodes it was distilled from."""
     reason: str = ""
@@ -47,7 +48,7 @@ class EntryDraft:
     """Id in a foreign format (SkillRL's ``skill_id`` / ``mistake_id``), kept for round trips."""
 
     def text_for_embedding(self) -> str:
-        """The text that is embedded for retrieval."""
+        """Return the text that is embedded for retrieval."""
         parts = [self.title, self.principle, self.when_to_apply]
         if self.kind == "mistake":
             parts += [self.failure_point, self.flawed_action, self.correction]

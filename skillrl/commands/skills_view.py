@@ -10,7 +10,7 @@ from rich.table import Table
 
 
 def console() -> Console:
-    """The console commands print to (stdout; no colours when it is not a terminal)."""
+    """Return the console commands print to (stdout; plain when it is not a terminal)."""
     return Console(soft_wrap=False)
 
 
@@ -27,7 +27,7 @@ def _short(text: str | None, width: int = 60) -> str:
 
 
 def print_entries(entries: list[Any], utility: dict[str, float]) -> None:
-    """One row per entry."""
+    """Print one row per entry."""
     table = Table(title=f"{len(entries)} entries")
     for column in ("id", "kind", "env/category", "title", "status", "used", "ok/fail", "utility"):
         table.add_column(column, overflow="fold")
@@ -47,7 +47,7 @@ def print_entries(entries: list[Any], utility: dict[str, float]) -> None:
 
 
 def print_entry(entry: Any, history: list[Any]) -> None:
-    """One entry in full."""
+    """Print one entry in full."""
     out = console()
     table = Table(title=f"{entry.kind} {entry.id}", show_header=False)
     table.add_column("field", style="bold")
@@ -74,7 +74,7 @@ def print_entry(entry: Any, history: list[Any]) -> None:
 
 
 def print_history(revisions: list[Any]) -> None:
-    """One row per revision."""
+    """Print one row per revision."""
     table = Table(title="revisions")
     for column in ("rev", "when", "author", "status", "title", "reason"):
         table.add_column(column, overflow="fold")
@@ -85,7 +85,7 @@ def print_history(revisions: list[Any]) -> None:
 
 
 def print_retrieved(result: Any) -> None:
-    """What retrieval returned, per kind."""
+    """Print what retrieval returned, per kind."""
     table = Table(title="retrieval")
     for column in ("kind", "similarity", "id", "title"):
         table.add_column(column, overflow="fold")
@@ -96,7 +96,7 @@ def print_retrieved(result: Any) -> None:
 
 
 def print_snapshots(infos: list[Any]) -> None:
-    """One row per snapshot."""
+    """Print one row per snapshot."""
     table = Table(title="snapshots")
     for column in ("name", "created", "entries"):
         table.add_column(column)
@@ -106,7 +106,7 @@ def print_snapshots(infos: list[Any]) -> None:
 
 
 def print_diff(result: Any) -> None:
-    """Added, removed and changed entries between two snapshots."""
+    """Print the added, removed and changed entries between two snapshots."""
     out = console()
     if result.empty:
         out.print(f"no differences between {result.a} and {result.b}")
@@ -126,7 +126,7 @@ def print_diff(result: Any) -> None:
 
 
 def print_stats(summary: dict[str, Any]) -> None:
-    """The bank summary as a few small tables."""
+    """Print the bank summary as a few small tables."""
     out = console()
     kinds = Table(title="entries")
     for column in ("kind", "active", "retired"):
