@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,6 +150,8 @@ class GRPOTrainer:
         )
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.generator = torch.Generator().manual_seed(seed)
+        self.on_progress: Callable[[int, int], None] | None = None
+        """Called as ``on_progress(done, total)`` after every optimizer step (progress bars)."""
 
     @property
     def unwrapped_model(self) -> Any:
@@ -172,6 +174,10 @@ class GRPOTrainer:
         outs: list[LossOutput] = []
         gaps: list[torch.Tensor] = []
         window = self.config.gradient_accumulation_steps
+        per_pass = math.ceil(
+            math.ceil(len(samples) / self.config.per_device_train_batch_size) / window
+        )
+        total_steps = per_pass * self.config.num_iterations
         for iteration in range(self.config.num_iterations):
             batches = micro_batches(
                 samples, self.config.per_device_train_batch_size, self.generator
@@ -186,6 +192,8 @@ class GRPOTrainer:
                 outs.extend(self._accumulate(group, gaps if first else None))
                 metrics.grad_norm = self._optimizer_step()
                 metrics.optimizer_steps += 1
+                if self.on_progress is not None:
+                    self.on_progress(metrics.optimizer_steps, total_steps)
                 metrics.completion_tokens += sum(b.num_completion_tokens for b in group)
                 metrics.total_tokens += sum(int(b.attention_mask.sum()) for b in group)
         _average_into(metrics, outs)

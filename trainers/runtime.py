@@ -8,6 +8,7 @@ episode turn.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,8 @@ class EpisodeRunner:
     count_retrievals: bool = True
     """Let retrieval count towards entries' statistics (off for evaluation)."""
     timings: Timings = field(default_factory=Timings)
+    on_episode: Callable[[int, int], None] | None = None
+    """Called as ``on_episode(finished, total)`` whenever an episode of a ``run`` ends."""
 
     def split_size(self, split: str) -> int:
         """Return the number of goals in ``split`` of the environment."""
@@ -113,7 +116,14 @@ class EpisodeRunner:
             record=False,
             count_retrievals=self.count_retrievals,
         )
-        engine = RolloutEngine(agent, bank=self.bank, config=config)
+        finished = [0]
+
+        def on_turn(event: Any) -> None:
+            if event.done and self.on_episode is not None:
+                finished[0] += 1
+                self.on_episode(finished[0], len(starts))
+
+        engine = RolloutEngine(agent, bank=self.bank, config=config, on_turn=on_turn)
         episode_starts = [
             EpisodeStart(
                 env_id=self.env_id,

@@ -158,6 +158,13 @@ from skillrl.errors import ConfigError
     help="Drop groups with no reward signal and top up from further goals.",
 )
 @click.option(
+    "--max-topup-rounds",
+    type=click.IntRange(0),
+    default=3,
+    show_default=True,
+    help="Extra rollout rounds per cycle to replace dropped groups.",
+)
+@click.option(
     "--invalid-penalty",
     type=click.FloatRange(0),
     default=0.1,
@@ -231,6 +238,7 @@ def train(**options: Any) -> None:
         distill=o["skills"],
         evolve=o["skills"],
         dynamic_sampling=o["dynamic_sampling"],
+        max_topup_rounds=o["max_topup_rounds"],
         seed=o["seed"],
         train_temperature=o["temperature"],
         max_new_tokens=o["max_new_tokens"],
@@ -293,11 +301,22 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
         columns = (
             TextColumn("{task.description}"),
             BarColumn(),
-            TextColumn("{task.completed}/{task.total} phases"),
+            TextColumn("{task.completed}/{task.total}"),
             TimeElapsedColumn(),
         )
         with Progress(*columns, console=console, transient=False) as progress:
-            task = progress.add_task("starting", total=2 + 6 * cycle.cycles)
+            task = progress.add_task("starting (phases)", total=2 + 6 * cycle.cycles)
+            detail = progress.add_task("", total=1, visible=False)
+
+            def show(label: str) -> Any:
+                def update(done: int, total: int) -> None:
+                    progress.update(
+                        detail, description=label, completed=done, total=total, visible=True
+                    )
+
+                return update
+
+            runner.on_episode = show("  episodes")
 
             def hook(index: int, point: str) -> None:
                 phase, _, when = point.partition(":")
@@ -311,6 +330,7 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
                         "save": "saving",
                     }.get(phase, phase)
                     progress.update(task, description=f"cycle {index}: {what}")
+                    progress.update(detail, visible=False, completed=0)
                 elif when == "end":
                     progress.advance(task)
                     if phase == "save":
@@ -326,6 +346,7 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
                 distiller=distiller,
                 hook=hook,
             )
+            run.trainer.on_progress = show("  optimizer steps")
             state = run.run(resume=o["resume"])
         console.print(
             f"[green]done[/]: metrics {run.files.metrics_path}, curve {run.files.curve_path}"
