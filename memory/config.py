@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -46,6 +47,10 @@ class BankConfig:
             )
         if not self.embedder:
             raise ConfigError("embedder must name a sentence-transformers model path or id")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{2,62}", self.collection):
+            raise ConfigError(
+                f"collection ({self.collection!r}) must be 3-63 letters, digits, '.', '_' or '-'"
+            )
         if self.busy_timeout_s < 0:
             raise ConfigError(f"busy_timeout_s ({self.busy_timeout_s}) must be >= 0")
         if self.chroma_url is not None and not self.chroma_url.startswith(("http://", "https://")):

@@ -85,7 +85,7 @@ def iso(moment: datetime | None) -> str:
         return ""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.isoformat(timespec="seconds")
+    return moment.isoformat()
 
 
 def content_of(row: EntryRow) -> dict[str, Any]:
