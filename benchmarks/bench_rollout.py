@@ -51,7 +51,9 @@ def main() -> None:
     measure(agent, starts[:1], 1, 1)  # warm-up: first-call costs are not throughput
 
     parallel = measure(agent, starts, args.max_turns, args.episodes)
+    print(f"parallel done: {parallel['wall_seconds']:.1f}s", flush=True)
     sequential = measure(agent, starts, args.max_turns, 1)
+    print(f"sequential done: {sequential['wall_seconds']:.1f}s", flush=True)
     same = parallel["actions"] == sequential["actions"]
     ratio_eps = parallel["episodes_per_minute"] / sequential["episodes_per_minute"]
     ratio_tok = parallel["tokens_per_second"] / sequential["tokens_per_second"]
