@@ -9,91 +9,27 @@ and the bank unchanged.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import getpass
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
 
-from skillrl.commands.options import json_option, workspace_option
+from skillrl.commands.options import json_option
+from skillrl.commands.skills_admin import ADMIN_COMMANDS
+from skillrl.commands.skills_options import (
+    KINDS,
+    TEXT_FIELDS,
+    author_option,
+    bank_options,
+)
 from skillrl.commands.skills_view import (
     console,
-    print_diff,
     print_entries,
     print_entry,
     print_history,
     print_json,
     print_retrieved,
-    print_snapshots,
-    print_stats,
 )
-
-KINDS = ("general", "task", "mistake")
-TEXT_FIELDS = (
-    ("title", "Short name of the entry."),
-    ("principle", "The rule itself, stated generally."),
-    ("when_to_apply", "When the rule applies."),
-    ("env", "Environment id (task skills and notes), e.g. webshop."),
-    ("category", "Task category within the environment, e.g. apparel."),
-    ("failure_point", "Notes only: where the episode went wrong."),
-    ("flawed_action", "Notes only: the action that was wrong."),
-    ("correction", "Notes only: what should have been done instead."),
-)
-
-
-def _author() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "person"
-
-
-def bank_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Add the options that locate the bank, and pass one opened ``bank`` to the command."""
-
-    @workspace_option
-    @click.option(
-        "--database-url",
-        envvar="SKILLRL_DATABASE_URL",
-        default=None,
-        help="SQLAlchemy URL of the bank (e.g. postgresql+psycopg://...); default: SQLite in "
-        "the workspace. Also $SKILLRL_DATABASE_URL.",
-    )
-    @click.option(
-        "--chroma-url",
-        envvar="SKILLRL_CHROMA_URL",
-        default=None,
-        help="Chroma server URL (http://host:port); default: an embedded index in the "
-        "workspace. Also $SKILLRL_CHROMA_URL.",
-    )
-    @click.option(
-        "--embedder",
-        envvar="SKILLRL_EMBEDDER",
-        default="all-MiniLM-L6-v2",
-        show_default=True,
-        help="sentence-transformers model folder or id (the default is the packaged copy). "
-        "Also $SKILLRL_EMBEDDER.",
-    )
-    @functools.wraps(command)
-    def wrapper(
-        workspace: str, database_url: str | None, chroma_url: str | None, embedder: str, **kw: Any
-    ) -> Any:
-        from memory import BankConfig, SkillBank
-
-        config = BankConfig(
-            workspace=Path(workspace),
-            database_url=database_url,
-            chroma_url=chroma_url,
-            embedder=embedder,
-        )
-        with SkillBank.open(config, verify=command.__name__ != "reindex") as bank:
-            if "entry_id" in kw:
-                kw["entry_id"] = bank.resolve_id(kw["entry_id"])
-            return command(bank=bank, **kw)
-
-    return wrapper
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -210,7 +146,7 @@ def _field_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @skills.command("add")
 @click.option("--kind", type=click.Choice(KINDS), required=True, help="Kind of entry.")
 @_field_options
-@click.option("--author", default=_author, show_default="your user name", help="Who adds it.")
+@author_option("Who adds it.")
 @click.option("--reason", default="", help="Why it is added.")
 @json_option
 @bank_options
@@ -269,7 +205,7 @@ def _edit_in_editor(bank: Any, entry_id: str) -> dict[str, Any]:
 @click.argument("entry_id")
 @click.option("--kind", type=click.Choice(KINDS), default=None, help="New kind.")
 @_field_options
-@click.option("--author", default=_author, show_default="your user name", help="Who edits it.")
+@author_option("Who edits it.")
 @click.option("--reason", default="", help="Why it is edited (kept in its history).")
 @json_option
 @bank_options
@@ -290,7 +226,7 @@ def edit(bank: Any, entry_id: str, author: str, reason: str, as_json: bool, **fi
 
 @skills.command("retire")
 @click.argument("entry_id")
-@click.option("--author", default=_author, show_default="your user name", help="Who retires it.")
+@author_option("Who retires it.")
 @click.option("--reason", default="", help="Why (kept in its history).")
 @json_option
 @bank_options
@@ -302,7 +238,7 @@ def retire(bank: Any, entry_id: str, author: str, reason: str, as_json: bool) ->
 
 @skills.command("restore")
 @click.argument("entry_id")
-@click.option("--author", default=_author, show_default="your user name", help="Who restores it.")
+@author_option("Who restores it.")
 @click.option("--reason", default="", help="Why (kept in its history).")
 @json_option
 @bank_options
@@ -352,7 +288,7 @@ def history(bank: Any, entry_id: str, as_json: bool) -> None:
 @skills.command("revert")
 @click.argument("entry_id")
 @click.argument("revision", type=int)
-@click.option("--author", default=_author, show_default="your user name", help="Who reverts it.")
+@author_option("Who reverts it.")
 @json_option
 @bank_options
 def revert(bank: Any, entry_id: str, revision: int, author: str, as_json: bool) -> None:
@@ -366,131 +302,5 @@ def revert(bank: Any, entry_id: str, revision: int, author: str, as_json: bool) 
         )
 
 
-def _format(path: Path, fmt: str | None) -> str:
-    if fmt:
-        return fmt
-    return "jsonl" if path.suffix == ".jsonl" else "skillrl"
-
-
-@skills.command("import")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["jsonl", "skillrl"]),
-    default=None,
-    help="jsonl: full records of an export; skillrl: SkillRL's bank JSON. Default: by suffix.",
-)
-@click.option("--env", default="webshop", show_default=True, help="skillrl format: env of it.")
-@click.option("--author", default=_author, show_default="your user name", help="Who imports.")
-@json_option
-@bank_options
-def import_command(bank: Any, file: Path, fmt: str | None, env: str, author: str,
-                   as_json: bool) -> None:  # fmt: skip
-    """Import entries from FILE, all or nothing (a bad record is reported, nothing written)."""
-    from memory import io
-
-    if _format(file, fmt) == "jsonl":
-        report = io.import_jsonl(bank, file, author=author)
-    else:
-        report = io.import_skillrl(bank, file, env=env, author=author)
-    if as_json:
-        print_json(dataclasses.asdict(report))
-    else:
-        console().print(
-            f"read {report.records} records: {len(report.added)} added, "
-            f"{len(report.merged)} merged into existing entries"
-        )
-
-
-@skills.command("export")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["jsonl", "skillrl"]),
-    default=None,
-    help="jsonl: full records (all statuses); skillrl: SkillRL's bank JSON (active). "
-    "Default: by suffix.",
-)
-@click.option("--env", default=None, help="skillrl format: only this env's task skills/notes.")
-@json_option
-@bank_options
-def export(bank: Any, file: Path, fmt: str | None, env: str | None, as_json: bool) -> None:
-    """Export the bank to FILE (written atomically)."""
-    from memory import io
-
-    chosen = _format(file, fmt)
-    if chosen == "jsonl":
-        count = io.export_jsonl(bank, file)
-    else:
-        count = io.export_skillrl(bank, file, env=env)
-    if as_json:
-        print_json({"file": str(file), "format": chosen, "entries": count})
-    else:
-        console().print(f"wrote {count} entries to {file} ({chosen})")
-
-
-@skills.command("snapshot")
-@click.argument("name")
-@json_option
-@bank_options
-def snapshot(bank: Any, name: str, as_json: bool) -> None:
-    """Save the bank's current entries as snapshot NAME."""
-    info = bank.snapshot(name)
-    if as_json:
-        print_json(dataclasses.asdict(info))
-    else:
-        console().print(f"snapshot [bold]{info.name}[/]: {info.entries} entries")
-
-
-@skills.command("snapshots")
-@json_option
-@bank_options
-def snapshots(bank: Any, as_json: bool) -> None:
-    """List the saved snapshots."""
-    infos = bank.snapshots()
-    if as_json:
-        print_json([dataclasses.asdict(i) for i in infos])
-    else:
-        print_snapshots(infos)
-
-
-@skills.command("diff")
-@click.argument("a")
-@click.argument("b", default="current")
-@json_option
-@bank_options
-def diff(bank: Any, a: str, b: str, as_json: bool) -> None:
-    """Show what changed from snapshot A to snapshot B (default: the current bank)."""
-    result = bank.diff(a, b)
-    if as_json:
-        print_json(dataclasses.asdict(result))
-    else:
-        print_diff(result)
-
-
-@skills.command("stats")
-@json_option
-@bank_options
-def stats(bank: Any, as_json: bool) -> None:
-    """Summarise the bank: entries per kind and status, episodes, index agreement."""
-    from memory.summary import bank_summary
-
-    summary = bank_summary(bank)
-    if as_json:
-        print_json(summary)
-    else:
-        print_stats(summary)
-
-
-@skills.command("reindex")
-@json_option
-@bank_options
-def reindex(bank: Any, as_json: bool) -> None:
-    """Rebuild the vector index from SQL (also after switching --embedder)."""
-    count = bank.reindex()
-    if as_json:
-        print_json({"indexed": count, "embedder": bank.config.embedder})
-    else:
-        console().print(f"indexed {count} active entries with {bank.config.embedder}")
+for _command in ADMIN_COMMANDS:
+    skills.add_command(_command)

@@ -1,0 +1,154 @@
+"""``skillrl skills`` commands over the whole bank: import, export, snapshots, stats, reindex."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import click
+
+from skillrl.commands.options import json_option
+from skillrl.commands.skills_options import author_option, bank_options
+from skillrl.commands.skills_view import (
+    console,
+    print_diff,
+    print_json,
+    print_snapshots,
+    print_stats,
+)
+
+ADMIN_COMMANDS: list[click.Command] = []
+
+
+def _format(path: Path, fmt: str | None) -> str:
+    if fmt:
+        return fmt
+    return "jsonl" if path.suffix == ".jsonl" else "skillrl"
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "skillrl"]),
+    default=None,
+    help="jsonl: full records of an export; skillrl: SkillRL's bank JSON. Default: by suffix.",
+)
+@click.option("--env", default="webshop", show_default=True, help="skillrl format: env of it.")
+@author_option("Who imports.")
+@json_option
+@bank_options
+def import_command(bank: Any, file: Path, fmt: str | None, env: str, author: str,
+                   as_json: bool) -> None:  # fmt: skip
+    """Import entries from FILE, all or nothing (a bad record is reported, nothing written)."""
+    from memory import io
+
+    if _format(file, fmt) == "jsonl":
+        report = io.import_jsonl(bank, file, author=author)
+    else:
+        report = io.import_skillrl(bank, file, env=env, author=author)
+    if as_json:
+        print_json(dataclasses.asdict(report))
+    else:
+        console().print(
+            f"read {report.records} records: {len(report.added)} added, "
+            f"{len(report.merged)} merged into existing entries"
+        )
+
+
+@click.command("export")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "skillrl"]),
+    default=None,
+    help="jsonl: full records (all statuses); skillrl: SkillRL's bank JSON (active). "
+    "Default: by suffix.",
+)
+@click.option("--env", default=None, help="skillrl format: only this env's task skills/notes.")
+@json_option
+@bank_options
+def export(bank: Any, file: Path, fmt: str | None, env: str | None, as_json: bool) -> None:
+    """Export the bank to FILE (written atomically)."""
+    from memory import io
+
+    chosen = _format(file, fmt)
+    if chosen == "jsonl":
+        count = io.export_jsonl(bank, file)
+    else:
+        count = io.export_skillrl(bank, file, env=env)
+    if as_json:
+        print_json({"file": str(file), "format": chosen, "entries": count})
+    else:
+        console().print(f"wrote {count} entries to {file} ({chosen})")
+
+
+@click.command("snapshot")
+@click.argument("name")
+@json_option
+@bank_options
+def snapshot(bank: Any, name: str, as_json: bool) -> None:
+    """Save the bank's current entries as snapshot NAME."""
+    info = bank.snapshot(name)
+    if as_json:
+        print_json(dataclasses.asdict(info))
+    else:
+        console().print(f"snapshot [bold]{info.name}[/]: {info.entries} entries")
+
+
+@click.command("snapshots")
+@json_option
+@bank_options
+def snapshots(bank: Any, as_json: bool) -> None:
+    """List the saved snapshots."""
+    infos = bank.snapshots()
+    if as_json:
+        print_json([dataclasses.asdict(i) for i in infos])
+    else:
+        print_snapshots(infos)
+
+
+@click.command("diff")
+@click.argument("a")
+@click.argument("b", default="current")
+@json_option
+@bank_options
+def diff(bank: Any, a: str, b: str, as_json: bool) -> None:
+    """Show what changed from snapshot A to snapshot B (default: the current bank)."""
+    result = bank.diff(a, b)
+    if as_json:
+        print_json(dataclasses.asdict(result))
+    else:
+        print_diff(result)
+
+
+@click.command("stats")
+@json_option
+@bank_options
+def stats(bank: Any, as_json: bool) -> None:
+    """Summarise the bank: entries per kind and status, episodes, index agreement."""
+    from memory.summary import bank_summary
+
+    summary = bank_summary(bank)
+    if as_json:
+        print_json(summary)
+    else:
+        print_stats(summary)
+
+
+@click.command("reindex")
+@json_option
+@bank_options
+def reindex(bank: Any, as_json: bool) -> None:
+    """Rebuild the vector index from SQL (also after switching --embedder)."""
+    count = bank.reindex()
+    if as_json:
+        print_json({"indexed": count, "embedder": bank.config.embedder})
+    else:
+        console().print(f"indexed {count} active entries with {bank.config.embedder}")
+
+
+ADMIN_COMMANDS += [import_command, export, snapshot, snapshots, diff, stats, reindex]

@@ -1,0 +1,86 @@
+"""Options and helpers shared by the ``skillrl skills`` command modules."""
+
+from __future__ import annotations
+
+import functools
+import getpass
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from skillrl.commands.options import workspace_option
+
+KINDS = ("general", "task", "mistake")
+TEXT_FIELDS = (
+    ("title", "Short name of the entry."),
+    ("principle", "The rule itself, stated generally."),
+    ("when_to_apply", "When the rule applies."),
+    ("env", "Environment id (task skills and notes), e.g. webshop."),
+    ("category", "Task category within the environment, e.g. apparel."),
+    ("failure_point", "Notes only: where the episode went wrong."),
+    ("flawed_action", "Notes only: the action that was wrong."),
+    ("correction", "Notes only: what should have been done instead."),
+)
+
+
+def default_author() -> str:
+    """Return the user name (the default author of changes)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "person"
+
+
+def bank_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the options that locate the bank, and pass one opened ``bank`` to the command."""
+
+    @workspace_option
+    @click.option(
+        "--database-url",
+        envvar="SKILLRL_DATABASE_URL",
+        default=None,
+        help="SQLAlchemy URL of the bank (e.g. postgresql+psycopg://...); default: SQLite in "
+        "the workspace. Also $SKILLRL_DATABASE_URL.",
+    )
+    @click.option(
+        "--chroma-url",
+        envvar="SKILLRL_CHROMA_URL",
+        default=None,
+        help="Chroma server URL (http://host:port); default: an embedded index in the "
+        "workspace. Also $SKILLRL_CHROMA_URL.",
+    )
+    @click.option(
+        "--embedder",
+        envvar="SKILLRL_EMBEDDER",
+        default="all-MiniLM-L6-v2",
+        show_default=True,
+        help="sentence-transformers model folder or id (the default is the packaged copy). "
+        "Also $SKILLRL_EMBEDDER.",
+    )
+    @functools.wraps(command)
+    def wrapper(
+        workspace: str, database_url: str | None, chroma_url: str | None, embedder: str, **kw: Any
+    ) -> Any:
+        from memory import BankConfig, SkillBank
+
+        config = BankConfig(
+            workspace=Path(workspace),
+            database_url=database_url,
+            chroma_url=chroma_url,
+            embedder=embedder,
+        )
+        with SkillBank.open(config, verify=command.__name__ != "reindex") as bank:
+            if "entry_id" in kw:
+                kw["entry_id"] = bank.resolve_id(kw["entry_id"])
+            return command(bank=bank, **kw)
+
+    return wrapper
+
+
+def author_option(text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Return the ``--author`` option (default: the user name) with help ``text``."""
+    return click.option(
+        "--author", default=default_author, show_default="your user name", help=text
+    )
