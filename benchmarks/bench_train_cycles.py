@@ -61,6 +61,8 @@ def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> 
         "bench",
         "--threads",
         str(args.threads),
+        "--max-topup-rounds",
+        str(args.max_topup_rounds),
         *flags,
     ]
     if (workspace / "runs" / "bench" / "state.json").exists():
@@ -104,7 +106,7 @@ def main() -> None:
     parser.add_argument("--eval-goals", type=int, default=4)
     parser.add_argument("--max-turns", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=24)
-    parser.add_argument("--max-topup-rounds", type=int, default=0)
+    parser.add_argument("--max-topup-rounds", type=int, default=3)
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
