@@ -29,6 +29,10 @@ MAX_OBSERVATION_CHARS = 2000
 
 Hits = list[list[IndexRecord]]
 
+MISTAKE_OVERFETCH = 3
+"""Notes are fetched env-wide (a lesson learnt in one category often transfers), so the same
+lesson can stand in several categories: fetch this many times k_mistakes, keep one per title."""
+
 
 def query_text(query: RetrievalQuery) -> str:
     """Return the text embedded for a query: the task first, then the observation."""
@@ -72,16 +76,17 @@ def search_index(
 ) -> dict[str, Hits]:
     """Index hits per kind for each query (before the similarity cut)."""
     n = len(queries)
+    k_notes = config.k_mistakes * MISTAKE_OVERFETCH
     mistakes_of_env = _grouped_query(
-        bank, vectors, [("mistake", q.env, "") for q in queries], config.k_mistakes
+        bank, vectors, [("mistake", q.env, "") for q in queries], k_notes
     )
-    env_agnostic = _grouped_query(bank, vectors, [("mistake", "", "")] * n, config.k_mistakes)
+    env_agnostic = _grouped_query(bank, vectors, [("mistake", "", "")] * n, k_notes)
     return {
         "general": _grouped_query(bank, vectors, [("general", "", "")] * n, config.k_general),
         "task": _grouped_query(
             bank, vectors, [("task", q.env, q.category or "") for q in queries], config.k_task
         ),
-        "mistakes": _best(mistakes_of_env, env_agnostic, config.k_mistakes),
+        "mistakes": _best(mistakes_of_env, env_agnostic, k_notes),
     }
 
 
@@ -114,10 +119,31 @@ def retrieve_vectors(
             ]
             for kind, per_query in hits.items()
         }
+        chosen["mistakes"] = distinct_lessons(
+            chosen["mistakes"], queries[position].category, config.k_mistakes
+        )
         results.append(RetrievedSkills(**chosen))
     if record:
         record_events(bank, queries, results)
     return results
+
+
+def distinct_lessons(
+    hits: list[RetrievedEntry], category: str | None, k: int
+) -> list[RetrievedEntry]:
+    """Keep the k most similar notes with distinct titles, preferring the query's own category.
+
+    Two notes with one title teach one lesson; showing both would spend the prompt budget twice.
+    """
+    kept: dict[str, RetrievedEntry] = {}
+    for hit in hits:  # most similar first
+        title = hit.entry.title.strip().lower()
+        seen = kept.get(title)
+        if seen is None:
+            kept[title] = hit
+        elif seen.entry.category != category and hit.entry.category == category:
+            kept[title] = RetrievedEntry(hit.entry, max(hit.similarity, seen.similarity))
+    return sorted(kept.values(), key=lambda r: -r.similarity)[:k]
 
 
 def record_events(

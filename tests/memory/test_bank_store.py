@@ -203,3 +203,21 @@ def test_a_failing_sql_write_leaves_the_index_unchanged(bank, monkeypatch, sampl
     assert bank.count() == 1 and bank.get(entry.id).revision == 1 and bank.check().ok
     top = bank.retrieve([_query("size 9 shoes")], RetrievalConfig(min_similarity=0.0))[0]
     assert [r.entry.id for r in top.task] == [entry.id]
+
+
+def test_one_lesson_is_served_once_preferring_the_query_category(bank, samples):
+    from dataclasses import replace
+
+    # The same lesson learnt in two categories (their texts differ enough not to merge).
+    elsewhere = bank.add(replace(samples.mistake, category="apparel")).entry
+    own = bank.add(
+        replace(
+            samples.mistake,
+            principle="On shoe pages: pick the colour and the size first, then buy now.",
+            correction="click[white] then click[buy now]",
+        )
+    ).entry
+    assert own.id != elsewhere.id
+    config = RetrievalConfig(k_general=0, k_task=0, k_mistakes=2, min_similarity=0.0)
+    (shoes,) = bank.retrieve([_query("buy running shoes, colour black")], config, record=False)
+    assert [r.entry.id for r in shoes.mistakes] == [own.id]
