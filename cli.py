@@ -38,9 +38,11 @@ class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use (click's documented pattern)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """Return every subcommand name, without importing any."""
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """Import and return one subcommand."""
         target = COMMANDS.get(cmd_name)
         if target is None:
             return None
@@ -48,6 +50,7 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(module_name), attribute)
 
     def invoke(self, ctx: click.Context) -> object:
+        """Run the chosen subcommand."""
         # Errors users can cause become one clear line and exit code 1, not a traceback.
         from skillrl.errors import SkillRLError
 
@@ -57,6 +60,7 @@ class LazyGroup(click.Group):
             raise click.ClickException(f"{type(error).__name__}: {error}") from error
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List subcommands with their one-line help."""
         # Listing help must not import every subcommand (and torch with them).
         rows = [(name, HELP.get(name, "")) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 REQUIRED_INFO_KEYS: tuple[str, ...] = (
-    "available_actions",  # list[str]: the admissible actions now, e.g. "search[<query>]", "click[buy now]"
+    "available_actions",  # list[str]: admissible actions now, e.g. "click[buy now]"
     "action_valid",  # bool: whether the last action did anything (True after reset)
     "success",  # bool: whether the task is solved (only ever True at the end)
     "instruction",  # str: the task the agent is given

@@ -62,7 +62,7 @@ class Agent(Protocol):
     """Whether the engine should retrieve skills for this agent each turn."""
 
     def begin_episode(self, episode_id: str, reset_info: dict[str, Any]) -> None:
-        """Called once when an episode starts (``reset_info`` is the env's reset info)."""
+        """Prepare for a new episode (``reset_info`` is the env's reset info)."""
         ...
 
     def act(self, states: list[AgentState]) -> list[AgentDecision]:
@@ -70,5 +70,5 @@ class Agent(Protocol):
         ...
 
     def end_episode(self, episode_id: str) -> None:
-        """Called once when an episode ends (terminated or truncated)."""
+        """Forget an episode that ended (terminated or truncated)."""
         ...

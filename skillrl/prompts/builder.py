@@ -30,9 +30,7 @@ FORMAT_FREE = (
     "Reply with a short thought and exactly one admissible action, like:\n"
     "<think>reason</think><action>click[...]</action>"
 )
-FORMAT_SEARCH = (
-    "Reply with <action>search[key words]</action> using the product words of the task."
-)
+FORMAT_SEARCH = "Reply with <action>search[key words]</action> using the product words of the task."
 
 
 @dataclass
