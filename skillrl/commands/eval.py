@@ -11,7 +11,13 @@ from typing import Any
 
 import click
 
-from skillrl.commands.options import json_option, workspace_option
+from skillrl.commands.options import (
+    backend_option,
+    json_option,
+    max_new_tokens_option,
+    max_turns_option,
+    workspace_option,
+)
 
 
 def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
@@ -40,13 +46,7 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
     show_default=True,
     help="'embedded', a checkpoint folder (e.g. runs/<name>/checkpoints/cycle-0003) or a hub id.",
 )
-@click.option(
-    "--backend",
-    type=click.Choice(["transformers", "openai", "vllm"]),
-    default="transformers",
-    show_default=True,
-    help="Policy backend.",
-)
+@backend_option
 @click.option("--base-url", default=None, help="Server URL for --backend openai.")
 @click.option(
     "--skills",
@@ -86,20 +86,8 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
     callback=_int_list,
     help="T values (turn budgets) of Pass@(K,T), comma-separated.",
 )
-@click.option(
-    "--max-turns",
-    type=click.IntRange(1),
-    default=15,
-    show_default=True,
-    help="Turn limit per episode.",
-)
-@click.option(
-    "--max-new-tokens",
-    type=click.IntRange(1),
-    default=48,
-    show_default=True,
-    help="Tokens the policy may generate per turn.",
-)
+@max_turns_option
+@max_new_tokens_option
 @click.option(
     "--constrained/--free",
     default=False,

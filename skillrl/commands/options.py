@@ -18,3 +18,27 @@ workspace_option = click.option(
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of tables."
 )
+
+backend_option = click.option(
+    "--backend",
+    type=click.Choice(["transformers", "openai", "vllm"]),
+    default="transformers",
+    show_default=True,
+    help="Policy backend.",
+)
+
+max_turns_option = click.option(
+    "--max-turns",
+    type=click.IntRange(1),
+    default=15,
+    show_default=True,
+    help="Turn limit per episode.",
+)
+
+max_new_tokens_option = click.option(
+    "--max-new-tokens",
+    type=click.IntRange(1),
+    default=48,
+    show_default=True,
+    help="Tokens the policy may generate per turn.",
+)

@@ -15,7 +15,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from skillrl.commands.options import json_option, workspace_option
+from skillrl.commands.options import backend_option, json_option, max_turns_option, workspace_option
 
 
 @click.command("run")
@@ -47,13 +47,7 @@ from skillrl.commands.options import json_option, workspace_option
     show_default=True,
     help="'embedded' (SmolLM2-135M-Instruct), a model folder, a .gguf file or a hub id.",
 )
-@click.option(
-    "--backend",
-    type=click.Choice(["transformers", "openai", "vllm"]),
-    default="transformers",
-    show_default=True,
-    help="Policy backend.",
-)
+@backend_option
 @click.option(
     "--base-url", default=None, help="Server root for --backend openai (e.g. http://host:8000/v1)."
 )
@@ -61,13 +55,7 @@ from skillrl.commands.options import json_option, workspace_option
 @click.option(
     "--constrained", is_flag=True, help="Pick among admissible actions by model score (all valid)."
 )
-@click.option(
-    "--max-turns",
-    type=click.IntRange(1),
-    default=15,
-    show_default=True,
-    help="Turn limit per episode.",
-)
+@max_turns_option
 @click.option(
     "--step", is_flag=True, help="Pause every turn: Enter accepts the action, or type another."
 )

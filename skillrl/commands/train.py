@@ -13,7 +13,12 @@ from typing import Any
 
 import click
 
-from skillrl.commands.options import json_option, workspace_option
+from skillrl.commands.options import (
+    json_option,
+    max_new_tokens_option,
+    max_turns_option,
+    workspace_option,
+)
 from skillrl.errors import ConfigError
 
 
@@ -55,20 +60,8 @@ from skillrl.errors import ConfigError
     show_default=True,
     help="Goals of the 'eval' split whose failures evolve the bank (0: the eval goals).",
 )
-@click.option(
-    "--max-turns",
-    type=click.IntRange(1),
-    default=15,
-    show_default=True,
-    help="Turn limit per episode.",
-)
-@click.option(
-    "--max-new-tokens",
-    type=click.IntRange(1),
-    default=48,
-    show_default=True,
-    help="Tokens the policy may generate per turn.",
-)
+@max_turns_option
+@max_new_tokens_option
 @click.option(
     "--learning-rate",
     "--lr",
