@@ -65,3 +65,7 @@ class CheckpointError(SkillRLError):
 
 class InvalidEntryError(SkillRLError, ValueError):
     """A skill-bank entry has a missing or invalid field (names the field); nothing was saved."""
+
+
+class EnvStateError(SkillRLError, RuntimeError):
+    """An environment was used out of order (for example, ``step()`` before ``reset()``)."""

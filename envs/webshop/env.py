@@ -39,7 +39,7 @@ from envs.webshop.parse import parse_action
 from envs.webshop.render import render
 from envs.webshop.reward import get_reward
 from envs.webshop.world import World, shared_world
-from skillrl.errors import ConfigError
+from skillrl.errors import ConfigError, EnvStateError
 
 SEARCH_ACTION = "search[<query>]"
 
@@ -122,8 +122,7 @@ class WebShopEnv:
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Apply one action; invalid ones are no-ops with reward 0 and ``action_valid=False``."""
-        if self.goal is None:
-            raise RuntimeError("call reset() before step()")
+        self._require_goal("step()")
         if self.terminated or self.truncated:
             return self.observation(), 0.0, self.terminated, self.truncated, self._info(False)
         valid, bought = self._apply(action)
@@ -152,12 +151,20 @@ class WebShopEnv:
                 return True, apply_click(self.session, parsed.arg, found[parsed.arg])
         return False, False
 
+    def _require_goal(self, what: str) -> Goal:
+        """Return the episode's goal; using the env before ``reset()`` is a programming error."""
+        if self.goal is None:
+            raise EnvStateError(f"call reset() before {what}")
+        return self.goal
+
     def _purchase(self) -> float:
-        assert self.goal is not None and self.session.asin is not None
+        goal = self._require_goal("buying")
         asin = self.session.asin
+        if asin is None:  # Buy Now is only clickable on an item page
+            raise EnvStateError("Buy Now was applied with no product open")
         product = self.world.catalog.by_asin[asin]
         result = get_reward(
-            product, self.goal, self.world.catalog.prices[asin], dict(self.session.options)
+            product, goal, self.world.catalog.prices[asin], dict(self.session.options)
         )
         self.reward, self.breakdown = result.reward, result.breakdown
         return result.reward
@@ -172,8 +179,7 @@ class WebShopEnv:
 
     def segments(self) -> list[Segment]:
         """Return the current page as segments (for renderers other than the two text modes)."""
-        assert self.goal is not None
-        instruction = self.goal.instruction_text
+        instruction = self._require_goal("segments()").instruction_text
         page = self.session.page
         if page == RESULTS:
             return results_segments(self.session, instruction, self.world.catalog.by_asin)
@@ -198,14 +204,14 @@ class WebShopEnv:
         return [f"click[{text}]" for text in self._clickables()]
 
     def _info(self, action_valid: bool) -> dict[str, Any]:
-        assert self.goal is not None
+        goal = self._require_goal("_info()")
         return {
             "available_actions": self.available_actions(),
             "action_valid": action_valid,
             "success": self.terminated and math.isclose(self.reward, 1.0),
-            "instruction": self.goal.instruction_text,
-            "category": self.goal.category,
-            "goal_id": self.goal.goal_id,
+            "instruction": goal.instruction_text,
+            "category": goal.category,
+            "goal_id": goal.goal_id,
             "page": self.session.page,
             "turn": self.turn,
         }

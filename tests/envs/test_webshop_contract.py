@@ -146,3 +146,12 @@ def test_many_envs_share_one_catalog_and_index():
     a, b = envs.make("webshop"), envs.make("webshop", max_turns=5)
     assert a.world is b.world
     assert envs.make("webshop", data_seed=1).world is not a.world
+
+
+def test_step_before_reset_is_a_clear_error():
+    import envs
+    from skillrl.errors import EnvStateError
+
+    env = envs.make("webshop")
+    with pytest.raises(EnvStateError, match="reset"):
+        env.step("search[shoes]")
