@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from trainer_helpers import group_episodes
 
-from skillrl.records import EpisodeRecord, TurnRecord
 from trainers.batching import TurnSample, collate
 from trainers.config import GRPOConfig
 from trainers.grpo import GRPOTrainer, compute_logprobs
@@ -53,32 +53,7 @@ def test_one_update_on_smollm2_raises_the_rewarded_action(smollm2):
     good = tokenizer("<action>click[small]</action>", add_special_tokens=False)["input_ids"]
     bad = tokenizer("<action>click[back to search]</action>", add_special_tokens=False)["input_ids"]
     before_good, before_bad = logprob(model, prompt, good), logprob(model, prompt, bad)
-    episodes = []
-    for completion, score in ((good, 1.0), (bad, 0.0)):
-        old = compute_logprobs(model, collate([TurnSample(prompt, completion, None, 0)], 0))
-        turn = TurnRecord(
-            turn=0,
-            observation="product page",
-            available_actions=[],
-            action="x",
-            action_valid=True,
-            reward=score,
-            terminated=True,
-            prompt_token_ids=prompt,
-            completion_token_ids=completion,
-            completion_logprobs=old[0].detach().tolist(),
-        )
-        episodes.append(
-            EpisodeRecord(
-                env_id="webshop",
-                goal_id="g",
-                instruction="i",
-                category="c",
-                turns=[turn],
-                score=score,
-                group_id="g",
-            )
-        )
+    episodes = group_episodes(model, prompt, good, bad)
     weight = model.model.layers[3].mlp.down_proj.weight.detach().clone()
     trainer = GRPOTrainer(
         model,

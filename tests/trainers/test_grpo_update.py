@@ -4,10 +4,10 @@ import copy
 
 import pytest
 import torch
+from trainer_helpers import group_episodes
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from skillrl.errors import CheckpointError
-from skillrl.records import EpisodeRecord, TurnRecord
 from trainers.batching import TurnSample, collate
 from trainers.checkpoint import load_trainer_state, save_checkpoint, save_trainer_state
 from trainers.config import GRPOConfig
@@ -36,39 +36,6 @@ def sequence_logprob(model, prompt: list[int], completion: list[int]) -> float:
     batch = collate([TurnSample(prompt, completion, None, 0.0)], PAD)
     with torch.no_grad():
         return float(compute_logprobs(model, batch).sum())
-
-
-def group_episodes(model, prompt, good, bad, old_shift: float = 0.0) -> list[EpisodeRecord]:
-    """Two episodes of one group from the same prompt: one bought (good), one did not."""
-    episodes = []
-    for completion, score in ((good, 1.0), (bad, 0.0)):
-        batch = collate([TurnSample(prompt, completion, None, 0.0)], PAD)
-        with torch.no_grad():
-            old = (compute_logprobs(model, batch)[0] + old_shift).tolist()
-        turn = TurnRecord(
-            turn=0,
-            observation="search page",
-            available_actions=[],
-            action="x",
-            action_valid=True,
-            reward=score,
-            terminated=True,
-            prompt_token_ids=prompt,
-            completion_token_ids=completion,
-            completion_logprobs=old,
-        )
-        episodes.append(
-            EpisodeRecord(
-                env_id="webshop",
-                goal_id="g",
-                instruction="i",
-                category="c",
-                turns=[turn],
-                score=score,
-                group_id="grp",
-            )
-        )
-    return episodes
 
 
 def test_logprobs_of_left_padded_batch_match_unpadded_forward():

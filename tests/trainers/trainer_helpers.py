@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import torch
+
 from skillrl.records import EpisodeRecord, TurnRecord
+from trainers.batching import TurnSample, collate
+from trainers.grpo import compute_logprobs
 
 
 def episode(
@@ -39,3 +43,38 @@ def episode(
         score=score,
         group_id=group,
     )
+
+
+def group_episodes(
+    model, prompt, good, bad, old_shift: float = 0.0, pad: int = 0
+) -> list[EpisodeRecord]:
+    """Two episodes of one group from the same prompt: one bought (good), one did not."""
+    episodes = []
+    for completion, score in ((good, 1.0), (bad, 0.0)):
+        batch = collate([TurnSample(prompt, completion, None, 0.0)], pad)
+        with torch.no_grad():
+            old = (compute_logprobs(model, batch)[0] + old_shift).tolist()
+        turn = TurnRecord(
+            turn=0,
+            observation="search page",
+            available_actions=[],
+            action="x",
+            action_valid=True,
+            reward=score,
+            terminated=True,
+            prompt_token_ids=prompt,
+            completion_token_ids=completion,
+            completion_logprobs=old,
+        )
+        episodes.append(
+            EpisodeRecord(
+                env_id="webshop",
+                goal_id="g",
+                instruction="i",
+                category="c",
+                turns=[turn],
+                score=score,
+                group_id="grp",
+            )
+        )
+    return episodes
