@@ -52,7 +52,12 @@ def main() -> None:
         "--settings", default="expert,free+skills,free,constrained+skills,constrained"
     )
     parser.add_argument("--json", dest="json_path", default=None)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     args = parser.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
 
     workspace = Path(args.workspace or tempfile.mkdtemp(prefix="bench-quality-"))
     bank = SkillBank.open(BankConfig(workspace=workspace))
@@ -74,7 +79,10 @@ def main() -> None:
                 uses_skills=setting.endswith("+skills"),
             )
         results[setting] = evaluate(agent, bank, starts, args.max_turns)
-        print(f"{setting}: done in {time.perf_counter() - began:.0f}s", flush=True)
+        print(
+            f"{setting}: done in {time.perf_counter() - began:.0f}s {json.dumps(results[setting])}",
+            flush=True,
+        )
     bank.close()
     print(
         f"\n{args.goals} WebShop test goals, max {args.max_turns} turns, embedded SmolLM2-135M, "

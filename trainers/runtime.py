@@ -102,6 +102,7 @@ class EpisodeRunner:
             max_new_tokens=self.max_new_tokens,
             temperature=temperature,
             seed=None if temperature == 0 else sampling_seed,
+            stop=["</action>"],  # nothing after the action is parsed, so stop generating there
         )
         agent = LLMAgent(
             self.policy,

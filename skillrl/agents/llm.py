@@ -7,12 +7,17 @@ anything unparsable or inadmissible becomes an invalid action, recorded and neve
 Constrained decoding makes every action admissible: on a search page the model writes only the
 query (the prompt is continued after ``<action>search[``), elsewhere each admissible click is
 scored by the model and the most likely one is taken (mean log-prob per token by default, so long
-product ids are not penalised for their length).
+product ids are not penalised for their length). When the sampling config samples (temperature
+above 0, as in training rollouts and Pass@K evaluation), the click is instead drawn from the
+softmax of those same scores divided by the temperature, so G episodes of a group explore
+different clicks; greedy decoding is its zero-temperature limit.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import random
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,12 +152,15 @@ class LLMAgent:
         ]
         candidates = [[f"{a}</action>" for a in s.available_actions] for s, _ in items]
         detailed = getattr(self.policy, "score_continuations_detailed", None)
+        sampling = self._sampling([s for s, _ in items])
+        # One generator per batch, seeded like the batch's generation: a seeded run repeats.
+        rng = random.Random(sampling.seed)
         decisions = []
         if detailed is not None:
             for (state, prompt), scored in zip(
                 items, detailed(conversations, candidates), strict=True
             ):
-                best = max(range(len(scored)), key=lambda j: self._rank(scored[j]))
+                best = _choose([self._rank(c) for c in scored], sampling, rng)
                 choice = scored[best]
                 generation = Generation(
                     text=CLICK_PREFIX + choice.text,
@@ -164,7 +172,7 @@ class LLMAgent:
             return decisions
         sums = self.policy.score_continuations(conversations, candidates)
         for (state, prompt), row in zip(items, sums, strict=True):
-            best = max(range(len(row)), key=row.__getitem__)
+            best = _choose(row, sampling, rng)
             action = state.available_actions[best]
             decisions.append(
                 _decision(action, True, Generation(text=CLICK_PREFIX + action), prompt)
@@ -189,6 +197,15 @@ class LLMAgent:
             seed=seed,
             stop=list(sampling.stop),
         )
+
+
+def _choose(scores: list[float], sampling: SamplingConfig, rng: random.Random) -> int:
+    """Index of the chosen candidate: the best score when greedy, else a softmax draw."""
+    if sampling.greedy or len(scores) == 1:
+        return max(range(len(scores)), key=scores.__getitem__)
+    top = max(scores)
+    weights = [math.exp((score - top) / sampling.temperature) for score in scores]
+    return rng.choices(range(len(scores)), weights=weights)[0]
 
 
 def _decision(action: str, ok: bool, generation: Generation, prompt: BuiltPrompt) -> AgentDecision:

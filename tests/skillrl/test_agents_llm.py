@@ -4,7 +4,8 @@ from runtime_fakes import FakeBank, ScriptedPolicy
 
 from skillrl.agent import AgentState
 from skillrl.agents.human import HumanAgent, expand_typed_action
-from skillrl.agents.llm import LLMAgent
+from skillrl.agents.llm import LLMAgent, LLMAgentConfig
+from skillrl.policies.base import SamplingConfig
 from skillrl.rollout import EpisodeStart, RolloutEngine
 
 RESULTS = ["click[back to search]", "click[red ball]", "click[blue kite]"]
@@ -58,6 +59,25 @@ def test_constrained_decoding_scores_clicks_and_generates_only_the_query():
     # The search generation continued the assistant prefix: the query, not a whole reply.
     assert policy.conversations[0][-1] == {"role": "assistant", "content": "<action>search["}
     assert decisions[0].completion_token_ids == [ord(c) % 97 for c in "click[blue kite]</action>"]
+
+
+def sampled_clicks(temperature: float, seed: int | None = 3) -> list[str]:
+    config = LLMAgentConfig(sampling=SamplingConfig(temperature=temperature, seed=seed))
+    agent = LLMAgent(ScriptedPolicy(), constrained=True, config=config)
+    states = [state(RESULTS, turn=t) for t in range(200)]
+    return [d.action for d in agent.act(states)]
+
+
+def test_sampled_constrained_clicks_explore_in_proportion_to_the_scores():
+    # Scores per token: the wanted kite -0.1, the other two -3.0. At temperature 1 the kite
+    # has weight 1 against exp(-2.9) = 0.055 for each other click: about 90% of the draws.
+    clicks = sampled_clicks(temperature=1.0)
+    kite = clicks.count("click[blue kite]")
+    assert 160 <= kite < 200
+    assert set(clicks) == set(RESULTS)
+    assert clicks == sampled_clicks(temperature=1.0)  # same seed, same draws
+    assert clicks != sampled_clicks(temperature=1.0, seed=4)
+    assert set(sampled_clicks(temperature=0.0)) == {"click[blue kite]"}
 
 
 def test_constrained_agent_never_sends_an_invalid_action():
