@@ -1,6 +1,8 @@
 """Training evidence: does a cycle of skills + turn-level GRPO beat plain GRPO and no skills?
 
 Run: python benchmarks/bench_train_cycles.py --model <converted SmolLM2 folder> [--cycles 1]
+     [--constrained] [--lora] [--only a]   (configurations can run as separate processes; the
+     table includes every configuration whose workspace under --out already holds metrics)
 
 Three ``skillrl train`` runs of the embedded SmolLM2-135M-Instruct, each in its own fresh
 workspace (its own bank, seeded with the shipped starting bank), same seed, same training and
@@ -63,6 +65,10 @@ def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> 
         str(args.threads),
         "--max-topup-rounds",
         str(args.max_topup_rounds),
+        "--max-prompt-tokens",
+        str(args.max_prompt_tokens),
+        "--constrained" if args.constrained else "--free",
+        "--lora" if args.lora else "--full",
         *flags,
     ]
     if (workspace / "runs" / "bench" / "state.json").exists():
@@ -110,17 +116,25 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-prompt-tokens", type=int, default=900)
+    parser.add_argument("--constrained", action="store_true", help="Constrained decoding.")
+    parser.add_argument("--lora", action="store_true", help="LoRA instead of full fine-tuning.")
     parser.add_argument("--only", default="abc", help="Which configurations to run (letters).")
     args = parser.parse_args()
     root = Path(args.out)
     results = {}
     for name, flags in CONFIGS.items():
+        metrics = root / name.split(":")[0] / "runs" / "bench" / "metrics.jsonl"
         if name[0] in args.only:
             results[name] = train(name, flags, args, root)
+        elif metrics.exists():  # run earlier, or by another process: report it too
+            results[name] = [json.loads(line) for line in metrics.read_text().splitlines()]
     success, score = expert_ceiling(args)
     print(
         f"\n{args.eval_goals} test goals, max {args.max_turns} turns, {args.cycles} cycle(s) of "
-        f"{args.goals} goals x G={args.group_size}, lr {args.lr}"
+        f"{args.goals} goals x G={args.group_size}, lr {args.lr}, "
+        f"{'constrained' if args.constrained else 'free'} decoding, "
+        f"{'LoRA' if args.lora else 'full fine-tuning'}"
     )
     print(
         f"{'configuration':38s} {'success c0':>10s} {'success end':>11s} "

@@ -15,7 +15,9 @@ from skillrl.commands.options import (
     backend_option,
     json_option,
     max_new_tokens_option,
+    max_prompt_tokens_option,
     max_turns_option,
+    prompt_config_from,
     workspace_option,
 )
 
@@ -88,6 +90,7 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
 )
 @max_turns_option
 @max_new_tokens_option
+@max_prompt_tokens_option
 @click.option(
     "--constrained/--free",
     default=False,
@@ -128,6 +131,7 @@ def eval_command(**o: Any) -> None:
                 max_turns=o["max_turns"],
                 max_new_tokens=o["max_new_tokens"],
                 constrained=o["constrained"],
+            prompt_config=prompt_config_from(o),
                 count_retrievals=False,
             )
             with console.status(f"evaluating {'with' if skills else 'without'} skills"):

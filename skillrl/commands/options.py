@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_ENV_VAR
@@ -42,3 +44,18 @@ max_new_tokens_option = click.option(
     show_default=True,
     help="Tokens the policy may generate per turn.",
 )
+
+max_prompt_tokens_option = click.option(
+    "--max-prompt-tokens",
+    type=click.IntRange(16),
+    default=900,
+    show_default=True,
+    help="Token budget of each turn's prompt (older history goes first, then skills).",
+)
+
+
+def prompt_config_from(o: dict[str, Any]) -> Any:
+    """Build the :class:`skillrl.prompts.PromptConfig` that the command options ask for."""
+    from skillrl.prompts import PromptConfig
+
+    return PromptConfig(max_prompt_tokens=o["max_prompt_tokens"])

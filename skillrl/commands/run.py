@@ -15,7 +15,14 @@ from typing import Any
 import click
 from rich.console import Console
 
-from skillrl.commands.options import backend_option, json_option, max_turns_option, workspace_option
+from skillrl.commands.options import (
+    backend_option,
+    json_option,
+    max_prompt_tokens_option,
+    max_turns_option,
+    prompt_config_from,
+    workspace_option,
+)
 
 
 @click.command("run")
@@ -56,6 +63,7 @@ from skillrl.commands.options import backend_option, json_option, max_turns_opti
     "--constrained", is_flag=True, help="Pick among admissible actions by model score (all valid)."
 )
 @max_turns_option
+@max_prompt_tokens_option
 @click.option(
     "--step", is_flag=True, help="Pause every turn: Enter accepts the action, or type another."
 )
@@ -204,6 +212,7 @@ def _agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
     )
     return LLMAgent(
         policy,
+        prompt_config_from(o),
         constrained=o["constrained"],
         config=LLMAgentConfig(sampling=sampling),
         uses_skills=uses_skills,

@@ -16,7 +16,9 @@ import click
 from skillrl.commands.options import (
     json_option,
     max_new_tokens_option,
+    max_prompt_tokens_option,
     max_turns_option,
+    prompt_config_from,
     workspace_option,
 )
 from skillrl.errors import ConfigError
@@ -62,6 +64,7 @@ from skillrl.errors import ConfigError
 )
 @max_turns_option
 @max_new_tokens_option
+@max_prompt_tokens_option
 @click.option(
     "--learning-rate",
     "--lr",
@@ -289,6 +292,7 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
             max_turns=cycle.max_turns,
             max_new_tokens=cycle.max_new_tokens,
             constrained=o["constrained"],
+            prompt_config=prompt_config_from(o),
         )
         distiller = _distiller() if bank is not None else None
         columns = (

@@ -117,6 +117,8 @@ def test_subprocess_run_with_the_embedded_model(model_workspace):
             "--json",
             "--threads",
             "2",
+            "--max-prompt-tokens",
+            "120",
         ],
         capture_output=True,
         text=True,
@@ -127,3 +129,4 @@ def test_subprocess_run_with_the_embedded_model(model_workspace):
     episode = json.loads(done.stdout)["episodes"][0]
     assert episode["turns"] == 1 and episode["steps"][0]["action"].startswith("search[")
     assert episode["agent"] == "transformers:embedded" and episode["completion_tokens"] > 0
+    assert 0 < sum(episode["steps"][0]["token_counts"].values()) <= 120
