@@ -249,6 +249,19 @@ class VectorIndex:
                 records += _unpack(result, nested=False)[0]
         return records
 
+    def vectors(self, ids: list[str], partition: Partition) -> dict[str, np.ndarray]:
+        """Return the stored vectors of ``ids`` that are in one partition, by id."""
+        if not ids:
+            return {}
+        with self._exclusive():
+            collection = self._partition(partition, create=False)
+            if collection is None:
+                return {}
+            result = collection.get(ids=ids, include=["embeddings"])
+        return {
+            r.id: r.embedding for r in _unpack(result, nested=False)[0] if r.embedding is not None
+        }
+
     def query(
         self,
         embeddings: np.ndarray,

@@ -4,6 +4,12 @@ A draft merges into the most similar active entry of its partition (same kind; s
 category for task skills; same env and category for notes) when the cosine similarity reaches
 ``merge_threshold``: the entry's ``support_count`` grows and a provenance record is appended.
 Drafts earlier in the same batch count as candidates too.
+
+The search is exact and deterministic: the candidates are the partition's active entries in SQL
+(oldest first) with their stored vectors, and a tie goes to the oldest entry. An approximate
+top-1 index query was not enough here: with several identical vectors (the same lesson noted in
+several categories) its answer could change from run to run, so a resumed training run did not
+always rebuild the same bank.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 import numpy as np
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from memory.entries import content_of_draft
@@ -32,8 +38,12 @@ def place_drafts(
     results: list[tuple[str, bool, float | None]] = []
     new_rows: list[EntryRow] = []
     new_vectors: list[np.ndarray] = []
+    stored: dict[tuple[str, str, str], list[tuple[str, np.ndarray]]] = {}
     for draft, vector in zip(drafts, vectors, strict=False):
-        target, similarity = _merge_target(bank, draft, vector, new_rows, new_vectors)
+        key = (draft.kind, draft.env or "", draft.category or "")
+        if key not in stored:  # merges change no vector: one read per partition per batch
+            stored[key] = _stored_candidates(bank, session, draft)
+        target, similarity = _merge_target(bank, draft, vector, stored[key], new_rows, new_vectors)
         if target is not None:
             session.execute(
                 update(EntryRow)
@@ -68,26 +78,45 @@ def _merge_target(
     bank: SkillBank,
     draft: EntryDraft,
     vector: np.ndarray,
+    stored: list[tuple[str, np.ndarray]],
     new_rows: list[EntryRow],
     new_vectors: list[np.ndarray],
 ) -> tuple[str | None, float | None]:
     best_id: str | None = None
-    best = bank.config.merge_threshold
-    key = partition_of({"kind": draft.kind, "env": draft.env, "category": draft.category})
-    where = {"category": draft.category or ""} if draft.kind == "mistake" else None
-    hits = bank.index.query(vector[None, :], 1, key, where)
-    for hit in hits[0]:
-        if hit.similarity is not None and hit.similarity >= best:
-            best_id, best = hit.id, hit.similarity
+    best: float | None = None
+    for entry_id, other in stored:
+        similarity = float(np.dot(other, vector))
+        if similarity >= bank.config.merge_threshold and (best is None or similarity > best):
+            best_id, best = entry_id, similarity
     # Drafts earlier in the same batch are not in the index yet: compare with them directly.
     for row, other in zip(new_rows, new_vectors, strict=False):
         same_key = row.kind == draft.kind and (
             draft.kind == "general" or (row.env, row.category) == (draft.env, draft.category)
         )
         similarity = float(np.dot(other, vector))
-        if same_key and similarity >= best:
+        if (
+            same_key
+            and similarity >= bank.config.merge_threshold
+            and (best is None or similarity > best)
+        ):
             best_id, best = row.id, similarity
-    return best_id, (best if best_id is not None else None)
+    return best_id, best
+
+
+def _stored_candidates(
+    bank: SkillBank, session: Session, draft: EntryDraft
+) -> list[tuple[str, np.ndarray]]:
+    """Active entries a draft may merge into, oldest first, with their indexed vectors."""
+    query = select(EntryRow.id).where(EntryRow.status == "active", EntryRow.kind == draft.kind)
+    if draft.kind != "general":
+        query = query.where(
+            func.coalesce(EntryRow.env, "") == (draft.env or ""),
+            func.coalesce(EntryRow.category, "") == (draft.category or ""),
+        )
+    ids = list(session.scalars(query.order_by(EntryRow.created_at, EntryRow.id)))
+    key = partition_of({"kind": draft.kind, "env": draft.env, "category": draft.category})
+    vectors = bank.index.vectors(ids, key)
+    return [(entry_id, vectors[entry_id]) for entry_id in ids if entry_id in vectors]
 
 
 def _provenance(

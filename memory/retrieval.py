@@ -49,8 +49,17 @@ def retrieve(
     return retrieve_vectors(bank, queries, vectors, config, record=record)
 
 
+TIE = 1e-6
+"""Similarities closer than this are a tie (identical texts embed to identical vectors)."""
+
+
 def _grouped_query(bank: SkillBank, vectors: np.ndarray, keys: list[Partition], k: int) -> Hits:
-    """Query the index once per distinct partition among ``keys`` (one key per query)."""
+    """Query the index once per distinct partition among ``keys`` (one key per query).
+
+    Each list holds the k nearest hits plus every hit tied with the k-th: the index orders ties
+    arbitrarily, so :func:`_settle` breaks them by entry age instead (a rerun, or a resumed
+    training run, then retrieves the same entries).
+    """
     out: Hits = [[] for _ in keys]
     if k <= 0:
         return out
@@ -58,17 +67,37 @@ def _grouped_query(bank: SkillBank, vectors: np.ndarray, keys: list[Partition], 
     for position, key in enumerate(keys):
         groups[key].append(position)
     for key, positions in groups.items():
-        hits = bank.index.query(vectors[positions], k, key)
+        fetch = k + 1
+        while True:
+            hits = bank.index.query(vectors[positions], fetch, key)
+            if not any(_tied_at_cut(row, k, fetch) for row in hits):
+                break
+            fetch *= 2
         for position, row in zip(positions, hits, strict=True):
-            out[position] = row
+            cut = row[:k]
+            out[position] = cut + [h for h in row[k:] if cut and _tie(h, cut[-1])]
     return out
 
 
-def _best(a: Hits, b: Hits, k: int) -> Hits:
-    """Merge two hit lists per query, keeping the k most similar."""
-    return [
-        sorted(x + y, key=lambda h: -(h.similarity or 0.0))[:k] for x, y in zip(a, b, strict=True)
-    ]
+def _tie(a: IndexRecord, b: IndexRecord) -> bool:
+    return abs((a.similarity or 0.0) - (b.similarity or 0.0)) <= TIE
+
+
+def _tied_at_cut(row: list[IndexRecord], k: int, fetched: int) -> bool:
+    """Whether hits past ``fetched`` could still tie with the k-th (so fetch more)."""
+    return len(row) == fetched and _tie(row[-1], row[k - 1])
+
+
+def _best(a: Hits, b: Hits) -> Hits:
+    """Merge two hit lists per query, most similar first."""
+    return [sorted(x + y, key=lambda h: -(h.similarity or 0.0)) for x, y in zip(a, b, strict=True)]
+
+
+def _settle(hits: list[RetrievedEntry], k: int) -> list[RetrievedEntry]:
+    """Keep the k best hits, most similar first; a tie goes to the older entry (then lower id)."""
+    ordered = sorted(hits, key=lambda r: (r.entry.created_at, r.entry.id))
+    ordered.sort(key=lambda r: -round(r.similarity / TIE))  # stable: age breaks the ties
+    return ordered[:k]
 
 
 def search_index(
@@ -86,7 +115,7 @@ def search_index(
         "task": _grouped_query(
             bank, vectors, [("task", q.env, q.category or "") for q in queries], config.k_task
         ),
-        "mistakes": _best(mistakes_of_env, env_agnostic, k_notes),
+        "mistakes": _best(mistakes_of_env, env_agnostic),
     }
 
 
@@ -109,14 +138,22 @@ def retrieve_vectors(
     wanted = {h.id for per_query in hits.values() for row in per_query for h in row}
     entries = bank.entries(sorted(wanted))
     results = []
+    limits = {
+        "general": config.k_general,
+        "task": config.k_task,
+        "mistakes": config.k_mistakes * MISTAKE_OVERFETCH,
+    }
     for position in range(len(queries)):
         chosen = {
-            kind: [
-                RetrievedEntry(entries[h.id], float(h.similarity or 0.0))
-                for h in per_query[position]
-                # An index record whose entry is gone or retired in SQL is never served.
-                if h.id in entries and entries[h.id].status == "active"
-            ]
+            kind: _settle(
+                [
+                    RetrievedEntry(entries[h.id], float(h.similarity or 0.0))
+                    for h in per_query[position]
+                    # An index record whose entry is gone or retired in SQL is never served.
+                    if h.id in entries and entries[h.id].status == "active"
+                ],
+                limits[kind],
+            )
             for kind, per_query in hits.items()
         }
         chosen["mistakes"] = distinct_lessons(

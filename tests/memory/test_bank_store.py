@@ -221,3 +221,21 @@ def test_one_lesson_is_served_once_preferring_the_query_category(bank, samples):
     config = RetrievalConfig(k_general=0, k_task=0, k_mistakes=2, min_similarity=0.0)
     (shoes,) = bank.retrieve([_query("buy running shoes, colour black")], config, record=False)
     assert [r.entry.id for r in shoes.mistakes] == [own.id]
+
+
+def test_identical_lessons_retrieve_and_merge_the_same_way_every_run(bank, samples):
+    from dataclasses import replace
+
+    # One lesson noted word for word in eight categories: eight identical vectors, more than
+    # retrieval fetches (k_mistakes * 3 = 3). The index orders such ties arbitrarily; the bank
+    # must not: the oldest copy is served, and a repeat merges into its own category's copy.
+    categories = [f"c{i}" for i in range(8)]
+    copies = [bank.add(replace(samples.mistake, category=c)).entry for c in categories]
+    assert len({c.id for c in copies}) == 8
+    config = RetrievalConfig(k_general=0, k_task=0, k_mistakes=1, min_similarity=0.0)
+    for _ in range(3):
+        (served,) = bank.retrieve([_query("buy running shoes", "")], config, record=False)
+        assert [r.entry.id for r in served.mistakes] == [copies[0].id]
+    again = bank.add(replace(samples.mistake, category="c5"))
+    assert again.merged and again.entry.id == copies[5].id
+    assert bank.get(copies[5].id).support_count == 2 and bank.count() == 8
