@@ -257,8 +257,12 @@ class TrainingRun:
         if data is not None:
             return data["episodes"]
         starts = [Start(split, i, seed=self.config.seed + i) for i in range(goals)]
+        # Evaluation and validation only measure: they leave the entries' usage counters alone.
         episodes = self.runner.run(
-            starts, temperature=self.config.eval_temperature, sampling_seed=self.config.seed
+            starts,
+            temperature=self.config.eval_temperature,
+            sampling_seed=self.config.seed,
+            count_retrievals=False,
         )
         self.files.save_episodes(cycle, name, {"episodes": [e.to_dict() for e in episodes]})
         return episodes

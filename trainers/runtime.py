@@ -91,9 +91,18 @@ class EpisodeRunner:
         return len(world.split(split))
 
     def run(
-        self, starts: list[Start], *, temperature: float, sampling_seed: int | None = None
+        self,
+        starts: list[Start],
+        *,
+        temperature: float,
+        sampling_seed: int | None = None,
+        count_retrievals: bool | None = None,
     ) -> list[EpisodeRecord]:
-        """Play every start to its end, in one batched rollout; records are not stored."""
+        """Play every start to its end, in one batched rollout; records are not stored.
+
+        ``count_retrievals`` overrides :attr:`count_retrievals` for this call (evaluation passes
+        False so that measuring the bank does not change its usage statistics).
+        """
         from skillrl.agents.llm import LLMAgent, LLMAgentConfig
         from skillrl.policies.base import SamplingConfig
         from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
@@ -115,7 +124,9 @@ class EpisodeRunner:
             max_turns=self.max_turns,
             max_parallel=self.max_parallel,
             record=False,
-            count_retrievals=self.count_retrievals,
+            count_retrievals=(
+                self.count_retrievals if count_retrievals is None else count_retrievals
+            ),
         )
         finished = [0]
 

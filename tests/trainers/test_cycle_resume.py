@@ -158,3 +158,13 @@ def test_resume_refuses_changed_settings_and_a_fresh_start_refuses_an_existing_r
     with pytest.raises(CheckpointError, match="different settings"):
         run.run(resume=True)
     bank.close()
+
+
+def test_evaluation_leaves_the_bank_usage_counters_alone(tmp_path):
+    run, bank = open_run(tmp_path, stop_at=(0, "save:end"))
+    with pytest.raises(Interrupted):
+        run.run()  # cycle 0 is the evaluation of the starting point
+    evaluated = [e for e in run.files.load_episodes(0, "eval")["episodes"] if e.turns]
+    assert any(t.retrieved_ids for e in evaluated for t in e.turns)
+    assert all(e.times_retrieved == 0 for e in bank.list(status=None))
+    bank.close()
