@@ -387,10 +387,15 @@ class SkillBank:
         trajectories.mark_distilled(self, episode_ids, distiller=distiller)
 
     def episode_totals(
-        self, *, env: str | None = None, category: str | None = None
+        self, *, env: str | None = None, category: str | None = None, skills_only: bool = False
     ) -> tuple[int, int]:
-        """``(episodes, successes)`` stored for ``env``/``category`` (all when None)."""
-        return trajectories.episode_totals(self, env=env, category=category)
+        """``(episodes, successes)`` stored for ``env``/``category`` (all when None).
+
+        ``skills_only``: only episodes that retrieved skills (the baseline of entry utility).
+        """
+        return trajectories.episode_totals(
+            self, env=env, category=category, skills_only=skills_only
+        )
 
     # ----------------------------------------------------------------- snapshots, upkeep
 

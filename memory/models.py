@@ -108,6 +108,8 @@ class TrajectoryRow(Base):
     agent: Mapped[str] = mapped_column(String(256), default="")
     num_turns: Mapped[int] = mapped_column(Integer)
     distilled: Mapped[bool] = mapped_column(Boolean, index=True, default=False)
+    skills_enabled: Mapped[bool] = mapped_column(Boolean, index=True, default=True)
+    """Whether the episode retrieved skills (utility baselines count only those)."""
     distilled_by: Mapped[str | None] = mapped_column(String(128))
     distilled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     record: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -43,6 +43,7 @@ def _row(episode: EpisodeRecord, position: int) -> TrajectoryRow:
         agent=episode.agent,
         num_turns=episode.num_turns,
         distilled=False,
+        skills_enabled=bool(episode.skills_enabled),
         record=record,
         # Distinct, increasing times keep a batch's order when listing "oldest first".
         created_at=utcnow() + timedelta(microseconds=position),
@@ -144,11 +145,20 @@ def mark_distilled(bank: SkillBank, episode_ids: list[str], *, distiller: str) -
 
 
 def episode_totals(
-    bank: SkillBank, *, env: str | None = None, category: str | None = None
+    bank: SkillBank,
+    *,
+    env: str | None = None,
+    category: str | None = None,
+    skills_only: bool = False,
 ) -> tuple[int, int]:
-    """``(episodes, successes)`` stored for ``env`` and ``category`` (all when None)."""
+    """``(episodes, successes)`` stored for ``env`` and ``category`` (all when None).
+
+    ``skills_only`` counts only episodes that retrieved skills (the utility baseline).
+    """
     successes = func.coalesce(func.sum(case((TrajectoryRow.success, 1), else_=0)), 0)
     query = select(func.count(), successes).select_from(TrajectoryRow)
+    if skills_only:
+        query = query.where(TrajectoryRow.skills_enabled.is_(True))
     if env is not None:
         query = query.where(TrajectoryRow.env == env)
     if category is not None:

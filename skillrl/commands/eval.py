@@ -131,7 +131,7 @@ def eval_command(**o: Any) -> None:
                 max_turns=o["max_turns"],
                 max_new_tokens=o["max_new_tokens"],
                 constrained=o["constrained"],
-            prompt_config=prompt_config_from(o),
+                prompt_config=prompt_config_from(o),
                 count_retrievals=False,
             )
             with console.status(f"evaluating {'with' if skills else 'without'} skills"):

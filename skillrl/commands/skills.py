@@ -59,18 +59,13 @@ def skills() -> None:
 @bank_options
 def list_command(bank: Any, kind, env, category, status, sort, as_json: bool) -> None:
     """List entries, filtered and sorted."""
-    from memory.stats import entry_utility
+    from memory.stats import ScopeTotals, entry_utility
 
     entries = bank.list(
         kind=kind, env=env, category=category, status=None if status == "all" else status
     )
-    totals: dict[tuple[Any, Any], tuple[int, int]] = {}
-    utility = {}
-    for e in entries:
-        key = (e.env, e.category)
-        if key not in totals:
-            totals[key] = bank.episode_totals(env=e.env, category=e.category)
-        utility[e.id] = entry_utility(e, totals[key])
+    totals = ScopeTotals(bank)
+    utility = {e.id: entry_utility(e, totals.of(e)) for e in entries}
     if sort == "usage":
         entries.sort(key=lambda e: (-e.times_retrieved, e.created_at))
     elif sort == "utility":

@@ -1,30 +1,21 @@
 """Keep the bank small and useful: measured utility, retirement, and a cap per category.
 
-Utility of an entry = (success rate of skill-using episodes that retrieved it) - (success rate of
-the skill-using episodes of the same env/category that did not). The "with" rate is the posterior
-mean under a Beta prior centred on the "without" rate::
-
-    base = (s_without + 1) / (n_without + 2)                          # Laplace
-    rate_with = (s_with + m * base) / (n_with + m)                    # Beta(m*base, m*(1-base))
-    utility = rate_with - base
-
-so a new entry starts at utility 0 and ``m`` (``prior_strength``) pseudo-episodes of evidence must
-be outweighed before one bad episode moves it much. An entry is retired once ``n_with`` reaches
-``min_evidence`` and its utility is below ``retire_below``. Retiring goes through
-``bank.retire``: the entry stays in SQL with its history and ``bank.restore`` (or
-``skillrl skills revert``) brings it back.
-
-Baseline totals count only episodes recorded with skills enabled, so expert or skills-off
-episodes (which never retrieve anything and mostly succeed) do not make every entry look harmful.
+Utility is :mod:`memory.stats`'s (the posterior success-rate lift of an entry over the
+skill-using episodes of its env/category that did not retrieve it), the same number
+``skillrl skills list --sort utility`` shows. An entry is retired once ``n_with`` reaches
+``min_evidence`` and its utility is below ``retire_below``; then each kind of each env/category
+keeps at most its cap of entries, best utility first. Retiring goes through ``bank.retire``: the
+entry stays in SQL with its history and ``bank.restore`` (or ``skillrl skills revert``) brings it
+back.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory.stats import PRIOR_STRENGTH, ScopeTotals, utility_from_counts
 from memory.types import Entry
 
 logger = logging.getLogger(__name__)
@@ -35,7 +26,7 @@ AUTHOR = "upkeep"
 class UpkeepConfig:
     """Settings of bank upkeep."""
 
-    prior_strength: float = 4.0
+    prior_strength: float = PRIOR_STRENGTH
     """Pseudo-episodes of the Beta prior (centred on the baseline success rate)."""
     min_evidence: int = 8
     """Episodes that retrieved an entry before it may be retired for low utility."""
@@ -72,17 +63,6 @@ class Utility:
     utility: float
 
 
-def entry_utility(
-    s_with: int, n_with: int, s_total: int, n_total: int, prior_strength: float
-) -> float:
-    """Posterior success-rate difference (module docstring): with the entry minus without it."""
-    n_without = max(n_total - n_with, 0)
-    s_without = min(max(s_total - s_with, 0), n_without)
-    base = (s_without + 1) / (n_without + 2)
-    rate_with = (s_with + prior_strength * base) / (n_with + prior_strength)
-    return rate_with - base
-
-
 @dataclass
 class UpkeepReport:
     """What upkeep measured and retired."""
@@ -92,27 +72,11 @@ class UpkeepReport:
     """Entry id -> why it was retired."""
 
 
-def skill_episode_totals(bank: Any) -> dict[tuple[str | None, str | None], tuple[int, int]]:
-    """Count ``(episodes, successes)`` of skill-using episodes per (env, category), env, all."""
-    counts: Counter[tuple[str | None, str | None, str]] = Counter()
-    for episode in bank.episodes():
-        if not episode.skills_enabled:
-            continue
-        for key in ((episode.env_id, episode.category), (episode.env_id, None), (None, None)):
-            counts[(*key, "n")] += 1
-            counts[(*key, "s")] += int(episode.success)
-    keys = {(env, category) for env, category, _ in counts}
-    return {k: (counts[(*k, "n")], counts[(*k, "s")]) for k in keys}
-
-
-def measure(
-    entry: Entry, totals: dict[tuple[str | None, str | None], tuple[int, int]], config: UpkeepConfig
-) -> Utility:
-    """Measure the utility of one entry against the totals of its own env/category."""
-    key = (entry.env, entry.category) if entry.kind != "general" else (None, None)
-    n_total, s_total = totals.get(key, (0, 0))
+def measure(entry: Entry, totals: tuple[int, int], config: UpkeepConfig) -> Utility:
+    """Measure one entry against ``(episodes, successes)`` of its scope (``memory.stats``)."""
+    n_total, s_total = totals
     n_with, s_with = entry.episodes_retrieved, entry.success_episodes
-    value = entry_utility(s_with, n_with, s_total, n_total, config.prior_strength)
+    value = utility_from_counts(s_with, n_with, s_total, n_total, config.prior_strength)
     n_without = max(n_total - n_with, 0)
     return Utility(
         entry.id, n_with, s_with, n_without, min(max(s_total - s_with, 0), n_without), value
@@ -130,10 +94,10 @@ def upkeep(bank: Any, config: UpkeepConfig | None = None, *, dry_run: bool = Fal
     """Retire low-utility entries with enough evidence, then enforce the caps."""
     config = config or UpkeepConfig()
     report = UpkeepReport()
-    totals = skill_episode_totals(bank)
+    totals = ScopeTotals(bank)
     entries = bank.list(status="active")
     for entry in entries:
-        u = measure(entry, totals, config)
+        u = measure(entry, totals.of(entry), config)
         report.utilities[entry.id] = u
         if u.n_with >= config.min_evidence and u.utility < config.retire_below:
             report.retired[entry.id] = f"low utility after {u.n_with} episodes ({_why(u)})"

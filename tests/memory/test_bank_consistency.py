@@ -55,3 +55,32 @@ def test_retrieval_skips_index_records_whose_entry_is_not_active(local_bank, sam
     query = RetrievalQuery("size 9 running shoes", "", "webshop", "footwear")
     assert local_bank.retrieve([query], RetrievalConfig(min_similarity=0.0))[0].task == []
     assert local_bank.check().extra == [size.id]
+
+
+def test_upgrading_an_older_bank_fills_in_which_episodes_used_skills(tmp_path, embedder):
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import text
+
+    from memory.db import MIGRATIONS
+    from skillrl.records import EpisodeRecord
+
+    config = BankConfig(workspace=tmp_path / "old")
+    with SkillBank.open(config, embedder=embedder) as bank:
+        with_skills = EpisodeRecord(env_id="webshop", goal_id="g1", instruction="i", category="c")
+        without = EpisodeRecord(
+            env_id="webshop", goal_id="g2", instruction="i", category="c", skills_enabled=False
+        )
+        bank.save_episodes([with_skills, without])
+        alembic = Config()
+        alembic.set_main_option("script_location", str(MIGRATIONS))
+        with bank.engine.begin() as connection:  # back to the first schema, as an old bank
+            alembic.attributes["connection"] = connection
+            command.downgrade(alembic, "0001")
+    with SkillBank.open(config, embedder=embedder) as bank:  # opening upgrades it again
+        with bank.engine.connect() as connection:
+            query = text("SELECT goal_id, skills_enabled FROM trajectories")
+            rows = dict(connection.execute(query).all())
+        assert {goal: bool(on) for goal, on in rows.items()} == {"g1": True, "g2": False}
+        assert bank.episode_totals(skills_only=True) == (1, 0)
+        assert bank.episode_totals() == (2, 0)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from distill_episodes import episode
 
+from memory.stats import ScopeTotals, entry_utility
 from memory.types import EntryDraft
 from skillrl.distill import UpkeepConfig, upkeep
 
@@ -71,7 +72,11 @@ def test_expert_episodes_without_skills_do_not_count_against_entries(bank):
     for ep in experts:
         ep.skills_enabled = False
     bank.save_episodes(experts)
-    assert upkeep(bank).retired == {}
+    report = upkeep(bank)
+    assert report.retired == {}
+    # `skillrl skills list --sort utility` shows the very number upkeep judged by.
+    stored = bank.get(entry)
+    assert entry_utility(stored, ScopeTotals(bank).of(stored)) == report.utilities[entry].utility
 
 
 def test_cap_per_category_retires_the_weakest(bank):

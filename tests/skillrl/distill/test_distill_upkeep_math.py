@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from skillrl.distill.upkeep import UpkeepConfig, entry_utility
+from memory.stats import utility_from_counts as entry_utility
+from skillrl.distill.upkeep import UpkeepConfig
 
 
 def test_new_entry_is_neutral_under_the_prior():
