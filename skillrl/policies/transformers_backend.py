@@ -32,7 +32,11 @@ from skillrl.policies.model_cache import (
 logger = logging.getLogger(__name__)
 
 SCORE_CHUNK_ROWS = 64
-"""Candidate rows per scoring forward pass (bounds memory of the expanded KV cache)."""
+"""Most candidate rows per scoring forward pass."""
+SCORE_CHUNK_BYTES = 512 * 2**20
+"""Memory the candidates' copies of the prompt KV cache may take per pass: each row copies its
+prompt's cache (about 45 KiB per prompt token for SmolLM2-135M in fp32), so long prompts get
+fewer rows per pass instead of gigabytes of copies."""
 
 
 @dataclass
@@ -201,9 +205,14 @@ class TransformersPolicy:
         first_lp = torch.log_softmax(prompt_out.logits[:, -1, :].float(), dim=-1)
         cache = _cache_of(prompt_out)
         rows = [(i, text) for i, cands in enumerate(continuations) for text in cands]
+        row_bytes = sum(
+            (k[0].numel() * k.element_size()) + (v[0].numel() * v.element_size())
+            for k, v, *_ in _cache_layers(cache)
+        )
+        per_pass = max(1, min(SCORE_CHUNK_ROWS, SCORE_CHUNK_BYTES // max(row_bytes, 1)))
         scored: list[ScoredContinuation] = []
-        for start in range(0, len(rows), SCORE_CHUNK_ROWS):
-            chunk = rows[start : start + SCORE_CHUNK_ROWS]
+        for start in range(0, len(rows), per_pass):
+            chunk = rows[start : start + per_pass]
             scored.extend(self._score_chunk(chunk, batch, first_lp, cache))
         result: list[list[ScoredContinuation]] = []
         offset = 0
