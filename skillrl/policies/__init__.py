@@ -38,6 +38,10 @@ def load_policy(config: PolicyConfig, progress: Progress | None = None) -> ChatP
         from skillrl.policies.openai_backend import OpenAIPolicy
 
         return OpenAIPolicy.from_config(config)
+    if config.backend == "trl-vllm":
+        from skillrl.policies.trl_vllm_backend import TRLVLLMServerPolicy
+
+        return TRLVLLMServerPolicy.load(config, progress)
     from skillrl.policies.vllm_backend import VLLMPolicy
 
     return VLLMPolicy.load(config, progress)

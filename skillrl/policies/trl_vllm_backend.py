@@ -1,0 +1,332 @@
+"""Rollouts from TRL's vLLM server, with the trainer's weights pushed to it after every update.
+
+This is TRL's *server mode* reused, not rewritten: the user starts ``trl vllm-serve --model M``
+(TRL 1.16 runs vLLM's own ``vllm serve`` with ``VLLM_SERVER_DEV_MODE=1``, the NCCL
+weight-transfer engine and ``--logprobs-mode processed_logprobs``; it is deprecated in favour of
+that ``vllm serve`` command line, which works the same) on GPU(s) of their choice, and
+this policy talks to it through ``trl.generation.vllm_client.VLLMClient``. GRPO still updates an
+in-process transformers model; :meth:`TRLVLLMServerPolicy.sync_weights` streams its parameters to
+the server over NCCL (the communicator is opened lazily, on the first sync) and resets the
+server's prefix cache so no cached KV of the old weights is reused.
+
+Why this shape:
+
+- Prompts are rendered *here* with the model's chat template and sent as token ids, so a trailing
+  assistant message is continued exactly as in the other backends (constrained decoding relies on
+  it) and the ids the trainer trains on are the ids the server saw.
+- Stop strings are applied client-side, like the transformers backend: the completion ends with
+  the token that completes the first stop string (kept), and the text is the decoding of the kept
+  tokens, so text, token ids and log-probs always agree. The stop strings are also sent to the
+  server so it stops generating early; the client-side cut is what counts.
+- Log-probs are those of the sampled tokens under the temperature-scaled distribution (what the
+  GRPO ratio needs as pi_old) only when the server runs with ``--logprobs-mode
+  processed_logprobs``, which ``trl vllm-serve`` sets; a bare ``vllm serve`` reports raw ones.
+  (With ``top_p < 1`` processed log-probs are taken after truncation, unlike the transformers
+  backend's; training rollouts sample at ``top_p = 1``.)
+- Candidate continuations are scored with ``VLLMClient.get_sequence_logprobs`` (prompt log-probs
+  over prompt + candidate at temperature 1, i.e. raw log-probs, as the transformers backend).
+- LoRA (peft) models are synced the way TRL syncs them: ``merge_adapter()`` in place, stream the
+  merged base weights under the names vLLM expects, ``unmerge_adapter()``. No copy of the model is
+  made; the unmerge round trip is exact up to float rounding (the trainer keeps fp32 weights).
+
+TRL's client imports vLLM (for its NCCL helpers), so vLLM must be installed in the training
+process too. Nothing from TRL is imported until this backend is loaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from skillrl.errors import BackendError, DependencyNotInstalled, ModelLoadError
+from skillrl.policies.base import Conversation, Generation, SamplingConfig, ScoredContinuation
+from skillrl.policies.config import PolicyConfig
+from skillrl.policies.model_cache import Progress
+
+logger = logging.getLogger(__name__)
+
+INSTALL_HINT = "pip install 'skillrl[vllm]'  (needs a CUDA GPU; vLLM ships no CPU wheel)"
+SCORE_CHUNK = 64
+"""Sequences per ``get_sequence_logprobs`` request (several requests run concurrently)."""
+
+T = TypeVar("T")
+
+
+def import_vllm_client() -> type:
+    """Return TRL's ``VLLMClient`` class or raise :class:`DependencyNotInstalled`."""
+    try:
+        from trl.generation.vllm_client import VLLMClient
+        from trl.import_utils import is_vllm_available
+    except ImportError as error:
+        raise DependencyNotInstalled(
+            f"the trl-vllm backend needs TRL's vLLM client: pip install 'trl>=1.16' ({error})"
+        ) from error
+    if not is_vllm_available():
+        raise DependencyNotInstalled(
+            "the trl-vllm backend needs vLLM in the training process too (TRL's client uses it "
+            f"to join the weight-sync group): {INSTALL_HINT}"
+        )
+    return VLLMClient
+
+
+class TRLVLLMServerPolicy:
+    """A chat model served by ``trl vllm-serve``; ``sync_weights`` pushes a trainer's weights."""
+
+    def __init__(self, client: Any, tokenizer: Any, name: str = "trl-vllm") -> None:
+        self.client = client
+        self.tokenizer = tokenizer
+        self.name = name
+        self._communicator_ready = False
+        self.syncs = 0
+        """Weight syncs done so far."""
+
+    @classmethod
+    def load(cls, config: PolicyConfig, progress: Progress | None = None) -> TRLVLLMServerPolicy:
+        """Connect to ``config.base_url`` and load ``config.model``'s tokenizer locally."""
+        client_class = import_vllm_client()
+        from transformers import AutoTokenizer
+
+        from skillrl.policies.transformers_backend import resolve_model_source
+
+        source = resolve_model_source(config.model, config.workspace, progress)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source)
+        except (OSError, ValueError) as error:
+            raise ModelLoadError(
+                f"could not load the tokenizer of {config.model!r} from {source}: {error}"
+            ) from error
+        if progress:
+            progress(f"connecting to the vLLM server at {config.base_url}")
+        client = _call(
+            f"connect to the vLLM server at {config.base_url} (start it with "
+            f"`trl vllm-serve --model {source}`)",
+            lambda: client_class(base_url=config.base_url, connection_timeout=config.timeout_s),
+        )
+        return cls(client, tokenizer, name=f"trl-vllm:{config.model}")
+
+    # -- prompts -----------------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` in the model's tokenizer."""
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def render(self, conversation: Conversation) -> list[int]:
+        """Prompt token ids of a conversation (an assistant last message is continued)."""
+        prefix = bool(conversation) and conversation[-1]["role"] == "assistant"
+        text = self.tokenizer.apply_chat_template(
+            conversation,
+            tokenize=False,
+            add_generation_prompt=not prefix,
+            continue_final_message=prefix,
+        )
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    # -- generation --------------------------------------------------------------------------
+    def generate(
+        self, conversations: list[Conversation], sampling: SamplingConfig
+    ) -> list[Generation]:
+        """One batched ``VLLMClient.generate`` call; stop strings applied here."""
+        if not conversations:
+            return []
+        prompts = [self.render(c) for c in conversations]
+        extra: dict[str, Any] = {}
+        if sampling.stop:
+            extra.update(stop=list(sampling.stop), include_stop_str_in_output=True)
+        if sampling.seed is not None and not sampling.greedy:
+            extra["seed"] = sampling.seed
+        out = _call(
+            "generate",
+            lambda: self.client.generate(
+                prompts=prompts,
+                n=1,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                max_tokens=sampling.max_new_tokens,
+                logprobs=0,
+                generation_kwargs=extra,
+            ),
+        )
+        rows = zip(
+            prompts, out["completion_ids"], out["logprobs"], out["logprob_token_ids"], strict=True
+        )
+        return [
+            self._finish(prompt, list(ids), _sampled_logprobs(ids, lps, lp_ids), sampling)
+            for prompt, ids, lps, lp_ids in rows
+        ]
+
+    def _finish(
+        self, prompt: list[int], tokens: list[int], lps: list[float], sampling: SamplingConfig
+    ) -> Generation:
+        """Cut a completion after its first stop string; decide why it ended."""
+        cut = _stop_cut(self.tokenizer, tokens, sampling.stop)
+        if cut is not None:
+            tokens, reason = tokens[:cut], "stop"
+        elif tokens and tokens[-1] in self._end_ids():
+            reason = "stop"
+        else:
+            reason = "length" if len(tokens) >= sampling.max_new_tokens else "stop"
+        return Generation(
+            text=self.tokenizer.decode(tokens, skip_special_tokens=True),
+            prompt_token_ids=list(prompt),
+            completion_token_ids=tokens,
+            logprobs=lps[: len(tokens)],
+            finish_reason=reason,
+        )
+
+    def _end_ids(self) -> set[int]:
+        ids = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
+        return {i for i in ids if i is not None}
+
+    # -- scoring -----------------------------------------------------------------------------
+    def score_continuations(
+        self, conversations: list[Conversation], continuations: list[list[str]]
+    ) -> list[list[float]]:
+        """Sum log-prob of every candidate continuation of every conversation."""
+        detailed = self.score_continuations_detailed(conversations, continuations)
+        return [[c.logprob for c in row] for row in detailed]
+
+    def score_continuations_detailed(
+        self, conversations: list[Conversation], continuations: list[list[str]]
+    ) -> list[list[ScoredContinuation]]:
+        """Score candidates with token ids and per-token log-probs (server prompt log-probs)."""
+        if len(conversations) != len(continuations):
+            raise ValueError(
+                f"conversations ({len(conversations)}) and continuations "
+                f"({len(continuations)}) must have the same length"
+            )
+        layout: list[tuple[list[int], str, list[int]]] = []
+        for conversation, candidates in zip(conversations, continuations, strict=True):
+            prompt = self.render(conversation)
+            for text in candidates:
+                layout.append((prompt, text, self.tokenizer.encode(text, add_special_tokens=False)))
+        if not layout:
+            return [[] for _ in continuations]
+        out = _call(
+            "score continuations",
+            lambda: self.client.get_sequence_logprobs(
+                sequences=[p + ids for p, _, ids in layout],
+                prompt_lengths=[len(p) for p, _, _ in layout],
+                top_logprobs=1,
+                temperature=1.0,
+                chunk_size=SCORE_CHUNK,
+            ),
+        )
+        flat = []
+        for (prompt, text, ids), actual in zip(layout, out["actual_logprobs"], strict=True):
+            lps = [float(step[0]) for step in actual]
+            if len(lps) != len(ids):
+                raise BackendError(
+                    f"the vLLM server scored {len(lps)} tokens of a {len(ids)}-token candidate"
+                )
+            flat.append(ScoredContinuation(text, float(sum(lps)), prompt, ids, lps))
+        result, offset = [], 0
+        for candidates in continuations:
+            result.append(flat[offset : offset + len(candidates)])
+            offset += len(candidates)
+        return result
+
+    # -- weights -----------------------------------------------------------------------------
+    def sync_weights(self, model: Any) -> float:
+        """Push ``model``'s weights (LoRA merged) to the server; returns the seconds it took.
+
+        The NCCL communicator is opened on the first call, on the model's device (CUDA only).
+        The prefix cache is reset afterwards so no KV computed with the old weights is reused.
+        """
+        started = time.perf_counter()
+        if not self._communicator_ready:
+            device = next(model.parameters()).device
+            _call(
+                f"open the weight-sync group on {device} (the server must run `trl vllm-serve`)",
+                lambda: self.client.init_communicator(device=device),
+            )
+            self._communicator_ready = True
+        if _is_peft(model):
+            _call("push LoRA-merged weights", lambda: self._push_merged(model))
+        else:
+            _call("push weights", lambda: self.client.update_model_params(model))
+        _call("reset the prefix cache", self.client.reset_prefix_cache)
+        self.syncs += 1
+        seconds = time.perf_counter() - started
+        logger.info("synced weights to the vLLM server in %.2fs", seconds)
+        return seconds
+
+    def _push_merged(self, model: Any) -> None:
+        model.merge_adapter()
+        try:
+            params = list(merged_named_params(model))
+            metadata = [
+                (name, str(p.dtype).removeprefix("torch."), list(p.shape)) for name, p in params
+            ]
+            self.client.update_named_params(metadata, iter(params))
+        finally:
+            model.unmerge_adapter()
+
+    def close(self) -> None:
+        """Leave the weight-sync group (the server keeps running)."""
+        if self._communicator_ready:
+            _call("close the weight-sync group", self.client.close_communicator)
+            self._communicator_ready = False
+
+
+def merged_named_params(model: Any) -> Iterator[tuple[str, Any]]:
+    """Base-model parameters of a peft model with merged adapters, under the names vLLM expects.
+
+    Same mapping as TRL's ``VLLMGeneration._iter_named_params``: drop the ``base_model.model.``
+    prefix and ``.base_layer``, skip the adapters' own tensors and ``modules_to_save`` originals.
+    """
+    adapter_prefix = getattr(model, "prefix", "lora_")
+    for name, param in model.named_parameters():
+        name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+        if adapter_prefix in name or "original_module" in name:
+            continue
+        yield name.replace("modules_to_save.default.", ""), param.data
+
+
+def _is_peft(model: Any) -> bool:
+    return hasattr(model, "merge_adapter") and hasattr(model, "peft_config")
+
+
+def _stop_cut(tokenizer: Any, tokens: list[int], stop: list[str]) -> int | None:
+    """Length of the shortest token prefix whose text contains a stop string (None: no stop)."""
+    if not stop:
+        return None
+    full = tokenizer.decode(tokens, skip_special_tokens=True)
+    if not any(s in full for s in stop):
+        return None
+    for end in range(1, len(tokens) + 1):
+        text = tokenizer.decode(tokens[:end], skip_special_tokens=True)
+        if any(s in text for s in stop):
+            return end
+    return None
+
+
+def _sampled_logprobs(
+    token_ids: list[int], logprobs: list[list[float | None]], logprob_ids: list[list[int]]
+) -> list[float]:
+    """Log-prob of each sampled token (TRL sorts each position by probability, sampled included)."""
+    result = []
+    for position, (token, values, ids) in enumerate(
+        zip(token_ids, logprobs, logprob_ids, strict=True)
+    ):
+        value = values[ids.index(token)] if token in ids else None
+        if value is None:
+            raise BackendError(
+                f"the vLLM server returned no log-prob for the sampled token at position "
+                f"{position}; start it with `trl vllm-serve` (processed log-probs)"
+            )
+        result.append(float(value))
+    return result
+
+
+def _call(what: str, fn: Callable[[], T]) -> T:
+    """Run a client call; turn its failures into :class:`BackendError` naming ``what``."""
+    try:
+        return fn()
+    except DependencyNotInstalled:
+        raise
+    except ImportError as error:  # TRL's client re-checks its dependencies when built
+        raise DependencyNotInstalled(f"the trl-vllm backend: {error}; {INSTALL_HINT}") from error
+    # TRL's client raises plain Exception for HTTP failures, so nothing narrower catches them.
+    except Exception as error:
+        raise BackendError(f"trl-vllm: could not {what}: {error}") from error
