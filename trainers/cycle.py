@@ -6,7 +6,8 @@ Cycle 0 evaluates the starting point. Every later cycle runs, in order (``run_fi
    ``train_temperature``, skills retrieved every turn); zero-signal groups dropped and topped up
    (``trainers.sampling``); every episode goes to the bank's trajectory store;
 2. ``distill``: pending training episodes become skills and notes; upkeep retires weak entries;
-3. ``update``: turn rewards -> advantages -> one GRPO train step; trainer state saved;
+3. ``update``: turn rewards -> advantages -> one GRPO train step; trainer state saved; when the
+   runner's policy rolls out in another process (``trl-vllm``), the new weights are pushed to it;
 4. ``eval``: the fixed evaluation goals (the same every cycle), greedy by default;
 5. ``evolve``: weak categories of the validation episodes get new entries;
 6. ``save``: bank snapshot, model checkpoint, metrics (JSONL, TensorBoard).
@@ -82,6 +83,9 @@ class TrainingRun:
     def run(self, *, resume: bool = False) -> RunState:
         """Run (or continue) every cycle; returns the final state."""
         state = self._start(resume)
+        # A rollout server (trl-vllm) starts from the trainer's weights, resumed ones included;
+        # syncing before the first rollout also surfaces a sync setup problem early.
+        self._sync_rollout_weights()
         for cycle in range(state.cycle, self.config.cycles + 1):
             phases = ("eval", "save") if cycle == 0 else PHASES
             for phase in phases:
@@ -245,7 +249,22 @@ class TrainingRun:
             meta={"cycle": cycle, "metrics": metrics},
         )
         self.hook(cycle, "update:saved")
+        seconds = self._sync_rollout_weights()  # after the save: a failed sync loses no update
+        if seconds is not None:
+            metrics["update.sync_seconds"] = seconds
         state.current.update(metrics)
+
+    def _sync_rollout_weights(self) -> float | None:
+        """Push the trained weights to the runner's policy when it rolls out elsewhere.
+
+        A policy that serves rollouts from another process (``TRLVLLMServerPolicy``) has
+        ``sync_weights(model) -> seconds``; the in-process policy shares the trained model and
+        needs nothing. Returns the seconds the sync took, or None when there was nothing to do.
+        """
+        sync = getattr(self.runner.policy, "sync_weights", None)
+        if sync is None:
+            return None
+        return float(sync(self.trainer.unwrapped_model))
 
     def _eval(self, cycle: int, state: RunState) -> None:
         episodes = self._episodes_of(cycle, "eval", self.config.eval_split, self.config.eval_goals)
