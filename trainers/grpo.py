@@ -16,6 +16,7 @@ the update loop ourselves. It runs under ``accelerate.Accelerator``: on CPU as i
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -218,7 +219,7 @@ class GRPOTrainer:
             )
             loss = out.loss if self.config.loss_type == "dapo" else out.loss / len(group)
             self.accelerator.backward(loss)
-            outs.append(out)
+            outs.append(dataclasses.replace(out, loss=out.loss.detach()))  # keep no graph alive
             if gaps is not None:
                 chosen = batch.completion_mask.bool() & batch.has_old_logprobs.unsqueeze(1)
                 if chosen.any():
