@@ -135,7 +135,9 @@ class LLMAgent:
         for (state, prompt), generation in zip(
             items, self.policy.generate(conversations, sampling), strict=True
         ):
-            query = " ".join(_TAG.sub(" ", generation.text.split("]")[0]).split())
+            # Brackets would break the search[...] syntax (the model sometimes opens another).
+            text = _TAG.sub(" ", generation.text.split("]")[0]).replace("[", " ")
+            query = " ".join(text.split())
             if not _shares_a_word(query, state.instruction):
                 # A query with no word of the task (empty, or a copied placeholder, which the
                 # 135M model does) cannot find the product: search with the task's words.

@@ -114,6 +114,8 @@ class ScriptedPolicy:
         prefix = conversation[-1]["content"] if conversation[-1]["role"] == "assistant" else ""
         if target == "ghost toy":
             text = "]" if prefix.endswith("search[") else "I am not sure what to do here."
+        elif target == "bracket kite" and prefix.endswith("search["):
+            text = "[bracket kite]]"  # opens another bracket, as the 135M model sometimes does
         elif prefix.endswith("search["):
             text = f"{target}]"
         elif "Actions: search with key words" in user:

@@ -45,15 +45,17 @@ def test_constrained_decoding_scores_clicks_and_generates_only_the_query():
             state(["search[<query>]"]),
             state(RESULTS, "buy the red ball"),
             state(["search[<query>]"], "buy the ghost toy"),
+            state(["search[<query>]"], "buy the bracket kite"),
         ]
     )
     # One scoring batch for the two click pages, one generation batch for the two search pages.
-    assert policy.score_batches == [2] and policy.generate_batches == [2]
+    assert policy.score_batches == [2] and policy.generate_batches == [3]
     assert [d.action for d in decisions] == [
         "click[blue kite]",
         "search[blue kite]",
         "click[red ball]",
         "search[buy the ghost toy]",  # the model wrote no query: the task's words are used
+        "search[bracket kite]",  # a stray bracket would make the action invalid
     ]
     assert all(d.parse_ok for d in decisions)
     # The search generation continued the assistant prefix: the query, not a whole reply.
