@@ -24,6 +24,7 @@ from skillrl.agents.expert import ExpertAgent  # noqa: E402
 from skillrl.agents.llm import LLMAgent  # noqa: E402
 from skillrl.distill.seeding import seed_bank_if_empty  # noqa: E402
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
+from skillrl.prompts import PromptConfig  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
 
 
@@ -53,6 +54,7 @@ def main() -> None:
     )
     parser.add_argument("--json", dest="json_path", default=None)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--max-prompt-tokens", type=int, default=900, help="prompt budget")
     args = parser.parse_args()
     if args.threads:
         import torch
@@ -75,6 +77,7 @@ def main() -> None:
         else:
             agent = LLMAgent(
                 policy,
+                PromptConfig(max_prompt_tokens=args.max_prompt_tokens),
                 constrained=setting.startswith("constrained"),
                 uses_skills=setting.endswith("+skills"),
             )
@@ -86,7 +89,7 @@ def main() -> None:
     bank.close()
     print(
         f"\n{args.goals} WebShop test goals, max {args.max_turns} turns, embedded SmolLM2-135M, "
-        f"greedy; bank entries: seeded starting bank"
+        f"greedy, prompts <= {args.max_prompt_tokens} tokens; bank: seeded starting bank"
     )
     print(
         f"{'setting':<22}{'success':>9}{'score':>8}{'turns':>7}{'invalid':>9}{'bought':>8}{'s':>7}"
