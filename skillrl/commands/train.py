@@ -361,6 +361,8 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
                 hook=hook,
             )
             run.trainer.on_progress = show("  optimizer steps")
+            if o["resume"] and run.files.exists():  # the bar starts at the phases already done
+                progress.update(task, completed=_phases_done(run.files.load_state(), cycle.cycles))
             state = run.run(resume=o["resume"])
         console.print(
             f"[green]done[/]: metrics {run.files.metrics_path}, curve {run.files.curve_path}"
@@ -371,6 +373,17 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
             bank.close()
         if rollout_policy is not policy:
             rollout_policy.close()
+
+
+def _phases_done(state: Any, cycles: int) -> int:
+    """Count the phases a resumed run has already completed (cycle 0 has eval and save)."""
+    from trainers.run_files import PHASES
+
+    return sum(
+        state.completed(c, phase)
+        for c in range(cycles + 1)
+        for phase in (("eval", "save") if c == 0 else PHASES)
+    )
 
 
 def _print_cycle(console: Any, metrics_path: Path) -> None:

@@ -98,3 +98,13 @@ def test_bad_options_give_one_clear_line(tmp_path):
     assert result.exit_code == 1 and "must not exceed samples" in result.output
     result = invoke("eval", "--workspace", ws, "--t", "five")
     assert result.exit_code == 2 and "comma-separated" in result.output
+
+
+def test_a_resumed_progress_bar_starts_at_the_phases_already_done():
+    from skillrl.commands.train import _phases_done
+    from trainers.run_files import RunState
+
+    assert _phases_done(RunState(), cycles=2) == 0
+    # Cycle 0 (eval, save) and cycle 1's rollout and distill are done: 4 of 2 + 6 * 2 phases.
+    assert _phases_done(RunState(cycle=1, phase="distill"), cycles=2) == 4
+    assert _phases_done(RunState(cycle=3, done=True), cycles=2) == 14
