@@ -9,11 +9,31 @@ decoding to generate only a search query after ``<action>search[``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from skillrl.errors import ConfigError
 
 Conversation = list[dict[str, str]]
+
+
+def render_chat(tokenizer: Any, conversation: Conversation) -> str:
+    """Render a conversation with the tokenizer's chat template as prompt text.
+
+    A last message with role ``assistant`` is a prefix to continue (no end-of-turn after it);
+    otherwise the generation prompt for a new assistant turn is appended.
+    """
+    prefix = bool(conversation) and conversation[-1]["role"] == "assistant"
+    return tokenizer.apply_chat_template(
+        conversation,
+        tokenize=False,
+        add_generation_prompt=not prefix,
+        continue_final_message=prefix,
+    )
+
+
+def render_chat_ids(tokenizer: Any, conversation: Conversation) -> list[int]:
+    """Token ids of :func:`render_chat` (the template already holds any special tokens)."""
+    return tokenizer.encode(render_chat(tokenizer, conversation), add_special_tokens=False)
 
 
 @dataclass

@@ -19,7 +19,13 @@ from typing import Any
 import torch
 
 from skillrl.errors import ModelLoadError
-from skillrl.policies.base import Conversation, Generation, SamplingConfig, ScoredContinuation
+from skillrl.policies.base import (
+    Conversation,
+    Generation,
+    SamplingConfig,
+    ScoredContinuation,
+    render_chat,
+)
 from skillrl.policies.config import EMBEDDED_MODEL, PolicyConfig
 from skillrl.policies.model_cache import (
     Progress,
@@ -94,13 +100,7 @@ class TransformersPolicy:
 
     def render(self, conversation: Conversation) -> str:
         """Render a conversation as prompt text (an assistant last message is continued)."""
-        prefix = bool(conversation) and conversation[-1]["role"] == "assistant"
-        return self.tokenizer.apply_chat_template(
-            conversation,
-            tokenize=False,
-            add_generation_prompt=not prefix,
-            continue_final_message=prefix,
-        )
+        return render_chat(self.tokenizer, conversation)
 
     def _encode(self, conversations: list[Conversation]) -> _Batch:
         texts = [self.render(c) for c in conversations]

@@ -41,7 +41,13 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from skillrl.errors import BackendError, DependencyNotInstalled, ModelLoadError
-from skillrl.policies.base import Conversation, Generation, SamplingConfig, ScoredContinuation
+from skillrl.policies.base import (
+    Conversation,
+    Generation,
+    SamplingConfig,
+    ScoredContinuation,
+    render_chat_ids,
+)
 from skillrl.policies.config import PolicyConfig
 from skillrl.policies.model_cache import Progress
 
@@ -113,14 +119,7 @@ class TRLVLLMServerPolicy:
 
     def render(self, conversation: Conversation) -> list[int]:
         """Prompt token ids of a conversation (an assistant last message is continued)."""
-        prefix = bool(conversation) and conversation[-1]["role"] == "assistant"
-        text = self.tokenizer.apply_chat_template(
-            conversation,
-            tokenize=False,
-            add_generation_prompt=not prefix,
-            continue_final_message=prefix,
-        )
-        return self.tokenizer.encode(text, add_special_tokens=False)
+        return render_chat_ids(self.tokenizer, conversation)
 
     # -- generation --------------------------------------------------------------------------
     def generate(

@@ -12,7 +12,13 @@ import logging
 from typing import Any
 
 from skillrl.errors import DependencyNotInstalled, ModelLoadError
-from skillrl.policies.base import Conversation, Generation, SamplingConfig, ScoredContinuation
+from skillrl.policies.base import (
+    Conversation,
+    Generation,
+    SamplingConfig,
+    ScoredContinuation,
+    render_chat_ids,
+)
 from skillrl.policies.config import PolicyConfig
 from skillrl.policies.model_cache import Progress
 
@@ -61,14 +67,7 @@ class VLLMPolicy:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
 
     def _render(self, conversation: Conversation) -> list[int]:
-        prefix = bool(conversation) and conversation[-1]["role"] == "assistant"
-        text = self.tokenizer.apply_chat_template(
-            conversation,
-            tokenize=False,
-            add_generation_prompt=not prefix,
-            continue_final_message=prefix,
-        )
-        return self.tokenizer.encode(text, add_special_tokens=False)
+        return render_chat_ids(self.tokenizer, conversation)
 
     def generate(
         self, conversations: list[Conversation], sampling: SamplingConfig
