@@ -88,9 +88,13 @@ def _tied_at_cut(row: list[IndexRecord], k: int, fetched: int) -> bool:
     return len(row) == fetched and _tie(row[-1], row[k - 1])
 
 
-def _best(a: Hits, b: Hits) -> Hits:
-    """Merge two hit lists per query, most similar first."""
-    return [sorted(x + y, key=lambda h: -(h.similarity or 0.0)) for x, y in zip(a, b, strict=True)]
+def _limits(config: RetrievalConfig) -> dict[str, int]:
+    """Hits each kind keeps per query before the prompt sees them (notes are over-fetched)."""
+    return {
+        "general": config.k_general,
+        "task": config.k_task,
+        "mistakes": config.k_mistakes * MISTAKE_OVERFETCH,
+    }
 
 
 def _settle(hits: list[RetrievedEntry], k: int) -> list[RetrievedEntry]:
@@ -103,19 +107,21 @@ def _settle(hits: list[RetrievedEntry], k: int) -> list[RetrievedEntry]:
 def search_index(
     bank: SkillBank, queries: list[RetrievalQuery], vectors: np.ndarray, config: RetrievalConfig
 ) -> dict[str, Hits]:
-    """Index hits per kind for each query (before the similarity cut)."""
+    """Index hits per kind for each query, before the similarity cut (notes not yet ordered)."""
     n = len(queries)
-    k_notes = config.k_mistakes * MISTAKE_OVERFETCH
+    limits = _limits(config)
+    k_notes = limits["mistakes"]
     mistakes_of_env = _grouped_query(
         bank, vectors, [("mistake", q.env, "") for q in queries], k_notes
     )
     env_agnostic = _grouped_query(bank, vectors, [("mistake", "", "")] * n, k_notes)
     return {
-        "general": _grouped_query(bank, vectors, [("general", "", "")] * n, config.k_general),
+        "general": _grouped_query(bank, vectors, [("general", "", "")] * n, limits["general"]),
         "task": _grouped_query(
-            bank, vectors, [("task", q.env, q.category or "") for q in queries], config.k_task
+            bank, vectors, [("task", q.env, q.category or "") for q in queries], limits["task"]
         ),
-        "mistakes": _best(mistakes_of_env, env_agnostic),
+        # Both lists together; _settle orders them and keeps the best.
+        "mistakes": [x + y for x, y in zip(mistakes_of_env, env_agnostic, strict=True)],
     }
 
 
@@ -138,11 +144,7 @@ def retrieve_vectors(
     wanted = {h.id for per_query in hits.values() for row in per_query for h in row}
     entries = bank.entries(sorted(wanted))
     results = []
-    limits = {
-        "general": config.k_general,
-        "task": config.k_task,
-        "mistakes": config.k_mistakes * MISTAKE_OVERFETCH,
-    }
+    limits = _limits(config)
     for position in range(len(queries)):
         chosen = {
             kind: _settle(
