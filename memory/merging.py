@@ -40,10 +40,17 @@ def place_drafts(
     new_vectors: list[np.ndarray] = []
     stored: dict[tuple[str, str, str], list[tuple[str, np.ndarray]]] = {}
     for draft, vector in zip(drafts, vectors, strict=False):
-        key = (draft.kind, draft.env or "", draft.category or "")
-        if key not in stored:  # merges change no vector: one read per partition per batch
+        key = _scope(draft.kind, draft.env, draft.category)
+        if key not in stored:  # merges change no vector: one read per scope per batch
             stored[key] = _stored_candidates(bank, session, draft)
-        target, similarity = _merge_target(bank, draft, vector, stored[key], new_rows, new_vectors)
+        # Drafts earlier in this batch are not in the index yet: they are candidates too, after
+        # the stored entries (so that a tie still goes to the oldest).
+        earlier = [
+            (row.id, other)
+            for row, other in zip(new_rows, new_vectors, strict=False)
+            if _scope(row.kind, row.env, row.category) == key
+        ]
+        target, similarity = _merge_target(bank, vector, stored[key] + earlier)
         if target is not None:
             session.execute(
                 update(EntryRow)
@@ -75,32 +82,21 @@ def place_drafts(
 
 
 def _merge_target(
-    bank: SkillBank,
-    draft: EntryDraft,
-    vector: np.ndarray,
-    stored: list[tuple[str, np.ndarray]],
-    new_rows: list[EntryRow],
-    new_vectors: list[np.ndarray],
+    bank: SkillBank, vector: np.ndarray, candidates: list[tuple[str, np.ndarray]]
 ) -> tuple[str | None, float | None]:
+    """Pick the most similar candidate at or above the threshold; the first one wins a tie."""
     best_id: str | None = None
     best: float | None = None
-    for entry_id, other in stored:
+    for entry_id, other in candidates:
         similarity = float(np.dot(other, vector))
         if similarity >= bank.config.merge_threshold and (best is None or similarity > best):
             best_id, best = entry_id, similarity
-    # Drafts earlier in the same batch are not in the index yet: compare with them directly.
-    for row, other in zip(new_rows, new_vectors, strict=False):
-        same_key = row.kind == draft.kind and (
-            draft.kind == "general" or (row.env, row.category) == (draft.env, draft.category)
-        )
-        similarity = float(np.dot(other, vector))
-        if (
-            same_key
-            and similarity >= bank.config.merge_threshold
-            and (best is None or similarity > best)
-        ):
-            best_id, best = row.id, similarity
     return best_id, best
+
+
+def _scope(kind: str, env: str | None, category: str | None) -> tuple[str, str, str]:
+    """Entries that may merge share this: the kind, plus env and category except for general."""
+    return ("general", "", "") if kind == "general" else (kind, env or "", category or "")
 
 
 def _stored_candidates(
