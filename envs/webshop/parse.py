@@ -14,9 +14,9 @@ class ParsedAction:
 
 
 def parse_action(action: str) -> ParsedAction:
-    """Split ``name[arg]``; text without brackets is a name with no argument.
+    r"""Split ``name[arg]``; text without brackets is a name with no argument.
 
-    Accepts exactly what upstream's ``re.match(r"(.+)\\[(.+)\\]", action)`` accepts, with the same
+    Accepts exactly what upstream's ``re.match(r"(.+)\[(.+)\]", action)`` accepts, with the same
     groups, but in linear time: that backtracking pattern is quadratic on long bracket runs
     (``"click" + "[" * 40000`` took seconds). Its greedy first group ends at the last ``[`` that
     still leaves one character and a ``]`` after it, the second group ends at the last ``]``,
