@@ -111,3 +111,71 @@ def test_a_person_plays_with_typed_shorthand(workspace):
     assert [s["action"] for s in steps][0] == "search[herbal tea]"
     assert steps[1]["action"].startswith("click[") and steps[1]["valid"]
     assert steps[0]["model_output"] == "herbal tea"
+
+
+def _pages_after(*actions: str) -> list[list[str]]:
+    """The admissible actions of test goal 0 after each prefix of ``actions``."""
+    import envs
+
+    env = envs.make("webshop", max_turns=15)
+    _, info = env.reset(options={"split": "test", "goal_index": 0})
+    pages = [info["available_actions"]]
+    for action in actions:
+        _, _, _, _, info = env.step(action)
+        pages.append(info["available_actions"])
+    return pages
+
+
+def test_a_person_sees_every_clickable_numbered_and_the_search_box_asks_for_words(workspace):
+    result = CliRunner().invoke(
+        main,
+        ["run", "--policy", "human", "--no-skills", "--no-record", "--max-turns", "3"],
+        input="1\nherbal tea\n3\n\nq\n",
+    )
+    assert "search for> " in result.output  # choosing the search box asked for the words
+    results_page = _pages_after("search[herbal tea]")[1]
+    product = results_page[2]
+    item_page = _pages_after("search[herbal tea]", product)[2]
+    for page in (results_page, item_page):
+        for number, action in enumerate(page, start=1):
+            label = action[len("click[") : -1]
+            assert f"{number:>2}. {label}" in result.output, (label, result.output)
+    assert len(item_page) > 6  # the item's options (flavors, sizes) were among those checked
+    assert "your action> " in result.output
+
+
+def test_a_person_who_picks_the_search_box_types_the_query_next(workspace):
+    result = CliRunner().invoke(
+        main,
+        ["run", "--policy", "human", "--no-skills", "--no-record", "--max-turns", "2", "--json"],
+        input="1\n\nherbal tea\n3\n",
+    )
+    assert result.exit_code == 0, result.output
+    steps = json.loads(result.stdout)["episodes"][0]["steps"]
+    assert steps[0]["action"] == "search[herbal tea]" and steps[0]["valid"]
+    assert steps[1]["action"].startswith("click[b") and steps[1]["valid"]
+
+
+def test_model_text_with_brackets_is_shown_not_read_as_markup():
+    from rich.console import Console
+
+    from skillrl.agent import AgentState
+    from skillrl.commands.run_display import show_page
+
+    console = Console(width=200, record=True)
+    state = AgentState(
+        episode_id="e",
+        env_id="webshop",
+        instruction="buy tea",
+        category="grocery",
+        observation="[button] Buy Now [button_] [ginger] [/] [bold]x",
+        available_actions=["click[ginger]", "click[b0abc12345]", "click[buy now]"],
+        turn=0,
+        history=[],
+        skills=None,
+        info={},
+    )
+    show_page(console, state)
+    out = console.export_text()
+    assert "[button] Buy Now [button_] [ginger] [/] [bold]x" in out
+    assert " 1. ginger" in out and " 2. b0abc12345" in out and " 3. buy now" in out
