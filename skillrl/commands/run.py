@@ -18,6 +18,9 @@ from rich.markup import escape
 
 from skillrl.commands.options import (
     backend_option,
+    constrained_from,
+    decoding_line,
+    decoding_option,
     json_option,
     max_prompt_tokens_option,
     max_turns_option,
@@ -60,9 +63,7 @@ from skillrl.commands.options import (
     "--base-url", default=None, help="Server root for --backend openai (e.g. http://host:8000/v1)."
 )
 @click.option("--no-skills", is_flag=True, help="Do not retrieve skills (measure their effect).")
-@click.option(
-    "--constrained", is_flag=True, help="Pick among admissible actions by model score (all valid)."
-)
+@decoding_option
 @max_turns_option
 @max_prompt_tokens_option
 @click.option(
@@ -123,6 +124,8 @@ def run(**o: Any) -> None:
 def _play(o: dict[str, Any], console: Console) -> tuple[list[Any], Any]:
     from skillrl.rollout import RolloutConfig, RolloutEngine
 
+    if o["policy_kind"] == "model":
+        o["constrained"] = constrained_from(o)  # refused here, before anything loads
     interactive = o["step"] or o["policy_kind"] == "human"
     if interactive and not sys.stdin.isatty() and not os.environ.get("SKILLRL_ALLOW_PIPED_INPUT"):
         console.print("[yellow]reading actions from a non-terminal input[/]")
@@ -208,6 +211,7 @@ def _agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
         hf_logging.disable_progress_bar()  # the rich status below shows progress instead
     with console.status(f"loading model {escape(o['model'])}") as status:
         policy = load_policy(policy_config, progress=lambda m: status.update(escape(m)))
+    console.print(decoding_line(o["constrained"]))
     sampling = SamplingConfig(
         max_new_tokens=64, temperature=o["temperature"], seed=o["seed"], stop=["</action>"]
     )

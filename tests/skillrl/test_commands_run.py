@@ -179,3 +179,56 @@ def test_model_text_with_brackets_is_shown_not_read_as_markup():
     out = console.export_text()
     assert "[button] Buy Now [button_] [ginger] [/] [bold]x" in out
     assert " 1. ginger" in out and " 2. b0abc12345" in out and " 3. buy now" in out
+
+
+@pytest.mark.parametrize(
+    ("backend", "choice", "constrained"),
+    [
+        ("transformers", None, True),
+        ("vllm", None, True),
+        ("trl-vllm", None, True),
+        ("openai", None, False),
+        ("transformers", False, False),
+        ("openai", False, False),
+        ("vllm", True, True),
+    ],
+)
+def test_constrained_decoding_is_the_default_where_the_backend_can_score(
+    backend, choice, constrained
+):
+    from skillrl.commands.options import constrained_from
+
+    assert constrained_from({"backend": backend, "constrained": choice}) is constrained
+
+
+@pytest.mark.parametrize("command", ["run", "eval"])
+def test_openai_with_constrained_is_refused_before_anything_runs(workspace, command):
+    args = [command, "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1", "--constrained"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    assert "--constrained needs a backend that can score" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_help_explains_constrained_and_free():
+    for command in ("run", "eval", "train"):
+        output = " ".join(CliRunner().invoke(main, [command, "--help"]).output.split())
+        assert "--constrained / --free" in output
+        assert "Constrained (the default, except with --backend openai)" in output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("flag", "line"), [(None, "constrained"), ("--free", "free")])
+def test_the_screen_says_which_decoding_a_model_run_uses(workspace, tmp_path, flag, line):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "trainers"))
+    from tiny_checkpoint import write_tiny_checkpoint
+
+    model = write_tiny_checkpoint(tmp_path / "tiny")
+    args = ["run", "--model", str(model), "--no-skills", "--no-record", "--max-turns", "2"]
+    args += ["--threads", "1", "--json", *([flag] if flag else [])]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert f"decoding: {line}" in result.stderr
+    steps = json.loads(result.stdout)["episodes"][0]["steps"]
+    if flag is None:  # every constrained action is admissible, whatever the tiny model says
+        assert all(s["valid"] for s in steps)
