@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from datetime import timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -103,3 +104,11 @@ def test_parse_action_is_linear_on_bracket_runs(action):
     started = time.perf_counter()
     parse_action(action)
     assert time.perf_counter() - started < 0.1  # upstream's pattern takes seconds to minutes
+
+
+@settings(max_examples=300, deadline=timedelta(milliseconds=200))
+@given(st.text() | st.binary().map(lambda b: b.decode("latin-1")))
+def test_parse_action_takes_any_text(action):
+    parsed = parse_action(action)
+    assert parsed.arg is None or (parsed.arg == parsed.arg.lower() and "\n" not in parsed.arg)
+    assert parsed == _upstream(action) or len(action) > 2_000

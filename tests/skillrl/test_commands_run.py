@@ -232,3 +232,15 @@ def test_the_screen_says_which_decoding_a_model_run_uses(workspace, tmp_path, fl
     steps = json.loads(result.stdout)["episodes"][0]["steps"]
     if flag is None:  # every constrained action is admissible, whatever the tiny model says
         assert all(s["valid"] for s in steps)
+
+
+def test_step_mode_search_box_number_asks_for_the_words(workspace):
+    result = CliRunner().invoke(
+        main,
+        ["run", "--policy", "expert", "--step", "--no-record", "--max-turns", "1", "--json"],
+        input="1\nzzz qqq\n",
+    )
+    assert result.exit_code == 0, result.output
+    assert "search for> " in result.output
+    steps = json.loads(result.stdout)["episodes"][0]["steps"]
+    assert steps[0]["action"] == "search[zzz qqq]"
