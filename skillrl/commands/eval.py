@@ -13,6 +13,9 @@ import click
 
 from skillrl.commands.options import (
     backend_option,
+    constrained_from,
+    decoding_line,
+    decoding_option,
     json_option,
     max_new_tokens_option,
     max_prompt_tokens_option,
@@ -91,12 +94,7 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
 @max_turns_option
 @max_new_tokens_option
 @max_prompt_tokens_option
-@click.option(
-    "--constrained/--free",
-    default=False,
-    show_default=True,
-    help="Constrained decoding (every action admissible) or free generation.",
-)
+@decoding_option
 @click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Env and sampling seed.")
 @workspace_option
@@ -108,6 +106,7 @@ def eval_command(**o: Any) -> None:
     from trainers.eval_run import EvalConfig, evaluate
     from trainers.runtime import EpisodeRunner
 
+    o["constrained"] = constrained_from(o)  # an impossible choice is refused before loading
     config = EvalConfig(
         split=o["split"],
         goals=o["goals"],
@@ -118,6 +117,7 @@ def eval_command(**o: Any) -> None:
         seed=o["seed"],
     )
     console = Console(stderr=o["as_json"])
+    console.print(decoding_line(o["constrained"]))
     policy = _load_policy(o)
     modes = {"both": (True, False), "on": (True,), "off": (False,)}[o["skills_mode"]]
     bank = _open_bank(o) if True in modes else None
