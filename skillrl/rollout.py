@@ -317,6 +317,7 @@ def _turn_record(
         completion_token_ids=decision.completion_token_ids,
         completion_logprobs=decision.completion_logprobs,
         token_counts=dict(decision.token_counts),
+        action_substituted=decision.action_substituted,
         info=extra,
     )
 

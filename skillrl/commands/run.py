@@ -285,6 +285,7 @@ def _reviewer(console: Console) -> Any:
         decision.action, decision.parse_ok = parsed.action, parsed.ok
         decision.model_output = f"{decision.model_output}\n[overridden by a person: {typed}]"
         decision.completion_token_ids = decision.completion_logprobs = None  # not the model's
+        decision.action_substituted = True
         return decision
 
     return review
