@@ -83,3 +83,19 @@ def test_sampled_search_tokens_write_the_executed_query(tiny_policy):
         query = " ".join(TAG.sub(" ", written).replace("[", " ").split())
         assert d.action == f"search[{query}]"
         assert decode(d.prompt_token_ids).endswith("<action>search[")
+
+
+def test_the_runner_repairs_queries_only_when_told_or_greedy(tiny_policy):
+    from trainers.runtime import EpisodeRunner, Start
+
+    def first_turn(temperature: float, **kwargs):
+        runner = EpisodeRunner(tiny_policy, max_turns=1, constrained=True, **kwargs)
+        (played,) = runner.run([Start("test", 0, seed=0)], temperature=temperature, sampling_seed=3)
+        return played.instruction, played.turns[0]
+
+    _, sampled = first_turn(1.0)  # a training rollout: the written (random) query is sent
+    assert sampled.action.startswith("search[") and not sampled.action_substituted
+    for instruction, turn in (first_turn(0.0), first_turn(1.0, repair_queries=True)):
+        # Greedy decoding, and skillrl eval's Pass@K samples, repair the query and say so.
+        assert turn.action_substituted
+        assert turn.action == f"search[{' '.join(instruction.split()[:12])}]"
