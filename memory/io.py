@@ -36,9 +36,9 @@ if TYPE_CHECKING:
 
 FORMATS = ("jsonl", "skillrl")
 SKILL_KEYS = ("title", "principle", "when_to_apply")
+MISTAKE_KEYS = ("description", "why_it_happens", "how_to_avoid")
 SKILLRL_SOURCE = "import:skillrl"
 """``source`` of imported SkillRL entries; a mapped task skill adds ``:<its SkillRL category>``."""
-MISTAKE_KEYS = ("description", "why_it_happens", "how_to_avoid")
 
 
 @dataclass
