@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from envs.base import TextEnv
@@ -13,12 +13,30 @@ EnvFactory = Callable[..., TextEnv]
 
 _FACTORIES: dict[str, EnvFactory] = {}
 _DESCRIPTIONS: dict[str, str] = {}
+_SKILLRL_CATEGORIES: dict[str, dict[str, str]] = {}
 
 
-def register(env_id: str, factory: EnvFactory, description: str = "") -> None:
-    """Register ``factory(**config) -> TextEnv`` under ``env_id``."""
+def register(
+    env_id: str,
+    factory: EnvFactory,
+    description: str = "",
+    *,
+    skillrl_categories: Mapping[str, str] | None = None,
+) -> None:
+    """Register ``factory(**config) -> TextEnv`` under ``env_id``.
+
+    ``skillrl_categories`` maps SkillRL's skill-bank categories to this environment's (the
+    default table when a SkillRL bank is imported for ``env_id``).
+    """
     _FACTORIES[env_id] = factory
     _DESCRIPTIONS[env_id] = description
+    _SKILLRL_CATEGORIES[env_id] = dict(skillrl_categories or {})
+
+
+def skillrl_categories(env_id: str) -> dict[str, str]:
+    """Return the SkillRL category -> ``env_id`` category table (empty when none is known)."""
+    _load_builtins()
+    return dict(_SKILLRL_CATEGORIES.get(env_id, {}))
 
 
 def registered() -> dict[str, str]:

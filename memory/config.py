@@ -74,13 +74,14 @@ class RetrievalConfig:
     """How many entries of each kind a turn gets, and how similar they must be."""
 
     k_general: int = 2
-    """General skills per query."""
+    """General skills per query: always the k most similar, whatever ``min_similarity``."""
     k_task: int = 3
     """Task-specific skills (same env and category as the query) per query."""
     k_mistakes: int = 2
     """Counterfactual notes (same env, or env-agnostic) per query."""
     min_similarity: float = 0.25
-    """Entries less cosine-similar to the query than this are left out."""
+    """Task skills and notes less cosine-similar to the query than this are left out (general
+    skills are exempt: they are always included)."""
 
     def __post_init__(self) -> None:
         for name in ("k_general", "k_task", "k_mistakes"):

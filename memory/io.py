@@ -7,6 +7,12 @@ happen in one transaction. Exports are written atomically (temp file + rename).
 SkillRL mistakes (``description``, ``why_it_happens``, ``how_to_avoid``) map to notes as
 title, ``failure_point`` and ``principle``; exporting maps them back, adding a note's
 ``flawed_action`` to the description and its ``correction`` to ``how_to_avoid`` when present.
+
+SkillRL's task categories (``apparel``, ...) are not an environment's (``fashion``, ...): an
+import can map them (``category_map``; the environment's default table lives with the
+environment, e.g. ``envs.webshop.categories``). A task skill whose category was mapped keeps its
+SkillRL category in its ``source`` (``import:skillrl:<category>``), and export files it back
+under that category, so a round trip gives back the original file.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +37,8 @@ if TYPE_CHECKING:
 FORMATS = ("jsonl", "skillrl")
 SKILL_KEYS = ("title", "principle", "when_to_apply")
 MISTAKE_KEYS = ("description", "why_it_happens", "how_to_avoid")
+SKILLRL_SOURCE = "import:skillrl"
+"""``source`` of imported SkillRL entries; a mapped task skill adds ``:<its SkillRL category>``."""
 
 
 @dataclass
@@ -152,8 +160,15 @@ def _list_at(data: dict[str, Any], key: str, where: str) -> list[Any]:
     return value
 
 
-def parse_skillrl(data: Any, *, env: str, source: str) -> list[EntryDraft]:
-    """Drafts from a parsed SkillRL bank; malformed records raise with their JSON path."""
+def parse_skillrl(
+    data: Any, *, env: str, source: str, category_map: Mapping[str, str] | None = None
+) -> list[EntryDraft]:
+    """Drafts from a parsed SkillRL bank; malformed records raise with their JSON path.
+
+    ``category_map`` renames task categories (unlisted ones stay as they are); a renamed skill's
+    ``source`` becomes ``<source>:<SkillRL category>`` and its ``reason`` says what was mapped.
+    """
+    category_map = category_map or {}
     if not isinstance(data, dict):
         raise ImportFormatError("$: a SkillRL bank is a JSON object")
     if not any(k in data for k in ("general_skills", "task_specific_skills", "common_mistakes")):
@@ -170,9 +185,14 @@ def parse_skillrl(data: Any, *, env: str, source: str) -> list[EntryDraft]:
         raise ImportFormatError("$.task_specific_skills: expected an object of categories")
     for category in by_category:
         where = f"$.task_specific_skills.{category}"
+        target = category_map.get(category, category)
         for i, record in enumerate(_list_at(by_category, category, where)):
             fields = _text_fields(record, SKILL_KEYS[:2], f"{where}[{i}]")
-            drafts.append(_skill_draft("task", record, fields, env, category, source))
+            draft = _skill_draft("task", record, fields, env, target, source)
+            if target != category:
+                draft.source = f"{source}:{category}"
+                draft.reason = f"SkillRL category {category!r} imported as {target!r}"
+            drafts.append(draft)
     for i, record in enumerate(_list_at(data, "common_mistakes", "$.common_mistakes")):
         fields = _text_fields(record, MISTAKE_KEYS, f"$.common_mistakes[{i}]")
         drafts.append(
@@ -222,15 +242,23 @@ def _skill_draft(
 
 
 def import_skillrl(
-    bank: SkillBank, path: Path, *, env: str = "webshop", author: str = "import"
+    bank: SkillBank,
+    path: Path,
+    *,
+    env: str = "webshop",
+    author: str = "import",
+    category_map: Mapping[str, str] | None = None,
 ) -> ImportReport:
-    """Add a SkillRL bank's skills and mistakes (near-duplicates merge, as with any add)."""
+    """Add a SkillRL bank's skills and mistakes (near-duplicates merge, as with any add).
+
+    ``category_map``: SkillRL category -> ``env`` category for task skills (module docstring).
+    """
     try:
         data = json.loads(_read(path))
     except json.JSONDecodeError as e:
         raise ImportFormatError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from e
     try:
-        drafts = parse_skillrl(data, env=env, source="import:skillrl")
+        drafts = parse_skillrl(data, env=env, source=SKILLRL_SOURCE, category_map=category_map)
     except ImportFormatError as e:
         raise ImportFormatError(f"{path}: {e}") from e
     results = bank.add_many(drafts, author=author)
@@ -266,7 +294,8 @@ def to_skillrl(entries: list[Entry], *, env: str | None = None) -> dict[str, Any
                 }
             )
             continue
-        prefix = "gen" if e.kind == "general" else (e.category or "tsk")[:3]
+        category = skillrl_category(e)
+        prefix = "gen" if e.kind == "general" else (category or "tsk")[:3]
         skill = {
             "skill_id": next_id(e.kind, prefix, e.external_id),
             "title": e.title,
@@ -276,9 +305,17 @@ def to_skillrl(entries: list[Entry], *, env: str | None = None) -> dict[str, Any
         if e.kind == "general":
             out["general_skills"].append(skill)
         else:
-            out["task_specific_skills"].setdefault(e.category or "other", []).append(skill)
+            out["task_specific_skills"].setdefault(category or "other", []).append(skill)
     out["metadata"] = {"source": "skillrl export", "env": env, "entries": len(entries)}
     return out
+
+
+def skillrl_category(entry: Entry) -> str | None:
+    """Return the category ``entry`` had in SkillRL's bank (its own when it was not mapped)."""
+    prefix = f"{SKILLRL_SOURCE}:"
+    if entry.kind == "task" and entry.source.startswith(prefix) and entry.source != prefix:
+        return entry.source[len(prefix) :]
+    return entry.category
 
 
 def export_skillrl(bank: SkillBank, path: Path, *, env: str | None = None) -> int:

@@ -3,8 +3,11 @@
 The index keeps one collection per partition (see ``memory.index.partition_of``), so every
 query is an unfiltered nearest-neighbour search: general skills once for the whole batch; task
 skills once per distinct (env, category) in the batch; counterfactual notes once per distinct
-env, plus once for env-agnostic notes, merged by similarity. Hits below ``min_similarity`` are
-dropped, the entries are read from SQL in one pass, and, when ``record`` is set, the retrieval
+env, plus once for env-agnostic notes, merged by similarity. Task skills and notes below
+``min_similarity`` are dropped; general skills never are: every turn gets the best ``k_general``
+of them, as SkillRL always puts its general skills in the prompt (they are phrased for any task,
+so their similarity to one turn's text is low by design and a cut-off would hide them all). The
+entries are read from SQL in one pass, and, when ``record`` is set, the retrieval
 events and ``times_retrieved`` counters are written in one transaction.
 """
 
@@ -136,7 +139,9 @@ def retrieve_vectors(
     """Retrieve for queries whose embeddings are already computed."""
     bank.sync_index()
     hits = search_index(bank, queries, vectors, config)
-    for per_query in hits.values():
+    for kind, per_query in hits.items():
+        if kind == "general":
+            continue  # always the best k_general (module docstring)
         for position, row in enumerate(per_query):
             per_query[position] = [
                 h for h in row if h.similarity is not None and h.similarity >= config.min_similarity

@@ -49,6 +49,10 @@ class TurnRecord:
     """Log-probs of the generated tokens under the rollout policy ("old" log-probs)."""
     token_counts: dict[str, int] = field(default_factory=dict)
     """Prompt tokens per part (task, observation, actions, history, skills)."""
+    action_substituted: bool = False
+    """The executed ``action`` is not the one the completion tokens wrote (constrained decoding
+    repaired an unusable query, or a person overrode it): trainers leave the turn out of the
+    loss, since its tokens did not earn its reward."""
     info: dict[str, Any] = field(default_factory=dict)
     """Extra step info from the environment (JSON-serialisable)."""
 

@@ -31,6 +31,8 @@ from skillrl.records import EpisodeRecord, TurnRecord
 
 logger = logging.getLogger(__name__)
 
+TRAINING_SPLIT = "train"
+"""The split whose episodes count towards entries' usage statistics by default."""
 _INFO_LEFT_OUT = ("available_actions", "instruction", "goal", "reward_breakdown", "category")
 
 
@@ -72,7 +74,12 @@ class RolloutConfig:
     retrieval: Any = None
     """``memory.RetrievalConfig`` for per-turn retrieval (None: the bank's defaults)."""
     count_retrievals: bool = True
-    """Let retrieval update entries' ``times_retrieved`` (off for evaluation-only runs)."""
+    """Let retrieval update entries' ``times_retrieved`` (off for evaluation-only runs). Only
+    episodes on ``counted_splits`` ever count: playing a test goal must not change what bank
+    upkeep and ``skills list`` measure."""
+    counted_splits: tuple[str, ...] = (TRAINING_SPLIT,)
+    """Splits whose episodes are training rollouts (their retrievals count when
+    ``count_retrievals`` is on)."""
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -268,12 +275,24 @@ class RolloutEngine:
             )
             for live in active
         ]
+        counted = [
+            self.config.count_retrievals and live.record.split in self.config.counted_splits
+            for live in active
+        ]
+        results: list[RetrievedSkills | None] = [None] * len(active)
         tick = time.perf_counter()
-        retrieved = self.bank.retrieve(
-            queries, self.config.retrieval, record=self.config.count_retrievals
-        )
+        # One batched call per counting mode (a batch mixing splits, rare, costs two).
+        for mode in (True, False):
+            positions = [i for i, c in enumerate(counted) if c is mode]
+            if not positions:
+                continue
+            retrieved = self.bank.retrieve(
+                [queries[i] for i in positions], self.config.retrieval, record=mode
+            )
+            for i, skills in zip(positions, retrieved, strict=True):
+                results[i] = skills
         self.stats.retrieval_seconds += time.perf_counter() - tick
-        return list(retrieved)
+        return results
 
     @staticmethod
     def _state(live: _Live, skills: RetrievedSkills | None) -> AgentState:
@@ -345,6 +364,7 @@ def _turn_record(
         completion_token_ids=decision.completion_token_ids,
         completion_logprobs=decision.completion_logprobs,
         token_counts=dict(decision.token_counts),
+        action_substituted=decision.action_substituted,
         info=extra,
     )
 

@@ -69,13 +69,16 @@ def build_samples(
 ) -> list[TurnSample]:
     """Turn every generated turn with token ids into a sample.
 
-    Turns without recorded token ids (scripted agents) are skipped; so are turns with zero
-    advantage unless ``keep_zero_advantage`` (they add no policy gradient, only KL).
+    Turns without recorded token ids (scripted agents) are skipped; so are turns whose executed
+    action was substituted (their tokens did not produce the action that earned the reward) and
+    turns with zero advantage unless ``keep_zero_advantage`` (they add no policy gradient, only KL).
     """
     samples: list[TurnSample] = []
     for episode, row in zip(episodes, advantages, strict=True):
         for turn, advantage in zip(episode.turns, row, strict=True):
             if not turn.prompt_token_ids or not turn.completion_token_ids:
+                continue
+            if turn.action_substituted:
                 continue
             if advantage == 0.0 and not keep_zero_advantage:
                 continue

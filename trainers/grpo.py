@@ -103,6 +103,9 @@ class StepMetrics:
 
     samples: int = 0
     """Turns trained on (zero-advantage turns are skipped when beta is 0)."""
+    substituted_turns: int = 0
+    """Generated turns left out because their executed action was not what their tokens wrote
+    (``TurnRecord.action_substituted``)."""
     completion_tokens: int = 0
     total_tokens: int = 0
     """Prompt + completion tokens forwarded, over all iterations."""
@@ -166,7 +169,12 @@ class GRPOTrainer:
         samples = build_samples(episodes, advantages, keep_zero_advantage=self.config.beta > 0)
         acc = self.accelerator
         samples = samples[acc.process_index :: acc.num_processes]
-        metrics = StepMetrics(samples=len(samples))
+        substituted = sum(
+            bool(t.action_substituted and t.completion_token_ids)
+            for episode in episodes
+            for t in episode.turns
+        )
+        metrics = StepMetrics(samples=len(samples), substituted_turns=substituted)
         if not samples:
             logger.info("no turn with a non-zero advantage: skipping the update")
             return metrics

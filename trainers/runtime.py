@@ -76,6 +76,10 @@ class EpisodeRunner:
     """Episodes active at once (one batched generation covers them all)."""
     count_retrievals: bool = True
     """Let retrieval count towards entries' statistics (off for evaluation)."""
+    repair_queries: bool | None = None
+    """Constrained decoding: replace a query that shares no word with the task (marked
+    ``action_substituted``). None: only when greedy, so sampled training rollouts never do;
+    ``skillrl eval`` sets True, since nothing trains on its turns."""
     timings: Timings = field(default_factory=Timings)
     on_episode: Callable[[int, int], None] | None = None
     """Called as ``on_episode(finished, total)`` whenever an episode of a ``run`` ends."""
@@ -117,7 +121,7 @@ class EpisodeRunner:
             self.policy,
             self.prompt_config,
             constrained=self.constrained,
-            config=LLMAgentConfig(sampling=sampling),
+            config=LLMAgentConfig(sampling=sampling, repair_queries=self.repair_queries),
             uses_skills=self.bank is not None,
         )
         config = RolloutConfig(

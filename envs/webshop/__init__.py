@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from envs.registry import register
+from envs.webshop.categories import SKILLRL_CATEGORIES
 from envs.webshop.config import WebShopConfig
 from envs.webshop.env import WebShopEnv
 
@@ -18,6 +19,7 @@ register(
     "webshop",
     make_webshop,
     "WebShop: search a product catalog, pick options, buy what the instruction asks for.",
+    skillrl_categories=SKILLRL_CATEGORIES,
 )
 
 __all__ = ["WebShopConfig", "WebShopEnv", "make_webshop"]

@@ -11,6 +11,11 @@ product ids are not penalised for their length). When the sampling config sample
 above 0, as in training rollouts and Pass@K evaluation), the click is instead drawn from the
 softmax of those same scores divided by the temperature, so G episodes of a group explore
 different clicks; greedy decoding is its zero-temperature limit.
+
+A generated query that shares no word with the task (empty, or a copied placeholder) is replaced
+by the task's first words only when decoding greedily (evaluation, interactive runs), and the
+decision says so (``action_substituted``). Sampled turns (training rollouts) execute what the
+model wrote, so the tokens a trainer learns from are the tokens that produced the action.
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ class LLMAgentConfig:
     """Most tokens of a generated search query (constrained decoding)."""
     length_normalize: bool = True
     """Constrained clicks: rank by mean per-token log-prob instead of the sum."""
+    repair_queries: bool | None = None
+    """Replace a generated query that shares no word with the task by the task's first words.
+    None: only when decoding greedily; sampled turns (training) always send what was written."""
 
     def __post_init__(self) -> None:
         if self.query_tokens < 1:
@@ -138,13 +146,23 @@ class LLMAgent:
             # Brackets would break the search[...] syntax (the model sometimes opens another).
             text = _TAG.sub(" ", generation.text.split("]")[0]).replace("[", " ")
             query = " ".join(text.split())
-            if not _shares_a_word(query, state.instruction):
+            substituted = self._repairs(sampling) and not _shares_a_word(query, state.instruction)
+            if substituted:
                 # A query with no word of the task (empty, or a copied placeholder, which the
-                # 135M model does) cannot find the product: search with the task's words.
+                # 135M model does) cannot find the product: search with the task's words. The
+                # tokens did not write this query, so the decision is marked for the trainer.
                 query = " ".join(state.instruction.split()[:12])
             generation.text = SEARCH_PREFIX + generation.text
-            decisions.append(_decision(f"search[{query}]", True, generation, prompt))
+            decision = _decision(f"search[{query}]", True, generation, prompt)
+            decision.action_substituted = substituted
+            decisions.append(decision)
         return decisions
+
+    def _repairs(self, sampling: SamplingConfig) -> bool:
+        """Whether an unusable query is replaced (by default only when decoding greedily)."""
+        if self.config.repair_queries is None:
+            return sampling.greedy
+        return self.config.repair_queries
 
     def _act_click(self, items: list[tuple[AgentState, BuiltPrompt]]) -> list[AgentDecision]:
         if not items:

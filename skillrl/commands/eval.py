@@ -133,6 +133,9 @@ def eval_command(**o: Any) -> None:
                 constrained=o["constrained"],
                 prompt_config=prompt_config_from(o),
                 count_retrievals=False,
+                # Only measured, never trained on: sampled (Pass@K) turns get the same query
+                # repair as greedy ones.
+                repair_queries=True,
             )
             with console.status(f"evaluating {'with' if skills else 'without'} skills"):
                 results.append(evaluate(runner, config))

@@ -87,7 +87,8 @@ from skillrl.commands.options import (
     "--record/--no-record",
     default=True,
     show_default=True,
-    help="Save the episodes into the skill bank's trajectory store (for distillation).",
+    help="Save the episodes into the skill bank's trajectory store (for distillation) and count "
+    "their retrievals in the entries' usage statistics (training-split goals only).",
 )
 @click.option("--no-seed-bank", is_flag=True, help="Do not seed an empty skill bank on first run.")
 @click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
@@ -137,6 +138,8 @@ def _play(o: dict[str, Any], console: Console) -> tuple[list[Any], Any]:
             max_turns=o["max_turns"],
             max_parallel=1 if interactive else o["parallel"],
             record=o["record"] and bank is not None,
+            # --no-record leaves the bank as it was; the engine counts training goals only.
+            count_retrievals=o["record"],
         )
         engine = RolloutEngine(
             _Progress(agent, console, quiet=o["as_json"] or interactive),
@@ -293,6 +296,7 @@ def _reviewer(console: Console) -> Any:
         decision.action, decision.parse_ok = parsed.action, parsed.ok
         decision.model_output = f"{decision.model_output}\n[overridden by a person: {typed}]"
         decision.completion_token_ids = decision.completion_logprobs = None  # not the model's
+        decision.action_substituted = True
         return decision
 
     return review

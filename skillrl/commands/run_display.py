@@ -52,6 +52,8 @@ def turn_panel(event: TurnEvent, *, with_observation: bool = True) -> Panel:
         parts.append(Text.assemble(("thinking: ", "bold"), (think, "italic")))
     style = "bold green" if event.turn.action_valid else "bold red"
     verdict = "" if event.turn.action_valid else "  (invalid: nothing happened)"
+    if event.turn.action_substituted:
+        verdict += "  (not the model's own: substituted)"
     parts.append(Text.assemble(("action: ", "bold"), (event.turn.action, style), verdict))
     if event.turn.model_output and not event.turn.action_valid:
         parts.append(Text(f"model said: {event.turn.model_output[:300]}", style="dim"))
@@ -195,6 +197,7 @@ def episode_summary(record: EpisodeRecord) -> dict[str, Any]:
                 "turn": t.turn,
                 "action": t.action,
                 "valid": t.action_valid,
+                "substituted": t.action_substituted,
                 "reward": t.reward,
                 "retrieved_ids": t.retrieved_ids,
                 "model_output": t.model_output,

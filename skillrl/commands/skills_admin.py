@@ -37,25 +37,51 @@ def _format(path: Path, fmt: str | None) -> str:
     help="jsonl: full records of an export; skillrl: SkillRL's bank JSON. Default: by suffix.",
 )
 @click.option("--env", default="webshop", show_default=True, help="skillrl format: env of it.")
+@click.option(
+    "--category-map",
+    "category_map",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="skillrl format: YAML mapping 'skillrl_category: env_category' used instead of the "
+    "env's default table (e.g. webshop: apparel -> fashion).",
+)
+@click.option(
+    "--map-category",
+    "map_category",
+    multiple=True,
+    metavar="OLD=NEW",
+    help="skillrl format: map SkillRL category OLD to NEW (repeatable; added to the table).",
+)
 @author_option("Who imports.")
 @json_option
 @bank_options
-def import_command(bank: Any, file: Path, fmt: str | None, env: str, author: str,
+def import_command(bank: Any, file: Path, fmt: str | None, env: str, category_map: Path | None,
+                   map_category: tuple[str, ...], author: str,
                    as_json: bool) -> None:  # fmt: skip
-    """Import entries from FILE, all or nothing (a bad record is reported, nothing written)."""
-    from memory import io
+    """Import entries from FILE, all or nothing (a bad record is reported, nothing written).
 
+    SkillRL task skills are filed under the env's categories through a table (the env's default,
+    --category-map, --map-category); each keeps its SkillRL category, which export restores.
+    """
+    from memory import io
+    from skillrl.commands.category_maps import category_map_for
+
+    table: dict[str, str] = {}
     if _format(file, fmt) == "jsonl":
         report = io.import_jsonl(bank, file, author=author)
     else:
-        report = io.import_skillrl(bank, file, env=env, author=author)
+        table = category_map_for(env, category_map, map_category)
+        report = io.import_skillrl(bank, file, env=env, author=author, category_map=table)
     if as_json:
-        print_json(dataclasses.asdict(report))
+        print_json({**dataclasses.asdict(report), "category_map": table})
     else:
         console().print(
             f"read {report.records} records: {len(report.added)} added, "
             f"{len(report.merged)} merged into existing entries"
         )
+        if table:
+            pairs = ", ".join(f"{old} -> {new}" for old, new in sorted(table.items()))
+            console().print(f"SkillRL categories mapped for {env}: {pairs}")
 
 
 @click.command("export")

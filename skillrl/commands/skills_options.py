@@ -18,7 +18,7 @@ TEXT_FIELDS = (
     ("principle", "The rule itself, stated generally."),
     ("when_to_apply", "When the rule applies."),
     ("env", "Environment id (task skills and notes), e.g. webshop."),
-    ("category", "Task category within the environment, e.g. apparel."),
+    ("category", "Task category within the environment, e.g. fashion."),
     ("failure_point", "Notes only: where the episode went wrong."),
     ("flawed_action", "Notes only: the action that was wrong."),
     ("correction", "Notes only: what should have been done instead."),

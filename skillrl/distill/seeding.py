@@ -4,6 +4,11 @@ The starting bank (``skillrl/distill/data/<env>_starting_bank.json``) is what ``
 --env <env> --export`` writes: drafts distilled from the scripted expert's training-goal episodes.
 Seeding imports it through ``bank.add`` so the embeddings and merge-on-insert are the bank's own.
 Regenerate it with the command stored in the file (``regenerate``).
+
+Seeding also adds the hand-written general skills (``skillrl/distill/data/general_skills.json``,
+same format, general entries only), first, so that every prompt has general skills from the
+first turn: the distiller finds few general patterns (one in the shipped bank), and retrieval
+always serves the best ``k_general`` of them.
 """
 
 from __future__ import annotations
@@ -46,6 +51,26 @@ class SeedReport:
     seconds: float
 
 
+GENERAL_SKILLS_FILE = "general_skills.json"
+
+
+def general_skills_path() -> Path:
+    """Return the shipped file of hand-written general skills."""
+    return Path(str(resources.files("skillrl.distill.data").joinpath(GENERAL_SKILLS_FILE)))
+
+
+def load_general_skills(path: str | os.PathLike[str] | None = None) -> list[EntryDraft]:
+    """Read the general skills file (the shipped one by default); every entry must be general."""
+    path = general_skills_path() if path is None else Path(path)
+    _, drafts = load_starting_bank(path)
+    for i, draft in enumerate(drafts):
+        if draft.kind != "general" or draft.env is not None or draft.category is not None:
+            raise DataFileError(
+                f"{path}: entries[{i}] must be a general skill with no env or category"
+            )
+    return drafts
+
+
 def starting_bank_path(env_id: str) -> Path | None:
     """Return the shipped starting bank of ``env_id``, or None if none ships."""
     path = resources.files("skillrl.distill.data").joinpath(f"{env_id}_starting_bank.json")
@@ -85,7 +110,7 @@ def load_starting_bank(path: str | os.PathLike[str]) -> tuple[str, list[EntryDra
     records = data.get("entries")
     if not isinstance(records, list) or not records:
         raise DataFileError(f"{path} has no entries")
-    return str(data.get("env", "")), [
+    return str(data.get("env") or ""), [
         _draft(r, f"{path}: entries[{i}]") for i, r in enumerate(records)
     ]
 
@@ -122,10 +147,16 @@ def write_starting_bank(
         raise
 
 
-def seed_bank(bank: Any, path: str | os.PathLike[str], env_id: str) -> SeedReport:
-    """Add every entry of a starting-bank file through the bank's add API."""
+def seed_bank(
+    bank: Any, path: str | os.PathLike[str], env_id: str, *, general: bool = True
+) -> SeedReport:
+    """Add the general skills, then every entry of a starting-bank file, through ``add_many``.
+
+    ``general=False`` seeds the starting bank alone.
+    """
     started = time.perf_counter()
-    _, drafts = load_starting_bank(path)
+    drafts = load_general_skills() if general else []
+    drafts += load_starting_bank(path)[1]
     results = bank.add_many(drafts, author=AUTHOR)  # one transaction: seeded fully or not at all
     merged = sum(r.merged for r in results)
     added = len(results) - merged

@@ -3,8 +3,12 @@
 Utility is :mod:`memory.stats`'s (the posterior success-rate lift of an entry over the
 skill-using episodes of its env/category that did not retrieve it), the same number
 ``skillrl skills list --sort utility`` shows. An entry is retired once ``n_with`` reaches
-``min_evidence`` and its utility is below ``retire_below``; then each kind of each env/category
-keeps at most its cap of entries, best utility first. Retiring goes through ``bank.retire``: the
+``min_evidence``, ``n_without`` reaches ``min_baseline`` and its utility is below
+``retire_below``: a comparison needs episodes on both sides. Without a baseline the smoothed rate
+defaults to 0.5, so while the policy fails everything every retrieved entry would look harmful
+("0/12 with it, 0/0 without") and be retired for what is only the policy's weakness. Then each
+kind of each env/category keeps at most its cap of entries, best utility first (an entry not yet
+measured on both sides ranks as neutral, utility 0). Retiring goes through ``bank.retire``: the
 entry stays in SQL with its history and ``bank.restore`` (or ``skillrl skills revert``) brings it
 back.
 """
@@ -30,6 +34,9 @@ class UpkeepConfig:
     """Pseudo-episodes of the Beta prior (centred on the baseline success rate)."""
     min_evidence: int = 8
     """Episodes that retrieved an entry before it may be retired for low utility."""
+    min_baseline: int = 8
+    """Episodes of the entry's scope that did not retrieve it before it may be retired for low
+    utility (without them there is nothing to compare its success rate with)."""
     retire_below: float = -0.15
     """Retire an entry whose utility (success-rate difference) is below this."""
     cap_per_category: int = 12
@@ -42,6 +49,8 @@ class UpkeepConfig:
             raise ValueError(f"prior_strength ({self.prior_strength}) must be > 0")
         if self.min_evidence < 1:
             raise ValueError(f"min_evidence ({self.min_evidence}) must be >= 1")
+        if self.min_baseline < 1:
+            raise ValueError(f"min_baseline ({self.min_baseline}) must be >= 1")
         if not -1.0 < self.retire_below <= 0.0:
             raise ValueError(f"retire_below ({self.retire_below}) must be in (-1, 0]")
         if self.cap_per_category < 1 or self.cap_general < 1:
@@ -61,6 +70,10 @@ class Utility:
     n_without: int
     s_without: int
     utility: float
+
+    def measured(self, config: UpkeepConfig) -> bool:
+        """Whether there is enough evidence with and without the entry to compare them."""
+        return self.n_with >= config.min_evidence and self.n_without >= config.min_baseline
 
 
 @dataclass
@@ -90,6 +103,11 @@ def _why(u: Utility) -> str:
     )
 
 
+def _rank_utility(u: Utility, config: UpkeepConfig) -> float:
+    """Return the utility that ranks entries under a cap (unmeasured ones are neutral)."""
+    return u.utility if u.measured(config) else 0.0
+
+
 def upkeep(bank: Any, config: UpkeepConfig | None = None, *, dry_run: bool = False) -> UpkeepReport:
     """Retire low-utility entries with enough evidence, then enforce the caps."""
     config = config or UpkeepConfig()
@@ -99,7 +117,7 @@ def upkeep(bank: Any, config: UpkeepConfig | None = None, *, dry_run: bool = Fal
     for entry in entries:
         u = measure(entry, totals.of(entry), config)
         report.utilities[entry.id] = u
-        if u.n_with >= config.min_evidence and u.utility < config.retire_below:
+        if u.measured(config) and u.utility < config.retire_below:
             report.retired[entry.id] = f"low utility after {u.n_with} episodes ({_why(u)})"
     groups: dict[tuple[str, str | None, str | None], list[Entry]] = {}
     for entry in entries:
@@ -114,7 +132,11 @@ def upkeep(bank: Any, config: UpkeepConfig | None = None, *, dry_run: bool = Fal
         cap = config.cap_general if kind == "general" else config.cap_per_category
         ranked = sorted(
             members,
-            key=lambda e: (report.utilities[e.id].utility, e.support_count, e.times_retrieved),
+            key=lambda e: (
+                _rank_utility(report.utilities[e.id], config),
+                e.support_count,
+                e.times_retrieved,
+            ),
             reverse=True,
         )
         for entry in ranked[cap:]:

@@ -101,7 +101,10 @@ def test_retrieval_is_batched_filtered_and_recorded(bank, samples):
     assert bank.get(size.id).times_retrieved == 1
     assert bank.get(general.id).times_retrieved == 2
     strict = bank.retrieve([_query("buy running shoes")], RetrievalConfig(min_similarity=0.99))
-    assert strict[0].all == []
+    # The cut-off drops task skills and notes; the best general skills are always served.
+    assert strict[0].task == [] and strict[0].mistakes == []
+    assert [r.entry.id for r in strict[0].general] == [general.id]
+    assert strict[0].general[0].similarity < 0.99
     bank.retrieve([_query("buy running shoes in size 9")], config, record=False)
     assert bank.get(size.id).times_retrieved == 1
 

@@ -160,11 +160,13 @@ class FakeBank:
 
     def __init__(self) -> None:
         self.retrieve_batches: list[int] = []
+        self.record_flags: list[bool] = []
         self.queries: list[Any] = []
         self.saved: list[Any] = []
 
     def retrieve(self, queries, config=None, *, record=True):
         self.retrieve_batches.append(len(queries))
+        self.record_flags.append(record)
         self.queries.extend(queries)
         return [
             RetrievedSkills(

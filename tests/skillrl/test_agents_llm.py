@@ -58,9 +58,45 @@ def test_constrained_decoding_scores_clicks_and_generates_only_the_query():
         "search[bracket kite]",  # a stray bracket would make the action invalid
     ]
     assert all(d.parse_ok for d in decisions)
+    # Greedy decoding repaired the ghost query; the decision says its tokens did not write it.
+    assert [d.action_substituted for d in decisions] == [False, False, False, True, False]
     # The search generation continued the assistant prefix: the query, not a whole reply.
     assert policy.conversations[0][-1] == {"role": "assistant", "content": "<action>search["}
     assert decisions[0].completion_token_ids == [ord(c) % 97 for c in "click[blue kite]</action>"]
+
+
+def test_sampled_search_sends_the_written_query_and_greedy_repair_is_marked():
+    ghost = state(["search[<query>]"], "buy the ghost toy")
+    sampled = LLMAgentConfig(sampling=SamplingConfig(temperature=1.0, seed=0))
+    (decision,) = LLMAgent(ScriptedPolicy(), constrained=True, config=sampled).act([ghost])
+    # A training rollout executes what the model wrote (an empty query), never the task's words.
+    assert decision.action == "search[]" and not decision.action_substituted
+    assert decision.completion_token_ids == [ord("]") % 97]
+    (greedy,) = LLMAgent(ScriptedPolicy(), constrained=True).act([ghost])
+    assert greedy.action == "search[buy the ghost toy]" and greedy.action_substituted
+    forced = LLMAgentConfig(sampling=sampled.sampling, repair_queries=True)
+    (repaired,) = LLMAgent(ScriptedPolicy(), constrained=True, config=forced).act([ghost])
+    assert repaired.action == "search[buy the ghost toy]" and repaired.action_substituted
+    never = LLMAgentConfig(repair_queries=False)
+    (kept,) = LLMAgent(ScriptedPolicy(), constrained=True, config=never).act([ghost])
+    assert kept.action == "search[]" and not kept.action_substituted
+
+
+def test_a_substituted_turn_is_recorded_and_survives_serialisation():
+    import json
+
+    from skillrl.records import EpisodeRecord
+
+    (ghost,) = RolloutEngine(LLMAgent(ScriptedPolicy(), constrained=True)).run(
+        [EpisodeStart("fakeshop", "test", 3, env_config={"max_turns": 3})]
+    )
+    searches = [t for t in ghost.turns if t.action.startswith("search[")]
+    assert searches and all(t.action_substituted for t in searches)
+    assert not any(t.action_substituted for t in ghost.turns if t.action.startswith("click["))
+    stored = EpisodeRecord.from_dict(json.loads(json.dumps(ghost.to_dict())))
+    assert [t.action_substituted for t in stored.turns] == [
+        t.action_substituted for t in ghost.turns
+    ]
 
 
 def sampled_clicks(temperature: float, seed: int | None = 3) -> list[str]:

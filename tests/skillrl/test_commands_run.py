@@ -49,6 +49,7 @@ def test_step_mode_lets_a_person_override_the_action(workspace):
     assert result.exit_code == 0, result.output
     steps = json.loads(result.stdout)["episodes"][0]["steps"]
     assert steps[0]["action"] == "search[zzz qqq]" and "overridden" in steps[0]["model_output"]
+    assert steps[0]["substituted"] and not steps[1]["substituted"]
     assert len(steps) == 2  # the turn limit ends it
 
 

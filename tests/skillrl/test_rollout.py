@@ -64,6 +64,24 @@ def test_records_hold_tokens_logprobs_and_retrieved_ids_and_are_saved():
     ]
 
 
+def test_only_training_split_episodes_count_towards_usage_statistics():
+    bank = FakeBank()
+    engine = RolloutEngine(LLMAgent(ScriptedPolicy()), bank=bank)
+    engine.run(starts(2))  # test split: retrieval never counts, whatever the config says
+    assert bank.record_flags == [False] * 3
+    bank.record_flags.clear()
+    mixed = [EpisodeStart("fakeshop", "train", 0), EpisodeStart("fakeshop", "test", 1)]
+    engine.run(mixed)
+    # One counted call for the training episode, one uncounted for the test one, per turn.
+    assert bank.record_flags == [True, False] * 3 and bank.retrieve_batches[-6:] == [1] * 6
+    bank.record_flags.clear()
+    off = RolloutEngine(
+        LLMAgent(ScriptedPolicy()), bank=bank, config=RolloutConfig(count_retrievals=False)
+    )
+    off.run([EpisodeStart("fakeshop", "train", 0)])
+    assert bank.record_flags == [False] * 3
+
+
 def test_max_parallel_limits_the_batch_and_keeps_start_order():
     policy = ScriptedPolicy()
     engine = RolloutEngine(LLMAgent(policy), config=RolloutConfig(max_parallel=2))

@@ -134,6 +134,22 @@ def test_zero_advantage_turns_are_skipped_and_the_gap_is_reported():
     assert metrics.tokens_per_second > 0
 
 
+def test_substituted_turns_are_counted_and_never_trained_on():
+    model = tiny_model()
+    episodes = group_episodes(model, [5, 6], [20, 21], [30, 31])
+    episodes[0].turns[0].action_substituted = True  # the rewarded turn did not write its action
+    trainer = GRPOTrainer(model, GRPOConfig(learning_rate=1e-3), pad_token_id=PAD)
+    metrics = trainer.train_step(episodes, [[1.0], [-1.0]])
+    assert metrics.samples == 1 and metrics.substituted_turns == 1
+    assert metrics.completion_tokens == 2  # only the honest turn's tokens
+    episodes[1].turns[0].action_substituted = True
+    before = copy.deepcopy(trainer.unwrapped_model.state_dict())
+    metrics = trainer.train_step(episodes, [[1.0], [-1.0]])
+    assert metrics.samples == 0 and metrics.substituted_turns == 2
+    after = trainer.unwrapped_model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
 def test_kl_to_the_reference_is_reported_when_beta_is_positive():
     model = tiny_model()
     episodes = group_episodes(model, [5, 6], [20, 21], [30, 31])

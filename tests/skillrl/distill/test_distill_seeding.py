@@ -7,6 +7,8 @@ import pytest
 from memory.types import EntryDraft, RetrievalQuery
 from skillrl.distill.leakage import find_leaks
 from skillrl.distill.seeding import (
+    general_skills_path,
+    load_general_skills,
     load_starting_bank,
     seed_bank_if_empty,
     starting_bank_path,
@@ -31,6 +33,24 @@ def test_shipped_webshop_starting_bank_loads_validates_and_is_clean():
         assert not find_leaks(draft.text_for_embedding()), draft.title
     regenerate = json.loads(path.read_text())["regenerate"]
     assert regenerate.startswith("skillrl bootstrap --env webshop")
+
+
+def test_shipped_general_skills_are_general_clean_and_distinct():
+    drafts = load_general_skills()
+    assert 6 <= len(drafts) <= 10
+    assert all(d.kind == "general" and d.env is None and d.category is None for d in drafts)
+    assert len({d.title.lower() for d in drafts}) == len(drafts)
+    for draft in drafts:
+        assert draft.when_to_apply and not find_leaks(draft.text_for_embedding()), draft.title
+    assert general_skills_path().name == "general_skills.json"
+
+
+def test_a_general_skills_file_holding_a_task_skill_is_refused(tmp_path):
+    path = tmp_path / "general.json"
+    task = EntryDraft(kind="task", title="t", principle="p", env="webshop", category="fashion")
+    write_starting_bank(path, "", [task], regenerate="x")
+    with pytest.raises(DataFileError, match=r"entries\[0\] must be a general skill"):
+        load_general_skills(path)
 
 
 def test_no_starting_bank_for_an_unknown_env():
@@ -68,8 +88,9 @@ def test_write_is_atomic_and_readable(tmp_path):
 def test_empty_bank_is_seeded_once_through_the_add_api(bank):
     report = seed_bank_if_empty(bank, "webshop")
     _, drafts = load_starting_bank(starting_bank_path("webshop"))
-    assert report is not None and report.entries == len(drafts)
-    assert bank.count() == report.added == len(drafts) - report.merged
+    general = load_general_skills()
+    assert report is not None and report.entries == len(general) + len(drafts)
+    assert bank.count() == report.added == report.entries - report.merged
     assert bank.history(bank.list()[0].id)[0].author == "seed"
     [skills] = bank.retrieve(
         [
@@ -83,5 +104,8 @@ def test_empty_bank_is_seeded_once_through_the_add_api(bank):
         record=False,
     )
     assert skills.task and skills.mistakes  # skills from the very first turn
+    # General skills score under the similarity cut-off, yet every turn gets the best k_general.
+    assert len(skills.general) == 2 and all(r.similarity < 0.25 for r in skills.general)
+    assert bank.count(kind="general") >= len(general)
     assert seed_bank_if_empty(bank, "webshop") is None
     assert seed_bank_if_empty(bank, "alfworld") is None

@@ -84,11 +84,22 @@ def test_cap_per_category_retires_the_weakest(bank):
         _note(bank, f"Note {word}", f"A distinct principle about {word} handling.")
         for word in ("colors", "sizes", "prices", "brands")
     ]
+    # Evidence on both sides for ids[0] (8/8 with, 0/8 without) and ids[1] (0/8 with, 8/8
+    # without); the weak one is not the newest, so creation order cannot pick it by accident.
     bank.save_episodes(
-        [_played(True, [ids[0]]) for _ in range(3)] + [_played(False, [ids[3]]) for _ in range(3)]
+        [_played(True, [ids[0]]) for _ in range(8)] + [_played(False, [ids[1]]) for _ in range(8)]
     )
-    report = upkeep(bank, UpkeepConfig(cap_per_category=3), dry_run=True)
-    assert list(report.retired) == [ids[3]] and "over the cap of 3" in report.retired[ids[3]]
+    config = UpkeepConfig(cap_per_category=3, retire_below=-0.9)  # only the cap retires here
+    report = upkeep(bank, config, dry_run=True)
+    assert list(report.retired) == [ids[1]] and "over the cap of 3" in report.retired[ids[1]]
     assert bank.count() == 4  # dry run changed nothing
-    upkeep(bank, UpkeepConfig(cap_per_category=3))
-    assert bank.count() == 3 and bank.get(ids[3]).status == "retired"
+    upkeep(bank, config)
+    assert bank.count() == 3 and bank.get(ids[1]).status == "retired"
+
+
+def test_entries_of_a_policy_that_fails_everything_are_not_retired(bank):
+    seeded = _note(bank, "Select the requested size", "Click the size the instruction names.")
+    bank.save_episodes([_played(False, [seeded]) for _ in range(12)])
+    report = upkeep(bank)
+    assert report.utilities[seeded].n_without == 0 and report.retired == {}
+    assert bank.get(seeded).status == "active"

@@ -24,3 +24,70 @@ def test_helpful_entry_has_positive_utility():
 def test_config_is_validated():
     with pytest.raises(ValueError, match="retire_below"):
         UpkeepConfig(retire_below=0.2)
+
+
+def test_min_baseline_is_validated():
+    with pytest.raises(ValueError, match=r"min_baseline \(0\)"):
+        UpkeepConfig(min_baseline=0)
+
+
+class _Bank:
+    """Just what upkeep reads: active entries and the episode totals of their scope."""
+
+    def __init__(self, entries, totals):
+        self._entries, self._totals, self.retired = entries, totals, []
+
+    def list(self, *, status):
+        return list(self._entries)
+
+    def episode_totals(self, *, env, category, skills_only):
+        return self._totals
+
+    def retire(self, entry_id, *, author, reason):
+        self.retired.append(entry_id)
+
+
+def _seed_entry(entry_id: str, n_with: int, s_with: int):
+    from memory.types import Entry
+
+    return Entry(
+        kind="task",
+        title=entry_id,
+        principle="p",
+        env="webshop",
+        category="fashion",
+        id=entry_id,
+        episodes_retrieved=n_with,
+        success_episodes=s_with,
+        failure_episodes=n_with - s_with,
+    )
+
+
+def test_no_retirement_without_episodes_on_both_sides():
+    from skillrl.distill.upkeep import upkeep
+
+    # The policy fails everything and every episode retrieved the entry: 0/12 with, 0/0 without.
+    # The baseline is only the Laplace prior (0.5), so the -0.38 "utility" is no evidence.
+    seed = _seed_entry("seed", 12, 0)
+    bank = _Bank([seed], totals=(12, 0))
+    report = upkeep(bank)
+    assert report.utilities["seed"].utility < UpkeepConfig().retire_below
+    assert report.retired == {} and bank.retired == []
+    # With enough episodes that ran without it (and succeeded), the same entry is retired.
+    bank = _Bank([seed], totals=(22, 8))
+    assert list(upkeep(bank).retired) == ["seed"] and bank.retired == ["seed"]
+    # min_baseline is the documented knob: 10 episodes without are not enough for 11.
+    assert upkeep(_Bank([seed], (22, 8)), UpkeepConfig(min_baseline=11)).retired == {}
+
+
+def test_an_unmeasured_entry_is_not_ranked_below_measured_ones_under_a_cap():
+    from skillrl.distill.upkeep import upkeep
+
+    # Scope: 30 episodes, none succeeded. "busy" was in all 30 (0/0 without: unmeasured, its
+    # -0.44 is the prior's 0.5 against 0/30); "weak" was in 10 against 0/20 without (measured,
+    # a little below neutral). The cap keeps the unmeasured one and retires the measured one.
+    busy, weak = _seed_entry("busy", 30, 0), _seed_entry("weak", 10, 0)
+    config = UpkeepConfig(cap_per_category=1, retire_below=-0.9)
+    report = upkeep(_Bank([busy, weak], totals=(30, 0)), config, dry_run=True)
+    assert report.utilities["busy"].utility < report.utilities["weak"].utility < 0
+    assert list(report.retired) == ["weak"] and "over the cap" in report.retired["weak"]
