@@ -16,6 +16,9 @@ Resumability: a phase writes its files first and ``state.json`` last; on ``--res
 phases are skipped and a half-done phase reuses what it already wrote (rollout episodes are kept
 in ``cycles/<c>/rollout.json`` and stored with the bank's idempotent ``save_episodes``; an update
 whose trainer state is on disk is not applied twice), so nothing is lost or duplicated.
+Training rollouts hold their retrieval events back (``trainers.retrieval_log``) and record them
+when the rollout phase commits, so a rollout killed half-way leaves no usage counts behind; and
+``--resume`` first deletes the temp files a killed write left (a half-saved checkpoint).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from trainers.checkpoint import (
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.evaluation import summarise
 from trainers.grpo import GRPOTrainer
+from trainers.retrieval_log import RetrievalEvent, record_deferred
 from trainers.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
 from trainers.run_files import PHASES, RunFiles, RunState, plot_learning_curve, write_tensorboard
 from trainers.runtime import EpisodeRunner, Start
@@ -116,6 +120,7 @@ class TrainingRun:
             self.files.save_state(state)
             return state
         state = self.files.load_state()
+        self.files.remove_stale_temps()  # e.g. a half-written checkpoint of a killed save
         saved = self.files.load_config()
         if _identity(saved) != _identity(settings):
             raise CheckpointError(
@@ -135,12 +140,17 @@ class TrainingRun:
         data = self.files.load_episodes(cycle, "rollout")
         if data is None:
             data = self._collect(cycle, state.goal_cursor)
-            self.files.save_episodes(
-                cycle, "rollout", {**data, "episodes": [e.to_dict() for e in data["episodes"]]}
-            )
+            self._save_rollout(cycle, data)
         self.hook(cycle, "rollout:saved")
         episodes: list[EpisodeRecord] = data["episodes"]
         if self.bank is not None:
+            # Retrievals were held back while rolling out (a killed attempt counts nothing);
+            # they reach the bank now, once, marked in rollout.json so a resume skips them.
+            if not data.get("retrievals_recorded", True):
+                events = [RetrievalEvent.from_dict(e) for e in data.get("retrievals", [])]
+                record_deferred(self.bank, events)
+                data["retrievals_recorded"] = True
+                self._save_rollout(cycle, data)
             self.bank.save_episodes(episodes)  # idempotent by episode id
         state.goal_cursor = data["cursor_end"]
         s = summarise(episodes)
@@ -157,12 +167,18 @@ class TrainingRun:
             }
         )
 
+    def _save_rollout(self, cycle: int, data: dict[str, Any]) -> None:
+        self.files.save_episodes(
+            cycle, "rollout", {**data, "episodes": [e.to_dict() for e in data["episodes"]]}
+        )
+
     def _collect(self, cycle: int, cursor: int) -> dict[str, Any]:
         import time
 
         started = time.perf_counter()
         rounds = iter(range(1_000_000))
         config = self.config
+        held: list[RetrievalEvent] = []
 
         def rollout(goals: list[int]) -> list[EpisodeRecord]:
             round_index = next(rounds)
@@ -177,6 +193,7 @@ class TrainingRun:
                 starts,
                 temperature=config.train_temperature,
                 sampling_seed=config.seed * 100_003 + cycle * 101 + round_index,
+                held_retrievals=held,
             )
 
         positions = iter(
@@ -199,6 +216,8 @@ class TrainingRun:
             "goals_used": collection.goals_used,
             "cursor_end": cursor + len(collection.goals_used),
             "seconds": time.perf_counter() - started,
+            "retrievals": [e.to_dict() for e in held],
+            "retrievals_recorded": False,
         }
 
     def _returns(self, episodes: Sequence[EpisodeRecord]) -> list[float]:
