@@ -18,6 +18,7 @@ register(
     "webshop",
     make_webshop,
     "WebShop: search a product catalog, pick options, buy what the instruction asks for.",
+    config_class=WebShopConfig,
 )
 
 __all__ = ["WebShopConfig", "WebShopEnv", "make_webshop"]
