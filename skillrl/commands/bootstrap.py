@@ -83,13 +83,13 @@ def bootstrap(bank: Any, env: str, episodes: int, first_goal: int, probe_fractio
     from skillrl.distill.bootstrap import BootstrapConfig, active_drafts, bootstrap_bank
     from skillrl.distill.seeding import write_starting_bank
 
-    env_config = env_config_from(env, env_options)  # before a teacher model loads
 
     if env != "webshop" and (agent == "expert" or probe_fraction > 0):
         raise click.UsageError(
             f"the scripted expert exists for webshop only; for {env} use "
             "--agent teacher --probe-fraction 0"
         )
+    env_config = env_config_from(env, env_options)  # before a teacher model loads
     config = BootstrapConfig(env=env, episodes=episodes, first_goal=first_goal,
                              probe_fraction=probe_fraction, max_turns=max_turns,
                              env_config=env_config)  # fmt: skip
