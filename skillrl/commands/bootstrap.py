@@ -83,7 +83,6 @@ def bootstrap(bank: Any, env: str, episodes: int, first_goal: int, probe_fractio
     from skillrl.distill.bootstrap import BootstrapConfig, active_drafts, bootstrap_bank
     from skillrl.distill.seeding import write_starting_bank
 
-
     if env != "webshop" and (agent == "expert" or probe_fraction > 0):
         raise click.UsageError(
             f"the scripted expert exists for webshop only; for {env} use "
