@@ -32,6 +32,9 @@ def llamacpp_server():
     port = free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_gguf_path())]
     command += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096"]
+    # The backend asks for logprobs, which llama-cpp-python serves only with logits_all; the
+    # alias is the --model name the test sends.
+    command += ["--logits_all", "true", "--model_alias", "smollm2"]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/v1"
     try:
