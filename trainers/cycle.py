@@ -108,7 +108,7 @@ class TrainingRun:
         return state
 
     def _start(self, resume: bool) -> RunState:
-        settings = {"cycle": asdict(self.config), "grpo": asdict(self.grpo)}
+        settings = run_settings(self.config, self.grpo)
         if not resume:
             if self.files.exists():
                 raise CheckpointError(
@@ -121,12 +121,7 @@ class TrainingRun:
             return state
         state = self.files.load_state()
         self.files.remove_stale_temps()  # e.g. a half-written checkpoint of a killed save
-        saved = self.files.load_config()
-        if _identity(saved) != _identity(settings):
-            raise CheckpointError(
-                f"--resume with different settings than {self.files.config_path}: "
-                "only --cycles may change when resuming"
-            )
+        check_resume_settings(self.files, self.config, self.grpo)
         self.files.save_config(settings)
         if read_trainer_meta(self.files.trainer_state) is not None:
             load_trainer_state(
@@ -355,6 +350,35 @@ def _goal_order(config: CycleConfig, size: int) -> list[int]:
     order = list(range(size))
     random.Random(f"train-goals-{config.seed}").shuffle(order)
     return order
+
+
+def run_settings(config: CycleConfig, grpo: GRPOConfig) -> dict[str, Any]:
+    """Return what a run's ``config.json`` holds."""
+    return {"cycle": asdict(config), "grpo": asdict(grpo)}
+
+
+def check_resume_settings(files: RunFiles, config: CycleConfig, grpo: GRPOConfig) -> None:
+    """Raise CheckpointError unless the run in ``files`` was started with these settings.
+
+    Only ``cycles`` may differ. Cheap (two JSON reads): the CLI calls it before loading a model.
+    """
+    saved = files.load_config()
+    if _identity(saved) != _identity(run_settings(config, grpo)):
+        changed = _changed(_identity(saved), _identity(run_settings(config, grpo)))
+        raise CheckpointError(
+            f"--resume with different settings than {files.config_path} ({changed}): "
+            "only --cycles may change when resuming"
+        )
+
+
+def _changed(saved: dict[str, Any], now: dict[str, Any]) -> str:
+    diffs = [
+        f"{part}.{key}: {saved.get(part, {}).get(key)!r} -> {value!r}"
+        for part in ("cycle", "grpo")
+        for key, value in now.get(part, {}).items()
+        if saved.get(part, {}).get(key) != value
+    ]
+    return "; ".join(diffs[:3]) or "settings differ"
 
 
 def _identity(settings: dict[str, Any]) -> dict[str, Any]:

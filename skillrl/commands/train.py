@@ -298,8 +298,8 @@ def train(**options: Any) -> None:
         lora_alpha=2 * o["lora_r"],
         max_completion_length=o["max_new_tokens"],
     )
-    _check_run_folder(folder, o["resume"])
-    save_settings(folder, resolved_settings(ctx, o))
+    _check_run_folder(folder, o["resume"], cycle, grpo)
+    save_settings(folder, resolved_settings(ctx, o))  # only once the settings are accepted
     state = run_with_progress(cycle, grpo, o)
     if o["as_json"]:
         click.echo(json.dumps(state.history, indent=2, sort_keys=True))
@@ -314,13 +314,20 @@ def run_folder(workspace: str, run_name: str) -> Path:
     return resolve_workspace(workspace) / "runs" / run_name
 
 
-def _check_run_folder(folder: Path, resume: bool) -> None:
-    """Refuse a fresh start over a run, or a resume of nothing, before any model loads."""
+def _check_run_folder(folder: Path, resume: bool, cycle: Any, grpo: Any) -> None:
+    """Refuse, before any model loads, a fresh start over a run or a resume that cannot go on.
+
+    A resume of nothing, or with settings other than the run's (all but --cycles), is refused.
+    """
+    from trainers.cycle import check_resume_settings
     from trainers.run_files import RunFiles
 
-    exists = RunFiles(folder).exists()
+    files = RunFiles(folder)
+    exists = files.exists()
     if resume and not exists:
         raise CheckpointError(f"--resume: there is no run to continue in {folder}")
+    if resume:
+        check_resume_settings(files, cycle, grpo)
     if not resume and exists:
         raise CheckpointError(
             f"{folder} already holds a run; pass --resume to continue it "

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 import skillrl.commands.train as train_command
 from cli import main
+from trainers.cycle import run_settings
 
 
 class Started(Exception):
@@ -84,7 +85,9 @@ def test_resume_takes_the_saved_settings_and_only_cycles_from_the_command_line(
     first = train("--config", str(config), "--run-name", "r", "--seed", "9")
     assert isinstance(first.exception, Started), first.output
     run = workspace / "runs" / "r"
-    (run / "state.json").write_text(json.dumps({"cycle": 2, "done": True}))  # a finished run
+    # What TrainingRun writes when it starts: a finished run with its config.json.
+    (run / "state.json").write_text(json.dumps({"cycle": 2, "done": True}))
+    (run / "config.json").write_text(json.dumps(run_settings(*started[0][:2])))
 
     again = train("--run-name", "r", "--resume", "--cycles", "4")
     assert isinstance(again.exception, Started), again.output
@@ -92,6 +95,12 @@ def test_resume_takes_the_saved_settings_and_only_cycles_from_the_command_line(
     assert (cycle.cycles, cycle.goals_per_cycle, cycle.seed) == (4, 6, 9)
     assert cycle.env_config == {"observation_mode": "text_rich"}
     assert yaml.safe_load((run / "train.yaml").read_text())["cycles"] == 4
+
+    # Another setting is refused before any model loads, and the saved settings stay as they were.
+    changed = train("--run-name", "r", "--resume", "--group-size", "3")
+    assert changed.exit_code == 1 and "cycle.group_size: 4 -> 3" in changed.output, changed.output
+    assert len(started) == 2
+    assert yaml.safe_load((run / "train.yaml").read_text())["group-size"] == 4
 
 
 def test_start_and_resume_refuse_the_wrong_folder_before_loading_anything(workspace, started):
