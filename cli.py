@@ -12,6 +12,40 @@ import os
 
 import click
 
+# Loggers of this project; every other logger is a library's.
+OWN_LOGGERS = ("skillrl", "memory", "envs", "trainers", "cli", "__main__")
+
+
+class _LibraryFilter(logging.Filter):
+    """Let library records through only from ``level`` up (some, like bm25s, log at DEBUG)."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name.split(".", 1)[0] in OWN_LOGGERS or record.levelno >= self.level
+
+
+def configure_logging(verbose: int, stream: object = None) -> logging.Handler:
+    """Log to stderr: warnings only; -v adds skillrl's info, -vv debug from everything.
+
+    Libraries' own levels are not trusted (bm25s sets its logger to DEBUG on import), so the
+    handler filters library records itself.
+    """
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    handler = logging.StreamHandler(stream)  # type: ignore[arg-type]
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_LibraryFilter(logging.DEBUG if verbose >= 2 else logging.WARNING))
+    handler.set_name("skillrl-cli")
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == "skillrl-cli"]:
+        root.removeHandler(old)  # main() runs more than once in one process under tests
+    root.addHandler(handler)
+    root.setLevel(level)
+    return handler
+
+
 # name -> "module:attribute" of a click command or group.
 COMMANDS: dict[str, str] = {
     "envs": "skillrl.commands.envs:envs",
@@ -70,7 +104,12 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="More log output: -v skillrl's info, -vv debug (libraries' too).",
+)
 @click.version_option(package_name="skillrl")
 def main(verbose: int) -> None:
     """skillrl: LLM agents that get better through a per-turn skill bank and turn-level GRPO.
@@ -78,8 +117,7 @@ def main(verbose: int) -> None:
     The workspace (skill bank, model cache, checkpoints) defaults to ./.skillrl; set
     SKILLRL_WORKSPACE or each command's --workspace to move it.
     """
-    level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(verbose)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")

@@ -75,6 +75,8 @@ class EpisodeRecord:
     agent: str = ""
     """Which agent/policy produced it (e.g. ``expert``, ``transformers:<model>``)."""
     skills_enabled: bool = True
+    error: str = ""
+    """Why the episode was cut short by a failure outside the agent (empty when it was not)."""
     episode_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property

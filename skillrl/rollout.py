@@ -5,6 +5,12 @@ Each turn the engine (1) retrieves skills for every active episode in one ``bank
 (3) steps every environment and records a :class:`TurnRecord`. Finished episodes drop out and
 waiting ones take their slots (at most :attr:`RolloutConfig.max_parallel` active). Finished
 episodes are saved with ``bank.save_episodes`` as they finish when ``record`` is on.
+
+An exception from one episode's environment (or from recording its turn) ends that episode
+only: it is logged, kept in :attr:`EpisodeRecord.error`, its last turn is marked truncated, and
+the other episodes go on. Such episodes are not saved to the bank (their end says nothing about
+the agent). Configuration errors (:class:`SkillRLError` from ``envs.make``/``reset``) and errors
+of the batched ``agent.act`` still raise: they are not one episode's.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any
 import envs
 from memory.types import RetrievalQuery, RetrievedSkills
 from skillrl.agent import Agent, AgentDecision, AgentState
-from skillrl.errors import ConfigError
+from skillrl.errors import ConfigError, SkillRLError
 from skillrl.records import EpisodeRecord, TurnRecord
 
 logger = logging.getLogger(__name__)
@@ -134,6 +140,8 @@ class _Live:
     record: EpisodeRecord
     observation: str
     info: dict[str, Any]
+    began: bool = True
+    """Whether the agent was told the episode began (not when the reset failed)."""
 
 
 class RolloutEngine:
@@ -178,9 +186,11 @@ class RolloutEngine:
             for live in finished:
                 active.remove(live)
                 results[live.slot] = live.record
-                self.agent.end_episode(live.record.episode_id)
-            if finished and self.config.record:
-                self.bank.save_episodes([live.record for live in finished])
+                if live.began:
+                    self.agent.end_episode(live.record.episode_id)
+            saved = [live.record for live in finished if not live.record.error]
+            if saved and self.config.record:
+                self.bank.save_episodes(saved)
         self.stats.episodes = len(results)
         self.stats.wall_seconds = time.perf_counter() - began
         return [results[i] for i in range(len(starts))]
@@ -188,7 +198,15 @@ class RolloutEngine:
     def _begin(self, slot: int, start: EpisodeStart) -> _Live:
         tick = time.perf_counter()
         env = envs.make(start.env_id, **start.env_config)
-        observation, info = env.reset(seed=start.seed, options=start.reset_options())
+        error = ""
+        try:
+            observation, info = env.reset(seed=start.seed, options=start.reset_options())
+        except SkillRLError:
+            raise  # a bad goal or option: the user's to fix, not one episode's bad luck
+        except Exception as exc:  # one broken episode must not end the others
+            observation, info = "", {}
+            error = _describe(exc)
+            logger.warning("episode %d failed at reset: %s", slot, error, exc_info=True)
         self.stats.env_seconds += time.perf_counter() - tick
         record = EpisodeRecord(
             env_id=start.env_id,
@@ -200,12 +218,18 @@ class RolloutEngine:
             group_id=start.group_id,
             agent=getattr(self.agent, "name", type(self.agent).__name__),
             skills_enabled=self.skills_enabled,
+            error=error,
         )
-        self.agent.begin_episode(record.episode_id, info)
-        return _Live(slot, start, env, record, observation, info)
+        if not error:
+            self.agent.begin_episode(record.episode_id, info)
+        return _Live(slot, start, env, record, observation, info, began=not error)
 
     def _turn(self, active: list[_Live]) -> list[_Live]:
         """Retrieve, act and step once for every active episode; return those that finished."""
+        failed = [live for live in active if live.record.error]
+        active = [live for live in active if not live.record.error]
+        if not active:
+            return failed
         skills = self._retrieve(active)
         states = [self._state(live, s) for live, s in zip(active, skills, strict=True)]
         tick = time.perf_counter()
@@ -216,11 +240,19 @@ class RolloutEngine:
             raise RuntimeError(
                 f"agent returned {len(decisions)} decisions for {len(states)} states"
             )
-        finished = []
+        finished = failed
         for live, state, decision, retrieved in zip(active, states, decisions, skills, strict=True):
             if self.review is not None:
                 decision = self.review(state, decision)
-            if self._step(live, state, decision, retrieved):
+            try:
+                event = self._step(live, state, decision, retrieved)
+            except Exception as exc:  # one broken episode must not end the others
+                _fail(live.record, exc, live.slot)
+                finished.append(live)
+                continue
+            if self.on_turn is not None:
+                self.on_turn(event)
+            if event.done:
                 finished.append(live)
         return finished
 
@@ -264,7 +296,7 @@ class RolloutEngine:
         state: AgentState,
         decision: AgentDecision,
         skills: RetrievedSkills | None,
-    ) -> bool:
+    ) -> TurnEvent:
         tick = time.perf_counter()
         observation, reward, terminated, truncated, info = live.env.step(decision.action)
         self.stats.env_seconds += time.perf_counter() - tick
@@ -277,12 +309,8 @@ class RolloutEngine:
         done = terminated or truncated
         if done:
             _finish(live.record, info, reward, terminated)
-        if self.on_turn is not None:
-            self.on_turn(
-                TurnEvent(live.slot, live.record, turn, skills, decision, observation, done)
-            )
         live.observation, live.info = observation, info
-        return done
+        return TurnEvent(live.slot, live.record, turn, skills, decision, observation, done)
 
 
 def _turn_record(
@@ -319,6 +347,19 @@ def _turn_record(
         token_counts=dict(decision.token_counts),
         info=extra,
     )
+
+
+def _fail(record: EpisodeRecord, error: BaseException, slot: int) -> None:
+    """End ``record`` early because of ``error`` (not the agent's doing: nothing is scored)."""
+    record.error = _describe(error)
+    logger.warning("episode %d failed and was ended: %s", slot, record.error, exc_info=True)
+    if record.turns:
+        record.turns[-1].truncated = True
+    record.success, record.score, record.reward_breakdown = False, 0.0, None
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:500]
 
 
 def _finish(record: EpisodeRecord, info: dict[str, Any], reward: float, terminated: bool) -> None:

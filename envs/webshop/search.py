@@ -4,7 +4,9 @@ The original indexes, per product, ``" ".join([Title, Description, BulletPoints[
 lowercased (``search_engine/convert_product_file_format.py``), where ``option_text`` is
 ``"name: v1, v2, and name2: ..."``, and searches it with pyserini's defaults: BM25 with k1=0.9,
 b=0.4, Lucene's idf ``log(1 + (N - df + 0.5) / (df + 0.5))``, and the English analyzer (standard
-tokenizer, possessive ``'s`` removal, lowercase, Lucene's English stop words, Porter stemming).
+tokenizer, possessive ``'s`` removal, lowercase, Lucene's English stop words, Porter stemming;
+Lucene's Porter stemmer, like Porter's reference code, leaves words of one or two letters alone,
+so ``s`` stays ``s`` where the Snowball stemmer would make it empty).
 It returns the top 50 hits.
 
 Scoring is done by ``bm25s`` (``method="lucene"``); the analyzer is ours because bm25s' own
@@ -48,9 +50,15 @@ class Analyzer:
         self._stemmer.maxCacheSize = 100_000
 
     def __call__(self, text: str) -> list[str]:
-        """Analyse one text into index terms."""
+        """Analyse one text into index terms (never an empty term: bm25s reserves it)."""
         words = _TOKEN.findall(_POSSESSIVE.sub("", text).lower())
-        return self._stemmer.stemWords([w for w in words if w not in LUCENE_STOP_WORDS])
+        terms = [self._stem(w) for w in words if w not in LUCENE_STOP_WORDS]
+        return [t for t in terms if t]
+
+    def _stem(self, word: str) -> str:
+        # Lucene's PorterStemmer skips words of length <= 2 (`if (k > k0+1)`); Snowball's
+        # porter would turn "s" into "" and "is" into "i".
+        return word if len(word) <= 2 else self._stemmer.stemWord(word)
 
 
 def document_text(product: Product) -> str:
@@ -83,7 +91,8 @@ class SearchIndex:
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query`` (zeros when no term is known)."""
-        ids = [self._vocab[t] for t in self.analyzer(query) if t in self._vocab]
+        # bm25s puts a reserved empty token in its vocabulary that has no score column.
+        ids = [self._vocab[t] for t in self.analyzer(query) if t and t in self._vocab]
         if not ids:
             return np.zeros(len(self.asins), dtype=np.float32)
         return self._bm25.get_scores(ids)

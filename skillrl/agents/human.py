@@ -3,7 +3,9 @@
 The agent itself does no terminal I/O: it asks an injected ``ask(state) -> str`` function (the
 CLI supplies one that shows the page and reads a line), so the library never prints. Typed
 shortcuts are expanded: a number picks that admissible action, a bare word picks the matching
-``click[...]``, and on a search page plain text becomes ``search[text]``.
+``click[...]``, and on a search page plain text becomes ``search[text]``. Picking the search box
+itself (its number, or ``search``) carries no words: :func:`picks_search_box` tells the CLI to
+ask for them rather than send the placeholder ``search[<query>]``.
 """
 
 from __future__ import annotations
@@ -57,3 +59,13 @@ def expand_typed_action(typed: str, available_actions: list[str]) -> str:
     if is_search_page(available_actions):
         return f"search[{text}]"
     return f"click[{lowered}]"
+
+
+def picks_search_box(typed: str, available_actions: list[str]) -> bool:
+    """Whether a person chose the search box itself (its number or ``search``), not words."""
+    if not is_search_page(available_actions):
+        return False
+    text = typed.strip().lower()
+    if text.isdigit() and 1 <= int(text) <= len(available_actions):
+        return available_actions[int(text) - 1].startswith("search[")
+    return text in ("search", "search[]", "search[<query>]")

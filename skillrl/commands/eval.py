@@ -16,6 +16,9 @@ from skillrl.commands.options import (
     AUTO_MODEL,
     MODEL_HELP,
     backend_option,
+    constrained_from,
+    decoding_line,
+    decoding_option,
     env_config_from,
     env_option,
     json_option,
@@ -92,12 +95,7 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
 @max_turns_option
 @max_new_tokens_option
 @max_prompt_tokens_option
-@click.option(
-    "--constrained/--free",
-    default=False,
-    show_default=True,
-    help="Constrained decoding (every action admissible) or free generation.",
-)
+@decoding_option
 @click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Env and sampling seed.")
 @env_option
@@ -115,6 +113,7 @@ def eval_command(**o: Any) -> None:
     from trainers.runtime import EpisodeRunner
 
     env_config = env_config_from(o["env_id"], o["env_options"])  # before any model loads
+    o["constrained"] = constrained_from(o)  # an impossible choice is refused before loading
     config = EvalConfig(
         split=o["split"],
         goals=o["goals"],
@@ -126,6 +125,7 @@ def eval_command(**o: Any) -> None:
     )
     console = Console(stderr=o["as_json"])
     o["model"] = resolve_model(o["model"], o["backend"], o["workspace"], console)
+    console.print(decoding_line(o["constrained"]))
     policy = _load_policy(o)
     modes = {"both": (True, False), "on": (True,), "off": (False,)}[o["skills_mode"]]
     bank = _open_bank(o) if True in modes else None

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from skillrl.errors import ConfigError
 from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_ENV_VAR
 
 workspace_option = click.option(
@@ -59,6 +60,48 @@ def prompt_config_from(o: dict[str, Any]) -> Any:
     from skillrl.prompts import PromptConfig
 
     return PromptConfig(max_prompt_tokens=o["max_prompt_tokens"])
+
+
+# Backends that cannot score candidate continuations (the chat API returns no prompt log-probs).
+_FREE_ONLY_BACKENDS = ("openai",)
+
+decoding_option = click.option(
+    "--constrained/--free",
+    default=None,
+    help="Decoding. Constrained (the default, except with --backend openai): the model writes "
+    "only the search words and picks each click among the admissible ones by its score, so "
+    "every action is valid. --free: the model writes <think>/<action> freely and invalid "
+    "actions are no-ops (the only choice with --backend openai).",
+)
+
+
+def constrained_from(o: dict[str, Any]) -> bool:
+    """Resolve ``--constrained/--free`` for ``--backend``: constrained unless it cannot score.
+
+    Raises :class:`ConfigError` up front for ``--constrained`` with a backend that cannot score
+    continuations, instead of failing on the first click.
+    """
+    backend = o.get("backend", "transformers")
+    choice = o.get("constrained")
+    if choice is None:
+        return backend not in _FREE_ONLY_BACKENDS
+    if choice and backend in _FREE_ONLY_BACKENDS:
+        raise ConfigError(
+            f"--constrained needs a backend that can score candidate actions; --backend "
+            f"{backend} cannot (its chat API returns no prompt log-probs): use --free, or "
+            "--backend transformers/vllm"
+        )
+    return bool(choice)
+
+
+def decoding_line(constrained: bool) -> str:
+    """Say on screen which decoding is used and how to switch (rich markup)."""
+    if constrained:
+        return (
+            "[dim]decoding: constrained (every action is admissible; --free lets the model "
+            "write its own actions)[/]"
+        )
+    return "[dim]decoding: free (the model writes each action; invalid ones do nothing)[/]"
 
 
 # -- environment settings (--env-option KEY=VALUE) --------------------------------------------

@@ -14,11 +14,15 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from skillrl.commands.options import (
     AUTO_MODEL,
     MODEL_HELP,
     backend_option,
+    constrained_from,
+    decoding_line,
+    decoding_option,
     env_config_from,
     env_option,
     json_option,
@@ -59,9 +63,7 @@ from skillrl.commands.options import (
     "--base-url", default=None, help="Server root for --backend openai (e.g. http://host:8000/v1)."
 )
 @click.option("--no-skills", is_flag=True, help="Do not retrieve skills (measure their effect).")
-@click.option(
-    "--constrained", is_flag=True, help="Pick among admissible actions by model score (all valid)."
-)
+@decoding_option
 @max_turns_option
 @max_prompt_tokens_option
 @click.option(
@@ -125,6 +127,8 @@ def run(**o: Any) -> None:
 def _play(o: dict[str, Any], console: Console) -> tuple[list[Any], Any]:
     from skillrl.rollout import RolloutConfig, RolloutEngine
 
+    if o["policy_kind"] == "model":
+        o["constrained"] = constrained_from(o)  # refused here, before anything loads
     interactive = o["step"] or o["policy_kind"] == "human"
     if interactive and not sys.stdin.isatty() and not os.environ.get("SKILLRL_ALLOW_PIPED_INPUT"):
         console.print("[yellow]reading actions from a non-terminal input[/]")
@@ -141,7 +145,7 @@ def _play(o: dict[str, Any], console: Console) -> tuple[list[Any], Any]:
             _Progress(agent, console, quiet=o["as_json"] or interactive),
             bank=bank,
             config=config,
-            on_turn=None if o["as_json"] else _show_turn(console),
+            on_turn=None if o["as_json"] else _show_turn(console, o["policy_kind"] == "human"),
             review=_reviewer(console) if o["step"] else None,
         )
         records = engine.run(_starts(o))
@@ -175,7 +179,7 @@ def _seed(bank: Any, env_id: str, console: Console) -> None:
     if report is not None:
         console.print(
             f"[cyan]seeded the empty skill bank with {report.added} entries "
-            f"({report.merged} merged) from {report.source} in {report.seconds:.1f}s "
+            f"({report.merged} merged) from {escape(str(report.source))} in {report.seconds:.1f}s "
             "(skip with --no-seed-bank)[/]"
         )
 
@@ -191,7 +195,7 @@ def _agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
 
         def ask(state: Any) -> str:
             show_page(console, state)
-            return _read(console, "your action> ")
+            return _typed_action(console, state, "your action> ")
 
         return HumanAgent(ask, uses_skills=uses_skills)
     from skillrl.agents.llm import LLMAgent, LLMAgentConfig
@@ -209,8 +213,9 @@ def _agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # the rich status below shows progress instead
-    with console.status(f"loading model {model}") as status:
-        policy = load_policy(policy_config, progress=lambda m: status.update(m))
+    with console.status(f"loading model {escape(model)}") as status:
+        policy = load_policy(policy_config, progress=lambda m: status.update(escape(m)))
+    console.print(decoding_line(o["constrained"]))
     sampling = SamplingConfig(
         max_new_tokens=64, temperature=o["temperature"], seed=o["seed"], stop=["</action>"]
     )
@@ -259,17 +264,19 @@ class _Progress:
         if self.quiet or not states:
             return self.agent.act(states)
         turn = states[0].turn + 1
-        with self.console.status(f"turn {turn}: {self.name} deciding for {len(states)} episode(s)"):
+        name = escape(self.name)
+        with self.console.status(f"turn {turn}: {name} deciding for {len(states)} episode(s)"):
             return self.agent.act(states)
 
 
-def _show_turn(console: Console) -> Any:
+def _show_turn(console: Console, human: bool) -> Any:
     from skillrl.commands.run_display import header, turn_panel
 
     def show(event: Any) -> None:
         if event.turn.turn == 0:
             console.print(header(event.record.instruction, event.record.goal_id))
-        console.print(turn_panel(event))
+        # A person sees the next page in full before typing; the panel need not repeat it.
+        console.print(turn_panel(event, with_observation=event.done or not human))
 
     return show
 
@@ -285,6 +292,7 @@ def _reviewer(console: Console) -> Any:
             raise click.Abort()
         if not typed:
             return decision
+        typed = _with_query(console, state, typed)
         parsed = parse_action(
             expand_typed_action(typed, state.available_actions), state.available_actions
         )
@@ -294,6 +302,27 @@ def _reviewer(console: Console) -> Any:
         return decision
 
     return review
+
+
+def _typed_action(console: Console, state: Any, prompt: str) -> str:
+    """Read a person's action: blank lines ask again, q quits, the search box asks for words."""
+    typed = ""
+    while not typed:
+        typed = _read(console, prompt).strip()
+    if typed.lower() in ("q", "quit"):
+        raise click.Abort()
+    return _with_query(console, state, typed)
+
+
+def _with_query(console: Console, state: Any, typed: str) -> str:
+    from skillrl.agents.human import picks_search_box
+
+    if not picks_search_box(typed, state.available_actions):
+        return typed
+    query = ""
+    while not query:
+        query = _read(console, "search for> ").strip()
+    return f"search[{query}]"
 
 
 def _read(console: Console, prompt: str) -> str:

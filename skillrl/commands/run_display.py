@@ -1,23 +1,33 @@
-"""Rich rendering for ``skillrl run``: per-turn panels, the step prompt, the summary table."""
+"""Rich rendering for ``skillrl run``: per-turn panels, the step prompt, the summary table.
+
+Text from the environment, the model or the bank is never read as rich markup: WebShop's
+clickables (``[ginger]``-like option values, ``text_rich``'s ``[button]``) would vanish. It goes
+into :class:`Text` objects or through :func:`rich.markup.escape`.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from skillrl.agent import AgentDecision, AgentState
-from skillrl.parsing import parse_action
+from skillrl.parsing import is_search_page, parse_action
 from skillrl.records import EpisodeRecord
 from skillrl.rollout import TurnEvent
 
 OBSERVATION_CHARS = 600
+HINT_CHARS = 100
+_ID_LIKE = re.compile(r"^(?=.*\d)\S{8,}$")
+_RICH_MARKERS = re.compile(r"\[(?:clicked )?button_?\]")
 
 
-def turn_panel(event: TurnEvent) -> Panel:
+def turn_panel(event: TurnEvent, *, with_observation: bool = True) -> Panel:
     """One turn: retrieved skills, thinking, action, reward and the new observation."""
     parts: list[Any] = []
     skills = event.skills.all if event.skills is not None else []
@@ -31,7 +41,7 @@ def turn_panel(event: TurnEvent) -> Panel:
             style = "" if retrieved.entry.id in shown else "dim strike"
             table.add_row(
                 Text(retrieved.entry.title, style=style),
-                retrieved.entry.kind,
+                Text(retrieved.entry.kind),
                 f"{retrieved.similarity:.2f}",
             )
         parts.append(table)
@@ -45,10 +55,13 @@ def turn_panel(event: TurnEvent) -> Panel:
     parts.append(Text.assemble(("action: ", "bold"), (event.turn.action, style), verdict))
     if event.turn.model_output and not event.turn.action_valid:
         parts.append(Text(f"model said: {event.turn.model_output[:300]}", style="dim"))
+    if event.record.error:
+        parts.append(Text(f"episode ended by an error: {event.record.error}", style="bold red"))
     observation = event.next_observation
     if len(observation) > OBSERVATION_CHARS:
         observation = observation[:OBSERVATION_CHARS] + " ..."
-    parts.append(Text.assemble(("observation: ", "bold"), observation))
+    if with_observation:
+        parts.append(Text.assemble(("observation: ", "bold"), observation))
     end = ""
     if event.done:
         end = "  [bold green]success[/]" if event.record.success else "  [bold red]no success[/]"
@@ -66,6 +79,7 @@ def header(record_instruction: str, goal_id: str) -> Text:
 
 def ask_step(console: Console, state: AgentState, decision: AgentDecision) -> str:
     """Ask the person to accept ``decision`` (Enter) or type another action."""
+    console.print(action_list(state))
     console.print(
         Text.assemble(
             ("proposed: ", "bold"),
@@ -78,12 +92,55 @@ def ask_step(console: Console, state: AgentState, decision: AgentDecision) -> st
 
 def show_page(console: Console, state: AgentState) -> None:
     """Show a person the page and the numbered admissible actions."""
-    console.print(Panel(state.observation, title=f"turn {state.turn + 1}", title_align="left"))
+    console.print(
+        Panel(Text(state.observation), title=f"turn {state.turn + 1}", title_align="left")
+    )
     if state.skills is not None and state.skills.all:
         titles = ", ".join(r.entry.title for r in state.skills.all)
         console.print(Text.assemble(("skills: ", "bold"), titles))
+    console.print(action_list(state))
+    if is_search_page(state.available_actions):
+        help_text = "type the words to search for (or 1, then the words); q quits"
+    else:
+        help_text = "type a number, or the words of a button (e.g. buy now); q quits"
+    console.print(Text(help_text, style="dim"))
+
+
+def action_list(state: AgentState) -> Text:
+    """Return the admissible actions, numbered as a person may type them, with hints."""
+    hints = _hints(state.observation)
+    lines = Text(no_wrap=True, overflow="ellipsis")  # one line per action, cut at the edge
     for number, action in enumerate(state.available_actions, start=1):
-        console.print(f"  {number:>2}. {action}")
+        lines.append(f"  {number:>2}. ", style="bold")
+        if action.startswith("search["):
+            lines.append("search", style="cyan")
+            lines.append("  (the search box: asks for the words)", style="dim")
+        else:
+            label = action[len("click[") : -1] if action.startswith("click[") else action
+            lines.append(label, style="cyan")
+            hint = hints.get(label.lower())
+            if hint:
+                lines.append(f"  {hint}", style="dim")
+        lines.append("\n")
+    lines.rstrip()
+    return lines
+
+
+def _hints(observation: str) -> dict[str, str]:
+    """Id-like clickables (product ids) with the text that follows them on the page (a title)."""
+    if " [SEP] " in observation:
+        segments = observation.split(" [SEP] ")
+    else:  # text_rich: one text per line, buttons marked
+        segments = [_RICH_MARKERS.sub("", line).strip() for line in observation.splitlines()]
+        segments = [s for s in segments if s]
+    hints = {}
+    for text, following in zip(segments, segments[1:], strict=False):
+        if _ID_LIKE.match(text.strip()):
+            hint = following.strip()
+            if len(hint) > HINT_CHARS:
+                hint = hint[: HINT_CHARS - 3] + "..."
+            hints[text.strip().lower()] = hint
+    return hints
 
 
 def summary_table(records: list[EpisodeRecord]) -> Table:
@@ -105,7 +162,7 @@ def summary_table(records: list[EpisodeRecord]) -> Table:
     for i, record in enumerate(records):
         table.add_row(
             str(i + 1),
-            record.goal_id,
+            escape(record.goal_id),
             "[green]yes[/]" if record.success else "[red]no[/]",
             f"{record.score:.3f}",
             str(record.num_turns),

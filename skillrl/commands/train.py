@@ -14,6 +14,9 @@ from typing import Any
 import click
 
 from skillrl.commands.options import (
+    constrained_from,
+    decoding_line,
+    decoding_option,
     env_config_from,
     env_option,
     json_option,
@@ -149,12 +152,7 @@ from skillrl.errors import CheckpointError, ConfigError
     help="Train a LoRA adapter (peft) instead of every weight.",
 )
 @click.option("--lora-r", type=click.IntRange(1), default=16, show_default=True, help="LoRA rank.")
-@click.option(
-    "--constrained/--free",
-    default=False,
-    show_default=True,
-    help="Constrained decoding (every action admissible) or free generation.",
-)
+@decoding_option
 @click.option(
     "--dynamic-sampling/--no-dynamic-sampling",
     default=True,
@@ -260,6 +258,7 @@ def train(**options: Any) -> None:
         )
     if o["backend"] != "trl-vllm" and o["base_url"] is not None:
         raise ConfigError("--base-url is only used with --backend trl-vllm")
+    o["constrained"] = constrained_from(o)
     cycle = CycleConfig(
         env_id=o["env_id"],
         cycles=o["cycles"],
@@ -344,6 +343,8 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
     from trainers.runtime import EpisodeRunner
 
     console = Console(stderr=o["as_json"])
+    constrained = constrained_from(o)
+    console.print(decoding_line(constrained))
     folder = run_folder(o["workspace"], o["run_name"])
     server = _server_config(o)  # checked before the model loads
     policy = _load_policy(o)
@@ -357,7 +358,7 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
             bank=bank,
             max_turns=cycle.max_turns,
             max_new_tokens=cycle.max_new_tokens,
-            constrained=o["constrained"],
+            constrained=constrained,
             prompt_config=prompt_config_from(o),
         )
         distiller = _distiller() if bank is not None else None

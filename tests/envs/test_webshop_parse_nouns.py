@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import time
+from datetime import timedelta
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from envs.webshop.nouns import is_noun, title_nouns, tokenize
 from envs.webshop.parse import ParsedAction, parse_action
@@ -70,3 +76,39 @@ def test_nouns(word):
 @pytest.mark.parametrize("word", ["the", "with", "12", "3oz", "-", "comfortable", "washable", "x"])
 def test_not_nouns(word):
     assert not is_noun(word)
+
+
+# Upstream's pattern, kept here only as the reference the linear-time parser must agree with.
+_UPSTREAM = re.compile(r"(.+)\[(.+)\]")
+
+
+def _upstream(action: str) -> ParsedAction:
+    text = action.strip()
+    match = _UPSTREAM.match(text)
+    if match is None:
+        return ParsedAction(text, None)
+    return ParsedAction(match.group(1), match.group(2).lower())
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab[] \n\tK", max_size=14))
+def test_parse_action_accepts_what_upstreams_pattern_accepts(action):
+    assert parse_action(action) == _upstream(action)
+
+
+@pytest.mark.parametrize(
+    "action",
+    ["click" + "[" * 40_000, "click[" + "]" * 40_000, "[]" * 20_000 + "x", "a[" * 20_000],
+)
+def test_parse_action_is_linear_on_bracket_runs(action):
+    started = time.perf_counter()
+    parse_action(action)
+    assert time.perf_counter() - started < 0.1  # upstream's pattern takes seconds to minutes
+
+
+@settings(max_examples=300, deadline=timedelta(milliseconds=200))
+@given(st.text() | st.binary().map(lambda b: b.decode("latin-1")))
+def test_parse_action_takes_any_text(action):
+    parsed = parse_action(action)
+    assert parsed.arg is None or (parsed.arg == parsed.arg.lower() and "\n" not in parsed.arg)
+    assert parsed == _upstream(action) or len(action) > 2_000

@@ -83,3 +83,24 @@ def test_document_text_is_what_the_original_indexes():
         name="Tea Cup",
     )
     assert document_text(product) == "tea cup a cup. fine china color: red, blue, and size: s"
+
+
+def test_one_and_two_letter_words_are_not_stemmed_as_in_lucene():
+    # Snowball's porter turns "s" into "" (a token bm25s reserves) and "is" into "i".
+    assert Analyzer()("t-shirt size s") == ["t", "shirt", "size", "s"]
+    assert Analyzer()("xs us") == ["xs", "us"]
+    assert "" not in Analyzer()("s 's ss")
+
+
+def test_a_one_letter_size_finds_the_product_with_that_size():
+    docs = ["cotton t-shirt size: s", "cotton t-shirt size: xl"]
+    index = SearchIndex(["B000000001", "B000000002"], docs)
+    assert index.search("t-shirt size s") == ["B000000001", "B000000002"]
+    assert index.search("s") == ["B000000001"]
+
+
+def test_the_reserved_empty_token_never_reaches_bm25s():
+    index = SearchIndex(["B000000001", "B000000002"], ["red shoes", "blue hat"])
+    assert "" in index._vocab  # bm25s' own placeholder, with no score column
+    index.analyzer = lambda text: ["", "red"]  # an analyzer that lets an empty term through
+    assert index.search("anything") == ["B000000001"]

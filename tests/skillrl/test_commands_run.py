@@ -111,3 +111,136 @@ def test_a_person_plays_with_typed_shorthand(workspace):
     assert [s["action"] for s in steps][0] == "search[herbal tea]"
     assert steps[1]["action"].startswith("click[") and steps[1]["valid"]
     assert steps[0]["model_output"] == "herbal tea"
+
+
+def _pages_after(*actions: str) -> list[list[str]]:
+    """The admissible actions of test goal 0 after each prefix of ``actions``."""
+    import envs
+
+    env = envs.make("webshop", max_turns=15)
+    _, info = env.reset(options={"split": "test", "goal_index": 0})
+    pages = [info["available_actions"]]
+    for action in actions:
+        _, _, _, _, info = env.step(action)
+        pages.append(info["available_actions"])
+    return pages
+
+
+def test_a_person_sees_every_clickable_numbered_and_the_search_box_asks_for_words(workspace):
+    result = CliRunner().invoke(
+        main,
+        ["run", "--policy", "human", "--no-skills", "--no-record", "--max-turns", "3"],
+        input="1\nherbal tea\n3\n\nq\n",
+    )
+    assert "search for> " in result.output  # choosing the search box asked for the words
+    results_page = _pages_after("search[herbal tea]")[1]
+    product = results_page[2]
+    item_page = _pages_after("search[herbal tea]", product)[2]
+    for page in (results_page, item_page):
+        for number, action in enumerate(page, start=1):
+            label = action[len("click[") : -1]
+            assert f"{number:>2}. {label}" in result.output, (label, result.output)
+    assert len(item_page) > 6  # the item's options (flavors, sizes) were among those checked
+    assert "your action> " in result.output
+
+
+def test_a_person_who_picks_the_search_box_types_the_query_next(workspace):
+    result = CliRunner().invoke(
+        main,
+        ["run", "--policy", "human", "--no-skills", "--no-record", "--max-turns", "2", "--json"],
+        input="1\n\nherbal tea\n3\n",
+    )
+    assert result.exit_code == 0, result.output
+    steps = json.loads(result.stdout)["episodes"][0]["steps"]
+    assert steps[0]["action"] == "search[herbal tea]" and steps[0]["valid"]
+    assert steps[1]["action"].startswith("click[b") and steps[1]["valid"]
+
+
+def test_model_text_with_brackets_is_shown_not_read_as_markup():
+    from rich.console import Console
+
+    from skillrl.agent import AgentState
+    from skillrl.commands.run_display import show_page
+
+    console = Console(width=200, record=True)
+    state = AgentState(
+        episode_id="e",
+        env_id="webshop",
+        instruction="buy tea",
+        category="grocery",
+        observation="[button] Buy Now [button_] [ginger] [/] [bold]x",
+        available_actions=["click[ginger]", "click[b0abc12345]", "click[buy now]"],
+        turn=0,
+        history=[],
+        skills=None,
+        info={},
+    )
+    show_page(console, state)
+    out = console.export_text()
+    assert "[button] Buy Now [button_] [ginger] [/] [bold]x" in out
+    assert " 1. ginger" in out and " 2. b0abc12345" in out and " 3. buy now" in out
+
+
+@pytest.mark.parametrize(
+    ("backend", "choice", "constrained"),
+    [
+        ("transformers", None, True),
+        ("vllm", None, True),
+        ("trl-vllm", None, True),
+        ("openai", None, False),
+        ("transformers", False, False),
+        ("openai", False, False),
+        ("vllm", True, True),
+    ],
+)
+def test_constrained_decoding_is_the_default_where_the_backend_can_score(
+    backend, choice, constrained
+):
+    from skillrl.commands.options import constrained_from
+
+    assert constrained_from({"backend": backend, "constrained": choice}) is constrained
+
+
+@pytest.mark.parametrize("command", ["run", "eval"])
+def test_openai_with_constrained_is_refused_before_anything_runs(workspace, command):
+    args = [command, "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1", "--constrained"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    assert "--constrained needs a backend that can score" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_help_explains_constrained_and_free():
+    for command in ("run", "eval", "train"):
+        output = " ".join(CliRunner().invoke(main, [command, "--help"]).output.split())
+        assert "--constrained / --free" in output
+        assert "Constrained (the default, except with --backend openai)" in output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("flag", "line"), [(None, "constrained"), ("--free", "free")])
+def test_the_screen_says_which_decoding_a_model_run_uses(workspace, tmp_path, flag, line):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "trainers"))
+    from tiny_checkpoint import write_tiny_checkpoint
+
+    model = write_tiny_checkpoint(tmp_path / "tiny")
+    args = ["run", "--model", str(model), "--no-skills", "--no-record", "--max-turns", "2"]
+    args += ["--threads", "1", "--json", *([flag] if flag else [])]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert f"decoding: {line}" in result.stderr
+    steps = json.loads(result.stdout)["episodes"][0]["steps"]
+    if flag is None:  # every constrained action is admissible, whatever the tiny model says
+        assert all(s["valid"] for s in steps)
+
+
+def test_step_mode_search_box_number_asks_for_the_words(workspace):
+    result = CliRunner().invoke(
+        main,
+        ["run", "--policy", "expert", "--step", "--no-record", "--max-turns", "1", "--json"],
+        input="1\nzzz qqq\n",
+    )
+    assert result.exit_code == 0, result.output
+    assert "search for> " in result.output
+    steps = json.loads(result.stdout)["episodes"][0]["steps"]
+    assert steps[0]["action"] == "search[zzz qqq]"

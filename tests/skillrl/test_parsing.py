@@ -1,6 +1,11 @@
 from __future__ import annotations
 
+import time
+from datetime import timedelta
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from skillrl.parsing import is_search_page, parse_action
 
@@ -61,3 +66,78 @@ def test_is_search_page():
     assert is_search_page(SEARCH)
     assert not is_search_page(RESULTS)
     assert not is_search_page([])
+
+
+@pytest.mark.parametrize(
+    ("text", "action", "think"),
+    [
+        (
+            "<think>do not click[buy now] yet</think> click[back to search]",
+            "click[back to search]",
+            "do not click[buy now] yet",
+        ),
+        (
+            "<THINK>click[buy now]<action>click[back to search]</action>",  # <action> ends it
+            "click[back to search]",
+            "click[buy now]",
+        ),
+        (
+            "maybe click[buy now]</think><action>click[back to search]</action>",  # opened by the
+            "click[back to search]",  # chat template
+            "maybe click[buy now]",
+        ),
+        (
+            "<think>a</think> x <think>click[buy now]</think>click[b09abc1234]",
+            "click[b09abc1234]",
+            "a\nclick[buy now]",
+        ),
+    ],
+)
+def test_actions_inside_think_are_thoughts_not_actions(text, action, think):
+    parsed = parse_action(text, ["click[back to search]", "click[buy now]", "click[b09abc1234]"])
+    assert parsed.ok and parsed.action == action and parsed.think == think
+
+
+def test_an_unclosed_think_holds_no_action():
+    parsed = parse_action("<think>do not click[buy now] yet", ["click[buy now]"])
+    assert not parsed.ok and "no search[...] or click[...]" in parsed.error
+    assert parsed.think == "do not click[buy now] yet"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<think>" * 50_000,
+        "</think>" * 50_000,
+        "<think><action>" * 30_000,
+        "<think></think>" * 30_000 + "click[",
+        "<action>" * 50_000,
+        "click[" * 50_000,
+        "search " * 50_000 + "[",
+        "[" * 200_000,
+    ],
+)
+def test_parsing_is_linear_on_adversarial_output(text):
+    started = time.perf_counter()
+    parse_action(text, RESULTS)
+    assert time.perf_counter() - started < 1.0
+
+
+_PIECES = st.sampled_from(
+    ["<think>", "</think>", "<action>", "</action>", "click[", "search[", "[", "]", "\x00", "é"]
+)
+
+
+@settings(max_examples=300, deadline=timedelta(milliseconds=500))
+@given(
+    st.one_of(st.text(max_size=400), st.lists(_PIECES | st.text(max_size=5)).map("".join)),
+    st.sampled_from(RESULTS),
+)
+def test_any_text_parses_to_a_result_not_an_exception(text, admissible):
+    parsed = parse_action(text, RESULTS)
+    assert parsed.ok == (parsed.action in RESULTS)
+    assert parsed.ok or parsed.error
+    # Whatever was said inside a think block cannot be the action.
+    thought = f"{text} {admissible} {text}".replace("<", " ")
+    thought_only = parse_action(f"<think>{thought}</think>", RESULTS)
+    assert not thought_only.ok

@@ -100,3 +100,76 @@ def test_record_without_bank_is_a_configuration_error():
         RolloutEngine(LLMAgent(ScriptedPolicy()), config=RolloutConfig(record=True))
     with pytest.raises(ValueError, match="max_turns"):
         RolloutConfig(max_turns=0)
+
+
+class BrokenShopEnv:
+    """The fake shop, except that goal ``broken_goal`` raises at ``broken_turn`` (-1: at reset)."""
+
+    env_id = "brokenshop"
+
+    def __init__(self, broken_goal: int = 1, broken_turn: int = 1) -> None:
+        from runtime_fakes import FakeShopEnv
+
+        self.inner, self.broken_goal, self.broken_turn = FakeShopEnv(), broken_goal, broken_turn
+        self.goal, self.turn = -1, 0
+
+    def reset(self, *, seed=None, options=None):
+        self.goal = int((options or {}).get("goal_index", 0))
+        self.turn = 0
+        if self.goal == self.broken_goal and self.broken_turn < 0:
+            raise OSError("catalog file vanished")
+        return self.inner.reset(seed=seed, options=options)
+
+    def step(self, action):
+        if self.goal == self.broken_goal and self.turn == self.broken_turn:
+            raise ValueError("index blew up on this query")
+        self.turn += 1
+        return self.inner.step(action)
+
+
+def _broken_starts(n: int, broken_turn: int) -> list[EpisodeStart]:
+    config = {"broken_goal": 1, "broken_turn": broken_turn}
+    return [EpisodeStart("brokenshop", "test", i, seed=i, env_config=config) for i in range(n)]
+
+
+@pytest.fixture
+def brokenshop():
+    from envs import register
+
+    register("brokenshop", BrokenShopEnv, "the fake shop with one broken goal")
+
+
+@pytest.mark.parametrize("broken_turn", [0, 1, -1])
+def test_one_failing_episode_does_not_end_the_others(brokenshop, broken_turn, caplog):
+    policy, bank = ScriptedPolicy(), FakeBank()
+    config = RolloutConfig(max_turns=6, record=True)
+    seen = []
+    engine = RolloutEngine(LLMAgent(policy), bank=bank, config=config, on_turn=seen.append)
+    records = engine.run(_broken_starts(3, broken_turn))
+    others = [records[0], records[2]]
+    assert all(r.success and r.score == 1.0 and not r.error for r in others)
+    broken = records[1]
+    assert not broken.success and broken.score == 0.0
+    assert broken.error.startswith("OSError" if broken_turn < 0 else "ValueError")
+    assert broken.num_turns == max(broken_turn, 0)
+    if broken.turns:
+        assert broken.turns[-1].truncated
+    assert "failed" in caplog.text and "episode 1" in caplog.text
+    # Failed episodes are not stored as if the agent had played them out.
+    assert {r.episode_id for r in bank.saved} == {r.episode_id for r in others}
+    assert sum(e.slot == 1 for e in seen) == broken.num_turns
+    assert EpisodeRecord.from_dict(broken.to_dict()) == broken
+
+
+def test_configuration_errors_at_reset_still_raise(brokenshop):
+    from skillrl.errors import ConfigError
+
+    class MisconfiguredShop(BrokenShopEnv):
+        def reset(self, *, seed=None, options=None):
+            raise ConfigError("goal_index (99) out of range")
+
+    from envs import register
+
+    register("misconfigured", MisconfiguredShop, "raises a configuration error at reset")
+    with pytest.raises(ConfigError, match="out of range"):
+        RolloutEngine(LLMAgent(ScriptedPolicy())).run([EpisodeStart("misconfigured")])
