@@ -132,6 +132,18 @@ def _parse_env_options(
     return settings
 
 
+def env_option_text(key: str, value: Any) -> str:
+    """Return the ``KEY=VALUE`` text that ``--env-option`` reads back as exactly ``value``.
+
+    PyYAML writes the value, so PyYAML's reading of it is the inverse (JSON would not do:
+    YAML 1.1 reads JSON's ``1e-09`` as a string).
+    """
+    import yaml
+
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=1 << 30)
+    return f"{key}={text.removesuffix(chr(10)).removesuffix(chr(10) + '...')}"
+
+
 def env_option(command: Any) -> Any:
     """Add ``--env-option KEY=VALUE`` (repeatable) to a command; parsed into ``env_options``.
 

@@ -13,12 +13,13 @@ not given on its command line from there, and ``--config runs/<name>/train.yaml`
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 from click.core import ParameterSource
+
+from skillrl.commands.options import env_option_text
 
 SAVED_NAME = "train.yaml"
 """The resolved settings file in a run folder."""
@@ -53,9 +54,7 @@ def option_keys(command: click.Command) -> dict[str, click.Option]:
 def _file_value(option: click.Option, key: str, value: Any, source: str) -> Any:
     if option.multiple:  # --env-option: a mapping of settings, or a list of KEY=VALUE
         if isinstance(value, dict):
-            # JSON is a subset of YAML, so each value reads back as the same scalar (not ASCII:
-            # PyYAML does not join the surrogate pairs JSON escapes astral characters into).
-            return [f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in value.items()]
+            return [env_option_text(str(k), v) for k, v in value.items()]
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return value
         raise click.BadParameter(
