@@ -55,6 +55,7 @@ COMMANDS: dict[str, str] = {
     "bootstrap": "skillrl.commands.bootstrap:bootstrap",
     "train": "skillrl.commands.train:train",
     "eval": "skillrl.commands.eval:eval_command",
+    "runs": "skillrl.commands.runs:runs",
 }
 
 HELP: dict[str, str] = {
@@ -65,6 +66,7 @@ HELP: dict[str, str] = {
     "bootstrap": "Seed a skill bank from expert (or teacher) episodes.",
     "train": "Run recursive improvement cycles (roll out, distill, GRPO, evaluate, evolve).",
     "eval": "Evaluate a checkpoint and bank: success, score, Pass@(K,T), timings.",
+    "runs": "List training runs: cycles completed, best success, checkpoints.",
 }
 
 

@@ -4,8 +4,10 @@ Layout (all created on demand):
 
 - ``bank.sqlite``: the skill bank's SQL source of truth (unless a database URL is given);
 - ``chroma/``: the embedded ChromaDB vector index;
-- ``models/``: converted model checkpoints (the embedded GGUF, converted once);
 - ``runs/``: training runs (checkpoints, metrics, state for ``--resume``).
+
+Converted models (the embedded GGUF, converted once) are not kept here but in the per-user
+cache that every workspace shares (``skillrl.policies.model_cache.cache_dir``).
 """
 
 from __future__ import annotations

@@ -22,6 +22,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_gpu)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def model_cache(tmp_path_factory):
+    """One per-user model cache for the whole session, never the user's own (~/.cache/skillrl):
+    the embedded model is converted at most once per session, into a temp folder."""
+    with pytest.MonkeyPatch.context() as patch:
+        folder = tmp_path_factory.mktemp("skillrl-cache")
+        patch.setenv("SKILLRL_CACHE", str(folder))
+        yield folder
+
+
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
     """A fresh, empty workspace folder, also exported as SKILLRL_WORKSPACE."""

@@ -73,9 +73,30 @@ def replace_dir(tmp: Path, final: Path) -> None:
         shutil.rmtree(old)
 
 
+def remove_stale_temps(target: Path) -> list[Path]:
+    """Delete what a killed atomic write of ``target`` left beside it; returns what was removed.
+
+    A process killed with SIGKILL (or the machine going down) never reaches the ``except``
+    that removes its temp file or folder, and a model checkpoint's is hundreds of MB. Only the
+    names this module's writers use for ``target`` (``.<name>.*.tmp`` and ``.<name>.old``) are
+    touched, and a run folder has one writer, so nothing another process is writing goes.
+    """
+    folder = target.parent
+    if not folder.is_dir():
+        return []
+    stale = [*folder.glob(f".{target.name}.*.tmp"), *folder.glob(f".{target.name}.old")]
+    for path in stale:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    return stale
+
+
 def save_checkpoint(model: Any, tokenizer: Any, path: Path) -> Path:
     """Save a ``from_pretrained``-loadable model (+ tokenizer) at ``path``, atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     _readable(tmp, directory=True)
     try:
@@ -104,6 +125,7 @@ def save_trainer_state(
 ) -> None:
     """Save trainable parameters, optimizer state and ``meta`` (JSON) into ``folder`` atomically."""
     folder.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(folder)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
     _readable(tmp, directory=True)
     try:

@@ -16,6 +16,9 @@ Resumability: a phase writes its files first and ``state.json`` last; on ``--res
 phases are skipped and a half-done phase reuses what it already wrote (rollout episodes are kept
 in ``cycles/<c>/rollout.json`` and stored with the bank's idempotent ``save_episodes``; an update
 whose trainer state is on disk is not applied twice), so nothing is lost or duplicated.
+Training rollouts hold their retrieval events back (``trainers.retrieval_log``) and record them
+when the rollout phase commits, so a rollout killed half-way leaves no usage counts behind; and
+``--resume`` first deletes the temp files a killed write left (a half-saved checkpoint).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from trainers.checkpoint import (
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.evaluation import summarise
 from trainers.grpo import GRPOTrainer
+from trainers.retrieval_log import RetrievalEvent, record_deferred
 from trainers.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
 from trainers.run_files import PHASES, RunFiles, RunState, plot_learning_curve, write_tensorboard
 from trainers.runtime import EpisodeRunner, Start
@@ -104,7 +108,7 @@ class TrainingRun:
         return state
 
     def _start(self, resume: bool) -> RunState:
-        settings = {"cycle": asdict(self.config), "grpo": asdict(self.grpo)}
+        settings = run_settings(self.config, self.grpo)
         if not resume:
             if self.files.exists():
                 raise CheckpointError(
@@ -116,12 +120,8 @@ class TrainingRun:
             self.files.save_state(state)
             return state
         state = self.files.load_state()
-        saved = self.files.load_config()
-        if _identity(saved) != _identity(settings):
-            raise CheckpointError(
-                f"--resume with different settings than {self.files.config_path}: "
-                "only --cycles may change when resuming"
-            )
+        self.files.remove_stale_temps()  # e.g. a half-written checkpoint of a killed save
+        check_resume_settings(self.files, self.config, self.grpo)
         self.files.save_config(settings)
         if read_trainer_meta(self.files.trainer_state) is not None:
             load_trainer_state(
@@ -135,12 +135,17 @@ class TrainingRun:
         data = self.files.load_episodes(cycle, "rollout")
         if data is None:
             data = self._collect(cycle, state.goal_cursor)
-            self.files.save_episodes(
-                cycle, "rollout", {**data, "episodes": [e.to_dict() for e in data["episodes"]]}
-            )
+            self._save_rollout(cycle, data)
         self.hook(cycle, "rollout:saved")
         episodes: list[EpisodeRecord] = data["episodes"]
         if self.bank is not None:
+            # Retrievals were held back while rolling out (a killed attempt counts nothing);
+            # they reach the bank now, once, marked in rollout.json so a resume skips them.
+            if not data.get("retrievals_recorded", True):
+                events = [RetrievalEvent.from_dict(e) for e in data.get("retrievals", [])]
+                record_deferred(self.bank, events)
+                data["retrievals_recorded"] = True
+                self._save_rollout(cycle, data)
             self.bank.save_episodes(episodes)  # idempotent by episode id
         state.goal_cursor = data["cursor_end"]
         s = summarise(episodes)
@@ -157,12 +162,18 @@ class TrainingRun:
             }
         )
 
+    def _save_rollout(self, cycle: int, data: dict[str, Any]) -> None:
+        self.files.save_episodes(
+            cycle, "rollout", {**data, "episodes": [e.to_dict() for e in data["episodes"]]}
+        )
+
     def _collect(self, cycle: int, cursor: int) -> dict[str, Any]:
         import time
 
         started = time.perf_counter()
         rounds = iter(range(1_000_000))
         config = self.config
+        held: list[RetrievalEvent] = []
 
         def rollout(goals: list[int]) -> list[EpisodeRecord]:
             round_index = next(rounds)
@@ -177,6 +188,7 @@ class TrainingRun:
                 starts,
                 temperature=config.train_temperature,
                 sampling_seed=config.seed * 100_003 + cycle * 101 + round_index,
+                held_retrievals=held,
             )
 
         positions = iter(
@@ -199,6 +211,8 @@ class TrainingRun:
             "goals_used": collection.goals_used,
             "cursor_end": cursor + len(collection.goals_used),
             "seconds": time.perf_counter() - started,
+            "retrievals": [e.to_dict() for e in held],
+            "retrievals_recorded": False,
         }
 
     def _returns(self, episodes: Sequence[EpisodeRecord]) -> list[float]:
@@ -336,6 +350,35 @@ def _goal_order(config: CycleConfig, size: int) -> list[int]:
     order = list(range(size))
     random.Random(f"train-goals-{config.seed}").shuffle(order)
     return order
+
+
+def run_settings(config: CycleConfig, grpo: GRPOConfig) -> dict[str, Any]:
+    """Return what a run's ``config.json`` holds."""
+    return {"cycle": asdict(config), "grpo": asdict(grpo)}
+
+
+def check_resume_settings(files: RunFiles, config: CycleConfig, grpo: GRPOConfig) -> None:
+    """Raise CheckpointError unless the run in ``files`` was started with these settings.
+
+    Only ``cycles`` may differ. Cheap (two JSON reads): the CLI calls it before loading a model.
+    """
+    saved = files.load_config()
+    if _identity(saved) != _identity(run_settings(config, grpo)):
+        changed = _changed(_identity(saved), _identity(run_settings(config, grpo)))
+        raise CheckpointError(
+            f"--resume with different settings than {files.config_path} ({changed}): "
+            "only --cycles may change when resuming"
+        )
+
+
+def _changed(saved: dict[str, Any], now: dict[str, Any]) -> str:
+    diffs = [
+        f"{part}.{key}: {saved.get(part, {}).get(key)!r} -> {value!r}"
+        for part in ("cycle", "grpo")
+        for key, value in now.get(part, {}).items()
+        if saved.get(part, {}).get(key) != value
+    ]
+    return "; ".join(diffs[:3]) or "settings differ"
 
 
 def _identity(settings: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillrl.records import EpisodeRecord
+from trainers.retrieval_log import DeferredRetrievals
 
 
 @dataclass
@@ -101,11 +102,15 @@ class EpisodeRunner:
         temperature: float,
         sampling_seed: int | None = None,
         count_retrievals: bool | None = None,
+        held_retrievals: list[Any] | None = None,
     ) -> list[EpisodeRecord]:
         """Play every start to its end, in one batched rollout; records are not stored.
 
         ``count_retrievals`` overrides :attr:`count_retrievals` for this call (evaluation passes
         False so that measuring the bank does not change its usage statistics).
+        ``held_retrievals``: when given, counted retrievals are not written to the bank but
+        appended to this list as :class:`trainers.retrieval_log.RetrievalEvent` (the trainer
+        records them when its rollout phase commits, so a killed rollout counts nothing).
         """
         from skillrl.agents.llm import LLMAgent, LLMAgentConfig
         from skillrl.policies.base import SamplingConfig
@@ -139,7 +144,10 @@ class EpisodeRunner:
                 finished[0] += 1
                 self.on_episode(finished[0], len(starts))
 
-        engine = RolloutEngine(agent, bank=self.bank, config=config, on_turn=on_turn)
+        bank = self.bank
+        if bank is not None and held_retrievals is not None:
+            bank = DeferredRetrievals(bank)
+        engine = RolloutEngine(agent, bank=bank, config=config, on_turn=on_turn)
         episode_starts = [
             EpisodeStart(
                 env_id=self.env_id,
@@ -153,6 +161,8 @@ class EpisodeRunner:
         ]
         episodes = engine.run(episode_starts)
         self.timings.add(engine.stats)
+        if isinstance(bank, DeferredRetrievals) and held_retrievals is not None:
+            held_retrievals.extend(bank.events)
         return episodes
 
     def _env_config(self) -> dict[str, Any]:

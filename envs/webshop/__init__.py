@@ -19,6 +19,7 @@ register(
     "webshop",
     make_webshop,
     "WebShop: search a product catalog, pick options, buy what the instruction asks for.",
+    config_class=WebShopConfig,
     skillrl_categories=SKILLRL_CATEGORIES,
 )
 

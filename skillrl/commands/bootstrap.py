@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from skillrl.commands.distill import load_teacher, make_distiller, teacher_options
-from skillrl.commands.options import json_option
+from skillrl.commands.options import env_config_from, env_option, json_option
 from skillrl.commands.skills import bank_options
 from skillrl.commands.skills_view import console, print_json
 
@@ -72,12 +72,13 @@ def _agent(bank: Any, agent: str, teacher: dict[str, Any]) -> Any:
     default=None,
     help="Also write the bank's active entries for ENV as a starting-bank JSON file.",
 )
+@env_option
 @teacher_options
 @json_option
 @bank_options
 def bootstrap(bank: Any, env: str, episodes: int, first_goal: int, probe_fraction: float,
               agent: str, max_turns: int, export_path: Path | None, as_json: bool,
-              **teacher: Any) -> None:  # fmt: skip
+              env_options: dict[str, Any], **teacher: Any) -> None:  # fmt: skip
     """Play training goals with the expert (or a teacher model) and distill a starting bank."""
     from skillrl.distill.bootstrap import BootstrapConfig, active_drafts, bootstrap_bank
     from skillrl.distill.seeding import write_starting_bank
@@ -87,8 +88,10 @@ def bootstrap(bank: Any, env: str, episodes: int, first_goal: int, probe_fractio
             f"the scripted expert exists for webshop only; for {env} use "
             "--agent teacher --probe-fraction 0"
         )
+    env_config = env_config_from(env, env_options)  # before a teacher model loads
     config = BootstrapConfig(env=env, episodes=episodes, first_goal=first_goal,
-                             probe_fraction=probe_fraction, max_turns=max_turns)  # fmt: skip
+                             probe_fraction=probe_fraction, max_turns=max_turns,
+                             env_config=env_config)  # fmt: skip
     player = _agent(bank, agent, teacher)
     report = bootstrap_bank(bank, make_distiller(bank, **teacher), config, agent=player)
     if export_path is not None:

@@ -1,7 +1,8 @@
 """``skillrl eval``: success, score, turns, validity, tokens, Pass@(K,T) and timings of a policy.
 
-Evaluates a checkpoint (or the embedded model) with the workspace's skill bank, with and without
-skills, and prints one table of figures, one Pass@(K,T) table per setting and a timing table.
+Evaluates a checkpoint (by default the workspace's newest trained one, else the embedded model)
+with the workspace's skill bank, with and without skills, and prints one table of figures, one
+Pass@(K,T) table per setting and a timing table.
 """
 
 from __future__ import annotations
@@ -12,15 +13,20 @@ from typing import Any
 import click
 
 from skillrl.commands.options import (
+    AUTO_MODEL,
+    MODEL_HELP,
     backend_option,
     constrained_from,
     decoding_line,
     decoding_option,
+    env_config_from,
+    env_option,
     json_option,
     max_new_tokens_option,
     max_prompt_tokens_option,
     max_turns_option,
     prompt_config_from,
+    resolve_model,
     workspace_option,
 )
 
@@ -45,12 +51,7 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
     show_default=True,
     help="Evaluate the first N goals of the split.",
 )
-@click.option(
-    "--model",
-    default="embedded",
-    show_default=True,
-    help="'embedded', a checkpoint folder (e.g. runs/<name>/checkpoints/cycle-0003) or a hub id.",
-)
+@click.option("--model", default=AUTO_MODEL, show_default=True, help=MODEL_HELP)
 @backend_option
 @click.option("--base-url", default=None, help="Server URL for --backend openai.")
 @click.option(
@@ -97,15 +98,21 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
 @decoding_option
 @click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Env and sampling seed.")
+@env_option
 @workspace_option
 @json_option
 def eval_command(**o: Any) -> None:
-    """Evaluate a checkpoint and bank: success, score, turns, Pass@(K,T), timings."""
+    """Evaluate a checkpoint and bank: success, score, turns, Pass@(K,T), timings.
+
+    Without --model, the newest checkpoint `skillrl train` saved in the workspace is evaluated
+    (the embedded base model when there is none); the command says which.
+    """
     from rich.console import Console
 
     from trainers.eval_run import EvalConfig, evaluate
     from trainers.runtime import EpisodeRunner
 
+    env_config = env_config_from(o["env_id"], o["env_options"])  # before any model loads
     o["constrained"] = constrained_from(o)  # an impossible choice is refused before loading
     config = EvalConfig(
         split=o["split"],
@@ -117,6 +124,7 @@ def eval_command(**o: Any) -> None:
         seed=o["seed"],
     )
     console = Console(stderr=o["as_json"])
+    o["model"] = resolve_model(o["model"], o["backend"], o["workspace"], console)
     console.print(decoding_line(o["constrained"]))
     policy = _load_policy(o)
     modes = {"both": (True, False), "on": (True,), "off": (False,)}[o["skills_mode"]]
@@ -128,6 +136,7 @@ def eval_command(**o: Any) -> None:
                 policy,
                 env_id=o["env_id"],
                 bank=bank if skills else None,
+                env_config=env_config,
                 max_turns=o["max_turns"],
                 max_new_tokens=o["max_new_tokens"],
                 constrained=o["constrained"],

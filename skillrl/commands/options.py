@@ -102,3 +102,115 @@ def decoding_line(constrained: bool) -> str:
             "write its own actions)[/]"
         )
     return "[dim]decoding: free (the model writes each action; invalid ones do nothing)[/]"
+
+
+# -- environment settings (--env-option KEY=VALUE) --------------------------------------------
+
+ENV_OPTION_RESERVED: dict[str, str] = {"max_turns": "--max-turns"}
+"""Environment settings that have their own command option (set there, not by --env-option)."""
+
+
+def _parse_env_options(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> dict[str, Any]:
+    """Turn repeated ``KEY=VALUE`` into a dict; each value is read as a YAML scalar."""
+    import yaml
+
+    settings: dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as error:
+            raise click.BadParameter(f"{item!r}: the value is not a YAML scalar") from error
+        if isinstance(value, dict | list):
+            raise click.BadParameter(f"{item!r}: the value must be a single value (a YAML scalar)")
+        settings[key] = value
+    return settings
+
+
+def env_option_text(key: str, value: Any) -> str:
+    """Return the ``KEY=VALUE`` text that ``--env-option`` reads back as exactly ``value``.
+
+    PyYAML writes the value, so PyYAML's reading of it is the inverse (JSON would not do:
+    YAML 1.1 reads JSON's ``1e-09`` as a string).
+    """
+    import yaml
+
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=1 << 30)
+    return f"{key}={text.removesuffix(chr(10)).removesuffix(chr(10) + '...')}"
+
+
+def env_option(command: Any) -> Any:
+    """Add ``--env-option KEY=VALUE`` (repeatable) to a command; parsed into ``env_options``.
+
+    Check the result with :func:`env_config_from` once the environment id is known.
+    """
+    return click.option(
+        "--env-option",
+        "env_options",
+        multiple=True,
+        metavar="KEY=VALUE",
+        callback=_parse_env_options,
+        help="An environment setting, repeatable: a field of the environment's config, e.g. "
+        "observation_mode=text_rich or data_dir=~/webshop/data (values are YAML scalars).",
+    )(command)
+
+
+def env_config_from(env_id: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """Validate ``--env-option`` settings for ``env_id`` (and the id itself), building nothing.
+
+    Raises UnknownEnvError / ConfigError naming the bad id or key and the valid ones: cheap
+    enough to run before any model is loaded.
+    """
+    from envs.registry import check_config
+
+    for key, option in ENV_OPTION_RESERVED.items():
+        if key in settings:
+            raise click.UsageError(f"--env-option {key}=... : set it with {option} instead")
+    return check_config(env_id, settings)
+
+
+# -- which model (--model auto) ----------------------------------------------------------------
+
+AUTO_MODEL = "auto"
+MODEL_HELP = (
+    "'auto': the newest checkpoint that `skillrl train` saved in this workspace (see "
+    "`skillrl runs`), else the embedded base model; 'embedded': SmolLM2-135M-Instruct as "
+    "shipped; or a checkpoint folder, a .gguf file or a hub id."
+)
+
+
+def resolve_model(model: str, backend: str, workspace: str | None, console: Any) -> str:
+    """Turn ``--model auto`` into a checkpoint path or ``embedded``, saying which on ``console``.
+
+    Servers (``--backend openai``) name their own models, so there 'auto' means 'embedded', the
+    name skillrl always sent.
+    """
+    from skillrl.policies.config import EMBEDDED_MODEL
+
+    if model != AUTO_MODEL:
+        return model
+    if backend == "openai":
+        return EMBEDDED_MODEL
+    from skillrl.workspace import resolve_workspace
+    from trainers.runs import latest_checkpoint
+
+    found = latest_checkpoint(resolve_workspace(workspace))
+    if found is None:
+        console.print(
+            "[cyan]model: the embedded SmolLM2-135M-Instruct (no trained checkpoint in this "
+            "workspace yet)[/]",
+            soft_wrap=True,
+        )
+        return EMBEDDED_MODEL
+    run, path = found
+    console.print(
+        f"[cyan]model: {path} (the newest trained checkpoint, run {run.name!r}; "
+        "--model embedded for the base model)[/]",
+        soft_wrap=True,  # a wrapped path cannot be copied
+    )
+    return str(path)

@@ -17,14 +17,19 @@ from rich.console import Console
 from rich.markup import escape
 
 from skillrl.commands.options import (
+    AUTO_MODEL,
+    MODEL_HELP,
     backend_option,
     constrained_from,
     decoding_line,
     decoding_option,
+    env_config_from,
+    env_option,
     json_option,
     max_prompt_tokens_option,
     max_turns_option,
     prompt_config_from,
+    resolve_model,
     workspace_option,
 )
 
@@ -52,12 +57,7 @@ from skillrl.commands.options import (
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed (episode i uses seed+i)."
 )
-@click.option(
-    "--model",
-    default="embedded",
-    show_default=True,
-    help="'embedded' (SmolLM2-135M-Instruct), a model folder, a .gguf file or a hub id.",
-)
+@click.option("--model", default=AUTO_MODEL, show_default=True, help=MODEL_HELP)
 @backend_option
 @click.option(
     "--base-url", default=None, help="Server root for --backend openai (e.g. http://host:8000/v1)."
@@ -92,11 +92,14 @@ from skillrl.commands.options import (
 )
 @click.option("--no-seed-bank", is_flag=True, help="Do not seed an empty skill bank on first run.")
 @click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
+@env_option
 @json_option
 @workspace_option
 def run(**o: Any) -> None:
     """Play episodes and show every turn: skills, thinking, action, observation, reward."""
     console = Console(stderr=o["as_json"])
+    # Checked before the bank or a model loads: a typo fails in a second, not after a minute.
+    o["env_config"] = env_config_from(o["env_id"], o["env_options"])
     records, stats = _play(o, console)
     from skillrl.commands.run_display import episode_summary, summary_table
 
@@ -201,9 +204,10 @@ def _agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
     from skillrl.agents.llm import LLMAgent, LLMAgentConfig
     from skillrl.policies import PolicyConfig, SamplingConfig, load_policy
 
+    model = resolve_model(o["model"], o["backend"], o["workspace"], console)
     policy_config = PolicyConfig(
         backend=o["backend"],
-        model=o["model"],
+        model=model,
         base_url=o["base_url"],
         workspace=Path(o["workspace"]),
         threads=o["threads"],
@@ -212,7 +216,7 @@ def _agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # the rich status below shows progress instead
-    with console.status(f"loading model {escape(o['model'])}") as status:
+    with console.status(f"loading model {escape(model)}") as status:
         policy = load_policy(policy_config, progress=lambda m: status.update(escape(m)))
     console.print(decoding_line(o["constrained"]))
     sampling = SamplingConfig(
@@ -230,7 +234,9 @@ def _agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
 def _starts(o: dict[str, Any]) -> list[Any]:
     from skillrl.rollout import EpisodeStart
 
-    env_config = {"max_turns": o["max_turns"]} if o["env_id"] == "webshop" else {}
+    env_config = dict(o["env_config"])
+    if o["env_id"] == "webshop":
+        env_config["max_turns"] = o["max_turns"]
     goal = o["goal"].strip()
     starts = []
     for i in range(o["episodes"]):

@@ -34,6 +34,8 @@ class BootstrapConfig:
     """Fraction of the goals played by an expert with one deliberate mistake."""
     max_turns: int = 15
     """Turn limit per episode."""
+    env_config: dict[str, Any] = field(default_factory=dict)
+    """Environment settings (``envs.make`` keyword arguments, e.g. ``data_dir``)."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -67,7 +69,13 @@ def _starts(config: BootstrapConfig, indices: range) -> list[Any]:
     from skillrl.rollout import EpisodeStart
 
     return [
-        EpisodeStart(config.env, split="train", goal_index=config.first_goal + i, seed=i)
+        EpisodeStart(
+            config.env,
+            split="train",
+            goal_index=config.first_goal + i,
+            seed=i,
+            env_config=dict(config.env_config),
+        )
         for i in indices
     ]
 

@@ -30,6 +30,32 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 _MISTAKE_FIELDS = ("failure_point", "flawed_action", "correction")
 
 
+def _entries_schema() -> dict[str, Any]:
+    text = {"type": "string", "maxLength": MAX_FIELD_CHARS}
+    entry = {
+        "type": "object",
+        "properties": {
+            "kind": {"type": "string", "enum": list(ENTRY_KINDS)},
+            "title": {"type": "string", "maxLength": MAX_TITLE_CHARS},
+            "principle": text,
+            "when_to_apply": text,
+            **{name: text for name in _MISTAKE_FIELDS},
+        },
+        "required": ["kind", "title", "principle"],
+    }
+    return {
+        "type": "object",
+        "properties": {"entries": {"type": "array", "items": entry, "maxItems": MAX_ENTRIES}},
+        "required": ["entries"],
+    }
+
+
+ENTRIES_SCHEMA: dict[str, Any] = _entries_schema()
+"""The reply shape above as JSON Schema, for servers that constrain decoding to a schema
+(``response_format``). :func:`parse_entries` still checks every reply: the schema cannot say
+that a mistake needs all three of its extra fields, and not every server enforces it."""
+
+
 class SchemaViolation(ValueError):
     """The reply is not valid JSON of the expected shape (message says what to fix)."""
 

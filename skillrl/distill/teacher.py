@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from memory.types import EntryDraft
 from skillrl.distill.leakage import draft_leaks
-from skillrl.distill.schema import SchemaViolation, parse_entries
+from skillrl.distill.schema import ENTRIES_SCHEMA, SchemaViolation, parse_entries
 from skillrl.distill.trajectory import render_trajectory
 from skillrl.errors import DistillError
 from skillrl.records import EpisodeRecord
@@ -124,7 +124,9 @@ class TeacherDistiller:
             from skillrl.policies import SamplingConfig  # the runtime's type; imports torch
 
             self._sampling = SamplingConfig(
-                max_new_tokens=self.config.max_new_tokens, temperature=self.config.temperature
+                max_new_tokens=self.config.max_new_tokens,
+                temperature=self.config.temperature,
+                json_schema=ENTRIES_SCHEMA,  # enforced by servers that can; checked here anyway
             )
         return self._sampling
 

@@ -50,6 +50,9 @@ class SamplingConfig:
     """Seed for sampling; the same seed and inputs give the same samples."""
     stop: list[str] = field(default_factory=list)
     """Stop strings; generation of a conversation ends after the first one (it is kept)."""
+    json_schema: dict[str, Any] | None = None
+    """A JSON schema the reply must follow, where the backend can enforce it (``openai``: sent
+    as ``response_format``); other backends ignore it, so callers still validate the reply."""
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -79,6 +82,20 @@ class Generation:
     """Log-prob of each generated token under the sampling distribution (temperature applied)."""
     finish_reason: str = "stop"
     """``stop`` (end of turn or a stop string) or ``length`` (``max_new_tokens`` reached)."""
+    prompt_tokens: int | None = None
+    """Prompt tokens as the server counted them (its ``usage``), when it sends no token ids."""
+    completion_tokens: int | None = None
+    """Generated tokens as the server counted them, when it sends no token ids."""
+
+    @property
+    def prompt_token_count(self) -> int:
+        """Prompt tokens: the ids' count, else the server's count, else 0."""
+        return len(self.prompt_token_ids) or (self.prompt_tokens or 0)
+
+    @property
+    def completion_token_count(self) -> int:
+        """Generated tokens: the ids' count, else the server's count, else 0."""
+        return len(self.completion_token_ids) or (self.completion_tokens or 0)
 
 
 @dataclass

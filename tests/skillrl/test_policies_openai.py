@@ -21,6 +21,10 @@ class ChatServer(ThreadingHTTPServer):
         self.requests: list[dict] = []
         self.fail_first = 0
         self.status = 200
+        self.token_ids = True  # vLLM's return_tokens_as_token_ids; llama.cpp sends none
+        self.usage: dict | None = None
+        self.content: str | None = None  # a fixed reply instead of echoing the user
+        self.reject_schema = False  # answer HTTP 400 to a response_format, as some servers do
 
     @property
     def url(self) -> str:
@@ -42,21 +46,26 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(503, {"error": "warming up"})
         if server.status != 200:
             return self._send(server.status, {"error": {"message": "model 'x' does not exist"}})
+        if server.reject_schema and "response_format" in body:
+            return self._send(400, {"error": {"message": "response_format is not supported"}})
         user = body["messages"][-1]["content"]
-        reply = f"<think>ok</think><action>search[{user}]</action>"
-        tokens = [{"token": f"token_id:{i}", "logprob": -0.25} for i in range(5)]
-        self._send(
-            200,
-            {
-                "choices": [
-                    {
-                        "message": {"role": "assistant", "content": reply},
-                        "logprobs": {"content": tokens},
-                        "finish_reason": "stop",
-                    }
-                ]
-            },
-        )
+        reply = server.content or f"<think>ok</think><action>search[{user}]</action>"
+        tokens = [
+            {"token": f"token_id:{i}" if server.token_ids else "ab", "logprob": -0.25}
+            for i in range(5)
+        ]
+        payload = {
+            "choices": [
+                {
+                    "message": {"role": "assistant", "content": reply},
+                    "logprobs": {"content": tokens},
+                    "finish_reason": "stop",
+                }
+            ]
+        }
+        if server.usage is not None:
+            payload["usage"] = server.usage
+        self._send(200, payload)
 
     def _send(self, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
@@ -127,3 +136,85 @@ def test_scoring_is_refused_clearly_and_config_needs_a_url(server):
         policy.score_continuations([[{"role": "user", "content": "x"}]], [["a"]])
     with pytest.raises(ValueError, match="base_url is required"):
         PolicyConfig(backend="openai")
+
+
+def test_token_counts_come_from_the_servers_usage_when_it_sends_no_ids(server):
+    server.token_ids = False
+    server.usage = {"prompt_tokens": 321, "completion_tokens": 17, "total_tokens": 338}
+    policy = OpenAIPolicy(server.url, "tiny")
+    (gen,) = policy.generate([[{"role": "user", "content": "x"}]], SamplingConfig())
+    assert gen.completion_token_ids == []
+    assert (gen.prompt_token_count, gen.completion_token_count) == (321, 17)
+
+
+def test_run_stats_count_the_servers_tokens(server, workspace):
+    from click.testing import CliRunner
+
+    from cli import main
+
+    server.token_ids = False
+    server.usage = {"prompt_tokens": 400, "completion_tokens": 9, "total_tokens": 409}
+    args = ["run", "--backend", "openai", "--base-url", server.url, "--model", "tiny"]
+    args += ["--no-skills", "--no-record", "--max-turns", "2", "--json"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    stats = json.loads(result.stdout)["stats"]
+    turns = len(server.requests)
+    assert turns >= 1
+    assert stats["generated_tokens"] == 9 * turns and stats["prompt_tokens"] == 400 * turns
+    assert stats["tokens_per_second"] > 0
+
+
+def teacher_episode():
+    from skillrl.records import EpisodeRecord, TurnRecord
+
+    turn = TurnRecord(0, "search page", ["search[...]"], "search[red shirt]", True, 0.0, True)
+    return EpisodeRecord("webshop", "g1", "buy a red shirt", "fashion", [turn], score=0.0)
+
+
+TEACHER_REPLY = json.dumps(
+    {
+        "entries": [
+            {
+                "kind": "task",
+                "title": "Search with the product type",
+                "principle": "Put the product type and its key attributes in the first search.",
+                "when_to_apply": "on the search page",
+            }
+        ]
+    }
+)
+
+
+def test_the_teacher_sends_the_entry_schema_as_response_format(server):
+    from skillrl.distill.schema import ENTRIES_SCHEMA
+    from skillrl.distill.teacher import TeacherDistiller
+
+    server.content = TEACHER_REPLY
+    [draft] = TeacherDistiller(OpenAIPolicy(server.url, "teacher")).distill([teacher_episode()])
+    assert draft.title == "Search with the product type"
+    fmt = server.requests[0]["body"]["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"] == ENTRIES_SCHEMA
+    entry = ENTRIES_SCHEMA["properties"]["entries"]["items"]
+    assert set(entry["properties"]["kind"]["enum"]) == {"task", "general", "mistake"}
+
+
+def test_a_server_rejecting_the_schema_is_asked_without_it_once_and_for_all(server):
+    from skillrl.distill.teacher import TeacherDistiller
+
+    server.content, server.reject_schema = TEACHER_REPLY, True
+    policy = OpenAIPolicy(server.url, "teacher", max_retries=0)
+    distiller = TeacherDistiller(policy)
+    assert len(distiller.distill([teacher_episode()])) == 1
+    assert len(distiller.distill([teacher_episode()])) == 1
+    sent = ["response_format" in r["body"] for r in server.requests]
+    assert sent == [True, False, False]  # rejected once, then never sent again
+
+
+def test_a_400_that_is_not_about_the_schema_is_still_an_error(server):
+    server.status = 400
+    policy = OpenAIPolicy(server.url, "x", max_retries=0)
+    sampling = SamplingConfig(json_schema={"type": "object"})
+    with pytest.raises(BackendError, match="HTTP 400"):
+        policy.generate([[{"role": "user", "content": "x"}]], sampling)
+    assert policy.schema_supported

@@ -30,14 +30,18 @@ def policy(model_workspace):
     return load_policy(PolicyConfig(model="embedded", workspace=model_workspace, dtype="float32"))
 
 
-def test_embedded_model_is_converted_once_into_a_trainable_checkpoint(policy, model_workspace):
+def test_embedded_model_is_converted_once_into_a_trainable_checkpoint(
+    policy, model_workspace, model_cache, tmp_path
+):
     assert embedded_gguf_path().name == "SmolLM2-135M-Instruct.Q4_1.gguf"
-    folder = model_workspace / "models" / EMBEDDED_NAME
+    folder = model_cache / "models" / EMBEDDED_NAME  # the per-user cache, not the workspace
     assert (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file()
+    assert not (model_workspace / "models").exists()
     assert getattr(policy.model, "hf_quantizer", None) is None  # saveable and trainable
     assert [p.name for p in folder.parent.iterdir()] == [EMBEDDED_NAME]  # no temp dir left
     began = time.perf_counter()
-    again = load_policy(PolicyConfig(model="embedded", workspace=model_workspace, dtype="float32"))
+    # Another workspace reuses the same conversion.
+    again = load_policy(PolicyConfig(model="embedded", workspace=tmp_path, dtype="float32"))
     assert time.perf_counter() - began < 120  # a reload, not a second conversion
     assert torch.equal(again.model.lm_head.weight, policy.model.lm_head.weight)
 

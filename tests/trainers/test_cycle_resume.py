@@ -168,3 +168,82 @@ def test_evaluation_leaves_the_bank_usage_counters_alone(tmp_path):
     assert any(t.retrieved_ids for e in evaluated for t in e.turns)
     assert all(e.times_retrieved == 0 for e in bank.list(status=None))
     bank.close()
+
+
+def retrieval_events(bank):
+    from sqlalchemy import func, select
+
+    from memory.models import RetrievalEventRow
+
+    with bank.engine.connect() as connection:
+        return connection.execute(select(func.count()).select_from(RetrievalEventRow)).scalar()
+
+
+def leftovers(root):
+    """Temp files and folders of atomic writes (``.<name>.<random>.tmp``, ``.<name>.old``)."""
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.rglob(".*")
+        if p.name.endswith((".tmp", ".old", ".tmp.png"))
+    )
+
+
+def sigkill_run(workspace, where, resume):
+    """Run ``killed_run.py`` in a child process that SIGKILLs itself at ``where``."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parents[1]), str(here)])}
+    args = [sys.executable, str(here / "killed_run.py"), str(workspace), where]
+    done = subprocess.run(
+        [*args, *(["--resume"] if resume else [])], env=env, capture_output=True, timeout=600
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
+
+
+@pytest.mark.slow
+def test_runs_killed_in_a_rollout_and_in_a_save_resume_without_double_counts_or_leftovers(
+    tmp_path,
+):
+    straight_ws = tmp_path / "straight"
+    run, bank = open_run(straight_ws)
+    run.run()
+    expected, expected_events = counts(bank), retrieval_events(bank)
+    bank.close()
+    assert expected_events > 0
+    expected_files = sorted(p.name for p in (straight_ws / "runs/r/checkpoints").iterdir())
+
+    ws = tmp_path / "killed"
+    sigkill_run(ws, "rollout", resume=False)
+    assert (ws / "runs/r/cycles/0000/eval.json").exists()
+    assert not (ws / "runs/r/cycles/0001/rollout.json").exists()  # died inside the rollout
+    sigkill_run(ws, "save", resume=True)
+    checkpoints = ws / "runs/r/checkpoints"
+    assert [p for p in leftovers(checkpoints) if p.startswith(".cycle-0001.")]  # died mid-save
+    run, bank = open_run(ws)
+    run.run(resume=True)
+    assert retrieval_events(bank) == expected_events
+    assert counts(bank) == expected
+    bank.close()
+    assert leftovers(ws / "runs/r") == []
+    assert sorted(p.name for p in checkpoints.iterdir()) == expected_files
+
+
+def test_a_new_checkpoint_save_removes_what_a_killed_save_left(tmp_path):
+    from fake_policy import TinyTokenizer, tiny_causal_lm
+
+    from trainers.checkpoint import save_checkpoint
+
+    target = tmp_path / "checkpoints" / "cycle-0001"
+    stale = tmp_path / "checkpoints" / ".cycle-0001.x1y2.tmp"
+    stale.mkdir(parents=True)
+    (stale / "model.safetensors").write_bytes(b"\0" * 1024)
+    other = tmp_path / "checkpoints" / ".cycle-0002.x1y2.tmp"  # another target's: kept
+    other.mkdir()
+    save_checkpoint(tiny_causal_lm(), TinyTokenizer(), target)
+    assert (target / "config.json").exists()
+    assert not stale.exists() and other.exists()

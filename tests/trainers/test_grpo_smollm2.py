@@ -13,16 +13,9 @@ from trainers.grpo import GRPOTrainer, compute_logprobs
 
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory):
-    from skillrl.policies.model_cache import (
-        EMBEDDED_NAME,
-        cached_checkpoint,
-        ensure_embedded_checkpoint,
-    )
-    from skillrl.workspace import resolve_workspace
+    from skillrl.policies.model_cache import ensure_embedded_checkpoint
 
-    folder = cached_checkpoint(EMBEDDED_NAME, resolve_workspace())
-    if folder is None:  # convert the GGUF once for this module (about a minute)
-        folder = ensure_embedded_checkpoint(tmp_path_factory.mktemp("ws"))
+    folder = ensure_embedded_checkpoint()  # the test session's cache (tests/conftest.py)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(folder)

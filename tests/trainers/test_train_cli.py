@@ -54,17 +54,20 @@ def test_train_runs_resumes_with_more_cycles_and_eval_reads_the_checkpoint(
     assert (run / "checkpoints" / "cycle-0001" / "model.safetensors").exists()
     assert (run / "learning_curve.png").exists()
 
-    more = invoke("train", "--cycles", "2", "--resume", "--json", *common)
+    # --resume takes every setting but --cycles from the run's train.yaml.
+    where = ["--workspace", ws, "--run-name", "smoke"]
+    more = invoke("train", "--cycles", "2", "--resume", "--json", *where)
     assert more.exit_code == 0, more.output
     history = json.loads(more.stdout)
     assert [r["cycle"] for r in history] == [0, 1, 2]
+    listed = json.loads(invoke("runs", "--workspace", ws, "--json").stdout)
+    assert [(r["name"], r["cycles_completed"], r["done"]) for r in listed] == [("smoke", 2, True)]
+    assert listed[0]["last_checkpoint"] == str(run / "checkpoints/cycle-0002")
 
     result = invoke(
         "eval",
         "--workspace",
-        ws,
-        "--model",
-        str(run / "checkpoints/cycle-0002"),
+        ws,  # no --model: the newest trained checkpoint
         "--skills",
         "off",
         "--goals",
@@ -82,6 +85,7 @@ def test_train_runs_resumes_with_more_cycles_and_eval_reads_the_checkpoint(
         "--json",
     )
     assert result.exit_code == 0, result.output
+    assert f"model: {run / 'checkpoints/cycle-0002'}" in result.stderr
     report = json.loads(result.stdout)
     assert len(report) == 1 and report[0]["skills"] is False
     assert report[0]["greedy"]["episodes"] == 2

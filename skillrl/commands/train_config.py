@@ -1,0 +1,149 @@
+"""``skillrl train --config run.yaml``: a whole run's settings in one file, as TRL users keep them.
+
+The file is a YAML mapping whose keys are the train command's option names (``goals-per-cycle``
+or ``goals_per_cycle``; ``lora: true`` for ``--lora``; ``env-option`` as a mapping of
+environment settings). It becomes click's ``default_map``, so options given on the command line
+override it, and click converts and checks its values like typed ones. An unknown key is an
+error naming it and the valid keys.
+
+The resolved settings of every run (file, flags and defaults together) are written to
+``<run folder>/train.yaml`` (atomically), in the same format: ``--resume`` takes every option
+not given on its command line from there, and ``--config runs/<name>/train.yaml`` repeats a run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from skillrl.commands.options import env_option_text
+
+SAVED_NAME = "train.yaml"
+"""The resolved settings file in a run folder."""
+
+NOT_IN_FILE = frozenset({"config", "resume", "as_json", "workspace", "help"})
+"""Options a settings file does not hold: they say where and how to run, not what."""
+
+NOT_RESUMED = frozenset({"run_name"})
+"""Options ``--resume`` never takes from the saved file (they locate the run)."""
+
+
+def _options(command: click.Command) -> list[click.Option]:
+    return [p for p in command.params if isinstance(p, click.Option) and p.name not in NOT_IN_FILE]
+
+
+def primary_key(option: click.Option) -> str:
+    """Return the key an option is saved under: its first long name without dashes."""
+    longs = [o for o in option.opts if o.startswith("--")]
+    return (longs[0] if longs else option.opts[0]).lstrip("-")
+
+
+def option_keys(command: click.Command) -> dict[str, click.Option]:
+    """Every key a settings file may use for each option (names with - or _, and the dest)."""
+    keys: dict[str, click.Option] = {}
+    for option in _options(command):
+        names = [o.lstrip("-") for o in option.opts if o.startswith("--")] + [str(option.name)]
+        for name in names:
+            keys[name] = keys[name.replace("-", "_")] = keys[name.replace("_", "-")] = option
+    return keys
+
+
+def _file_value(option: click.Option, key: str, value: Any, source: str) -> Any:
+    if option.multiple:  # --env-option: a mapping of settings, or a list of KEY=VALUE
+        if isinstance(value, dict):
+            return [env_option_text(str(k), v) for k, v in value.items()]
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return value
+        raise click.BadParameter(
+            f"{source}: {key!r} must be a mapping of settings or a list of KEY=VALUE strings"
+        )
+    if isinstance(value, dict | list):
+        raise click.BadParameter(f"{source}: {key!r} must be a single value, not a {type(value)}")
+    return value
+
+
+def read_settings(path: Path, command: click.Command) -> dict[str, Any]:
+    """Read a settings file into click's ``default_map`` form (option dest -> value)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise click.BadParameter(f"cannot read {path}: {error}") from error
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise click.BadParameter(f"{path} must hold a mapping of option names to values")
+    keys = option_keys(command)
+    settings: dict[str, Any] = {}
+    for key, value in data.items():
+        option = keys.get(str(key))
+        if option is None:
+            valid = sorted({primary_key(o) for o in keys.values()})
+            raise click.BadParameter(f"{path}: unknown key {key!r}; valid keys: {', '.join(valid)}")
+        settings[str(option.name)] = _file_value(option, str(key), value, str(path))
+    return settings
+
+
+def _load_config(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None:
+        ctx.default_map = {**(ctx.default_map or {}), **read_settings(value, ctx.command)}
+    return value
+
+
+def config_option(command: Any) -> Any:
+    """Add ``--config FILE`` (a YAML settings file; command-line options override it)."""
+    return click.option(
+        "--config",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        is_eager=True,  # read before the other options, so they can fall back to it
+        expose_value=True,
+        callback=_load_config,
+        help="A YAML file of this command's options (keys = option names, e.g. "
+        "goals-per-cycle: 8); options on the command line override it.",
+    )(command)
+
+
+def resolved_settings(ctx: click.Context, values: dict[str, Any]) -> dict[str, Any]:
+    """Return the run's settings in the file format (primary key -> plain value), for saving."""
+    settings: dict[str, Any] = {}
+    for option in _options(ctx.command):
+        value = values.get(str(option.name))
+        if isinstance(value, tuple):
+            value = list(value)
+        settings[primary_key(option)] = value
+    return settings
+
+
+def save_settings(folder: Path, settings: dict[str, Any]) -> Path:
+    """Write ``<folder>/train.yaml`` atomically; returns its path."""
+    import yaml
+
+    from trainers.checkpoint import atomic_write_text
+
+    path = folder / SAVED_NAME
+    text = "# skillrl train settings (resolved); reuse with --config\n"
+    atomic_write_text(path, text + yaml.safe_dump(settings, sort_keys=False))
+    return path
+
+
+def fill_from_saved(ctx: click.Context, values: dict[str, Any], folder: Path) -> bool:
+    """On ``--resume``: take every option left at its default from the run's saved settings.
+
+    Options given on the command line (or by ``--config``) keep their values; the run's own
+    checks then refuse any that changes more than ``--cycles``. Returns whether a file was used.
+    """
+    path = folder / SAVED_NAME
+    if not path.is_file():
+        return False
+    saved = read_settings(path, ctx.command)
+    for option in _options(ctx.command):
+        name = str(option.name)
+        if name in NOT_RESUMED or name not in saved:
+            continue
+        if ctx.get_parameter_source(name) is ParameterSource.DEFAULT:
+            values[name] = option.process_value(ctx, saved[name])
+    return True

@@ -1,0 +1,200 @@
+"""Options shared by commands: --env-option, --model auto, and checks made before a model loads."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import click
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+from rich.console import Console
+
+from cli import main
+from skillrl.commands.options import (
+    _parse_env_options,
+    env_config_from,
+    env_option_text,
+    resolve_model,
+)
+from skillrl.errors import ConfigError
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Fail the test if any command gets as far as loading a model."""
+    import skillrl.policies
+
+    def refuse(config, *args, **kwargs):
+        raise AssertionError(f"a model was loaded ({config.model}) before the options were checked")
+
+    monkeypatch.setattr(skillrl.policies, "load_policy", refuse)
+
+
+# -- --env-option parsing ---------------------------------------------------------------------
+
+
+def parse(*items: str):
+    return _parse_env_options(None, None, items)
+
+
+def test_env_option_values_are_yaml_scalars():
+    assert parse("observation_mode=text_rich", "num_products=50", "show_attrs=true") == {
+        "observation_mode": "text_rich",
+        "num_products": 50,
+        "show_attrs": True,
+    }
+    assert parse("data_dir=~/webshop/data", "goals=") == {
+        "data_dir": "~/webshop/data",
+        "goals": None,
+    }
+    assert parse("data_dir=a=b") == {"data_dir": "a=b"}  # only the first = splits
+
+
+@pytest.mark.parametrize("bad", ["observation_mode", "=x", "a=[1, 2]", "a={b: 1}", "a=: :"])
+def test_env_option_rejects_what_is_not_key_equals_scalar(bad):
+    with pytest.raises(click.BadParameter):
+        parse(bad)
+
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(st.characters(codec="utf-8", exclude_categories=("Cs",))),
+)
+
+
+@given(key=st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True), value=scalars)
+def test_a_written_env_option_reads_back_as_itself(key, value):
+    # A settings file's env-option mapping becomes KEY=VALUE texts: every scalar must survive.
+    assert parse(env_option_text(key, value)) == {key: value}
+
+
+@given(st.text(max_size=60))
+def test_any_text_is_parsed_or_rejected_with_bad_parameter(text):
+    try:
+        result = parse(text)
+    except click.BadParameter:
+        return
+    assert list(result) == [text.partition("=")[0].strip()]
+
+
+def test_env_settings_are_checked_against_the_env_config_dataclass():
+    assert env_config_from("webshop", {"observation_mode": "text_rich"}) == {
+        "observation_mode": "text_rich"
+    }
+    with pytest.raises(
+        ConfigError, match=r"unknown option 'colour'.*valid: data_dir, .*observation_mode"
+    ):
+        env_config_from("webshop", {"colour": "red"})
+    with pytest.raises(ConfigError, match="observation_mode .'html'. must be one of"):
+        env_config_from("webshop", {"observation_mode": "html"})
+    with pytest.raises(click.UsageError, match="--max-turns"):
+        env_config_from("webshop", {"max_turns": 3})
+
+
+# -- checked before any model loads -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["train", "--run-name", "x"],
+        ["eval", "--skills", "off"],
+        ["run", "--no-skills", "--no-record"],
+    ],
+)
+def test_an_unknown_env_fails_in_one_line_before_the_model_loads(command, workspace, no_model):
+    result = invoke(*command, "--env", "nosuchenv")
+    assert result.exit_code == 1, result.output
+    assert "unknown environment 'nosuchenv'" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["train", "--run-name", "x"],
+        ["eval", "--skills", "off"],
+        ["run", "--no-skills", "--no-record"],
+        ["bootstrap", "--episodes", "1"],
+    ],
+)
+def test_an_unknown_env_option_names_the_key_and_the_valid_ones(command, workspace, no_model):
+    result = invoke(*command, "--env-option", "colour=red")
+    assert result.exit_code == 1, result.output
+    line = result.output.strip()
+    assert "unknown option 'colour'" in line and "observation_mode" in line and "data_dir" in line
+
+
+def test_env_options_reach_the_environment(workspace):
+    result = invoke(
+        "run", "--policy", "expert", "--no-record", "--max-turns", "2",
+        "--env-option", "observation_mode=text_rich",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "[button]" in result.output  # text_rich renders buttons as [button] X [button_]
+    plain = invoke("run", "--policy", "expert", "--no-record", "--max-turns", "2")
+    assert "[button]" not in plain.output
+
+
+# -- --model auto ---------------------------------------------------------------------------------
+
+
+def fake_run(workspace, name, cycles, mtime):
+    folder = workspace / "runs" / name
+    for cycle in range(1, cycles + 1):
+        checkpoint = folder / "checkpoints" / f"cycle-{cycle:04d}"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "config.json").write_text("{}")
+    history = [{"cycle": c, "eval.success_rate": 0.1 * c} for c in range(cycles + 1)]
+    (folder / "state.json").write_text(json.dumps({"history": history, "done": True}))
+    (folder / "config.json").write_text(json.dumps({"cycle": {"cycles": cycles}}))
+    os.utime(folder / "state.json", (mtime, mtime))
+    return folder
+
+
+def test_auto_is_the_newest_runs_last_checkpoint_and_says_so(workspace):
+    out = io.StringIO()
+    console = Console(file=out, width=300)
+    assert resolve_model("auto", "transformers", str(workspace), console) == "embedded"
+    assert "embedded" in out.getvalue()
+    fake_run(workspace, "old", 3, mtime=1_000)
+    new = fake_run(workspace, "new", 2, mtime=2_000)
+    (workspace / "runs" / "new" / "checkpoints" / ".cycle-0003.abc.tmp").mkdir()  # unfinished
+    chosen = resolve_model("auto", "transformers", str(workspace), console)
+    assert chosen == str(new / "checkpoints" / "cycle-0002")
+    assert chosen in out.getvalue() and "--model embedded" in out.getvalue()
+    assert resolve_model("embedded", "transformers", str(workspace), console) == "embedded"
+    assert resolve_model("auto", "openai", str(workspace), console) == "embedded"
+
+
+class Loaded(Exception):
+    pass
+
+
+def test_eval_and_run_default_to_the_trained_checkpoint(workspace, monkeypatch):
+    import skillrl.policies
+
+    folder = fake_run(workspace, "r", 2, mtime=2_000)
+    loaded = []
+
+    def capture(config, *args, **kwargs):
+        loaded.append(config.model)
+        raise Loaded()
+
+    monkeypatch.setattr(skillrl.policies, "load_policy", capture)
+    for command in (["eval", "--skills", "off"], ["run", "--no-skills", "--no-record"]):
+        result = CliRunner().invoke(main, command)
+        assert isinstance(result.exception, Loaded), result.output
+        assert str(folder / "checkpoints" / "cycle-0002") in result.output
+    assert loaded == [str(folder / "checkpoints" / "cycle-0002")] * 2

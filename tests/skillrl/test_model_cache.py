@@ -1,0 +1,75 @@
+"""The per-user model cache: where it is, that workspaces share it, that writes are atomic."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from skillrl.policies import model_cache
+from skillrl.policies.model_cache import (
+    EMBEDDED_NAME,
+    cache_dir,
+    ensure_embedded_checkpoint,
+    models_dir,
+)
+
+
+def test_cache_dir_follows_skillrl_cache_then_xdg_then_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("SKILLRL_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert cache_dir() == (tmp_path / "home" / ".cache" / "skillrl").resolve()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == (tmp_path / "xdg" / "skillrl").resolve()
+    monkeypatch.setenv("SKILLRL_CACHE", str(tmp_path / "mine"))
+    assert cache_dir() == (tmp_path / "mine").resolve()
+    assert models_dir() == (tmp_path / "mine" / "models").resolve()
+
+
+def test_a_converted_embedded_model_in_the_cache_serves_every_workspace(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLRL_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / "models" / EMBEDDED_NAME
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"weights")
+
+    def no_conversion(*args, **kwargs):
+        raise AssertionError("converted again although the cache holds the model")
+
+    monkeypatch.setattr(model_cache, "convert_gguf", no_conversion)
+    for workspace in ("a", "b"):
+        monkeypatch.setenv("SKILLRL_WORKSPACE", str(tmp_path / workspace))
+        assert ensure_embedded_checkpoint() == folder.resolve()
+        assert not (tmp_path / workspace / "models").exists()
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from skillrl.policies.model_cache import _save_atomically
+
+    def write(folder):
+        (folder / "model.safetensors").write_text(sys.argv[2])
+        time.sleep(1.0)  # both writers are mid-write at once
+
+    _save_atomically(Path(sys.argv[1]), write)
+    """
+)
+
+
+def test_two_processes_converting_at_once_leave_one_complete_folder(tmp_path):
+    target = tmp_path / "models" / EMBEDDED_NAME
+    target.mkdir(parents=True)
+    (target / "config.json").write_text("{}")  # an incomplete leftover of an old writer
+    root = Path(__file__).resolve().parents[2]
+    env = {"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(target), name], env=env)
+        for name in ("first", "second")
+    ]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0]
+    assert (target / "model.safetensors").read_text() in ("first", "second")
+    assert not (target / "config.json").exists()
+    assert sorted(p.name for p in target.parent.iterdir()) == [EMBEDDED_NAME]

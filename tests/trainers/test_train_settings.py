@@ -1,0 +1,156 @@
+"""``skillrl train --config``, the saved train.yaml that ``--resume`` reads, ``skillrl runs``."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+import skillrl.commands.train as train_command
+from cli import main
+from trainers.cycle import run_settings
+
+
+class Started(Exception):
+    pass
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """Stop ``skillrl train`` where it would load the model; keep what it was asked to run."""
+    calls = []
+
+    def capture(cycle, grpo, o):
+        calls.append((cycle, grpo, dict(o)))
+        raise Started()
+
+    monkeypatch.setattr(train_command, "run_with_progress", capture)
+    return calls
+
+
+def train(*args):
+    return CliRunner().invoke(main, ["train", *args])
+
+
+def test_a_config_file_sets_options_and_the_command_line_overrides_it(workspace, tmp_path, started):
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "goals-per-cycle: 7\n"
+        "group_size: 3\n"
+        "lr: 3.0e-6\n"
+        "skills: false\n"
+        "lora: true\n"
+        "run-name: from-file\n"
+        "env-option:\n  observation_mode: text_rich\n  num_products: 500\n"
+    )
+    result = train("--config", str(config), "--group-size", "5")
+    assert isinstance(result.exception, Started), result.output
+    cycle, grpo, o = started[0]
+    assert cycle.goals_per_cycle == 7 and cycle.group_size == 5  # the flag wins
+    assert grpo.learning_rate == 3e-6 and grpo.use_peft and not cycle.skills
+    assert cycle.env_config == {"observation_mode": "text_rich", "num_products": 500}
+    saved = yaml.safe_load((workspace / "runs" / "from-file" / "train.yaml").read_text())
+    assert saved["group-size"] == 5 and saved["goals-per-cycle"] == 7 and saved["lora"] is True
+    assert saved["env-option"] == {"observation_mode": "text_rich", "num_products": 500}
+    assert "workspace" not in saved and "resume" not in saved and "config" not in saved
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("colour: red\n", "unknown key 'colour'; valid keys: "),
+        ("cycles: [1, 2]\n", "'cycles' must be a single value"),
+        ("cycles: zero\n", "'zero' is not a valid integer"),
+        ("- cycles\n", "must hold a mapping"),
+        ("env-option: 3\n", "must be a mapping of settings"),
+        ("env-option:\n  colour: red\n", "unknown option 'colour' for environment 'webshop'"),
+    ],
+)
+def test_a_bad_config_file_is_one_clear_error(workspace, tmp_path, started, text, message):
+    config = tmp_path / "run.yaml"
+    config.write_text(text)
+    result = train("--config", str(config))
+    assert result.exit_code in (1, 2) and message in result.output, result.output
+    assert not started
+
+
+def test_resume_takes_the_saved_settings_and_only_cycles_from_the_command_line(
+    workspace, tmp_path, started
+):
+    config = tmp_path / "run.yaml"
+    config.write_text("cycles: 1\ngoals-per-cycle: 6\nenv-option: {observation_mode: text_rich}\n")
+    first = train("--config", str(config), "--run-name", "r", "--seed", "9")
+    assert isinstance(first.exception, Started), first.output
+    run = workspace / "runs" / "r"
+    # What TrainingRun writes when it starts: a finished run with its config.json.
+    (run / "state.json").write_text(json.dumps({"cycle": 2, "done": True}))
+    (run / "config.json").write_text(json.dumps(run_settings(*started[0][:2])))
+
+    again = train("--run-name", "r", "--resume", "--cycles", "4")
+    assert isinstance(again.exception, Started), again.output
+    cycle, _grpo, o = started[1]
+    assert (cycle.cycles, cycle.goals_per_cycle, cycle.seed) == (4, 6, 9)
+    assert cycle.env_config == {"observation_mode": "text_rich"}
+    assert yaml.safe_load((run / "train.yaml").read_text())["cycles"] == 4
+
+    # Another setting is refused before any model loads, and the saved settings stay as they were.
+    changed = train("--run-name", "r", "--resume", "--group-size", "3")
+    assert changed.exit_code == 1 and "cycle.group_size: 4 -> 3" in changed.output, changed.output
+    assert len(started) == 2
+    assert yaml.safe_load((run / "train.yaml").read_text())["group-size"] == 4
+
+
+def test_start_and_resume_refuse_the_wrong_folder_before_loading_anything(workspace, started):
+    missing = train("--run-name", "nothing", "--resume")
+    assert missing.exit_code == 1 and "no run to continue" in missing.output
+    run = workspace / "runs" / "taken"
+    run.mkdir(parents=True)
+    (run / "state.json").write_text("{}")
+    taken = train("--run-name", "taken")
+    assert taken.exit_code == 1 and "already holds a run" in taken.output
+    assert not (run / "train.yaml").exists() and not started
+
+
+def fake_run(workspace, name, cycles, mtime, done=True):
+    folder = workspace / "runs" / name
+    for cycle in range(1, cycles + 1):
+        checkpoint = folder / "checkpoints" / f"cycle-{cycle:04d}"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "config.json").write_text("{}")
+    folder.mkdir(parents=True, exist_ok=True)
+    rates = [0.2, 0.5, 0.4, 0.6][: cycles + 1]
+    history = [{"cycle": c, "eval.success_rate": r} for c, r in enumerate(rates)]
+    (folder / "state.json").write_text(json.dumps({"history": history, "done": done}))
+    (folder / "config.json").write_text(json.dumps({"cycle": {"cycles": 3}}))
+    os.utime(folder / "state.json", (mtime, mtime))
+    return folder
+
+
+def test_runs_lists_every_run_newest_first_with_its_checkpoints(workspace):
+    empty = CliRunner().invoke(main, ["runs"])
+    assert empty.exit_code == 0 and "no training runs" in empty.output
+    old = fake_run(workspace, "old", 3, mtime=1_000)
+    new = fake_run(workspace, "new", 2, mtime=2_000, done=False)
+    (workspace / "runs" / "not-a-run").mkdir()  # no state.json: not listed
+    result = CliRunner().invoke(main, ["runs", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["name"] for r in rows] == ["new", "old"]
+    assert rows[0]["cycles_completed"] == 2 and rows[0]["cycles_planned"] == 3
+    assert rows[0]["done"] is False and rows[1]["done"] is True
+    assert (rows[0]["best_success"], rows[0]["best_cycle"]) == (0.5, 1)
+    assert (rows[1]["best_success"], rows[1]["best_cycle"], rows[1]["last_success"]) == (
+        0.6,
+        3,
+        0.6,
+    )
+    assert rows[1]["checkpoints"] == [
+        str(old / "checkpoints" / f"cycle-{c:04d}") for c in (1, 2, 3)
+    ]
+    assert rows[0]["default_model"] and not rows[1]["default_model"]
+    assert rows[0]["last_checkpoint"] == str(new / "checkpoints" / "cycle-0002")
+    table = CliRunner().invoke(main, ["runs"])
+    assert "new" in table.output and "old" in table.output and "0.60 (cycle 3)" in table.output
