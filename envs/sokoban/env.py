@@ -17,7 +17,7 @@ import random
 from typing import Any
 
 from envs.sokoban.config import SokobanConfig
-from envs.sokoban.levels import SPLITS, Level, LevelSet, shared_levels
+from envs.sokoban.levels import SPLITS, Level, LevelSet, custom_level, shared_levels
 from envs.sokoban.outcome import SokobanStepOutcome
 from envs.sokoban.parse import parse_action
 from envs.sokoban.room import DIRECTIONS, LEGEND, Move, Room, State, apply_move, render_grid
@@ -54,24 +54,31 @@ class SokobanEnv:
 
         ``options``: ``{"split": "test"|"eval"|"train", "goal_index": i}`` (position ``i`` of
         that split; without ``goal_index``, a room of the split drawn with ``seed``), or
-        ``{"goal_id": "7x7-2box-0042"}``.
+        ``{"goal_id": "7x7-2box-0042"}``, or ``{"room": grid}`` to play a hand-made room (a
+        grid in the legend's symbols; see :func:`envs.sokoban.levels.custom_level`).
         """
-        split, position = self._choose(seed, options or {})
-        self.level = self.levels.level(split, position)
+        options = options or {}
+        if "room" in options:
+            if set(options) != {"room"}:
+                raise ConfigError("reset option 'room' cannot be combined with other options")
+            self.level = custom_level(str(options["room"]))
+        else:
+            split, position = self._choose(seed, options)
+            self.level = self.levels.level(split, position)
         self.state = self.level.puzzle.start
         self.turn = 0
         self.terminated = self.truncated = False
         self.episode_return = 0.0
         info = self._info(action_valid=True)
         info["goal"] = self.level.public()
-        info["split"], info["goal_index"] = split, self.level.goal_index
+        info["split"], info["goal_index"] = self.level.split, self.level.goal_index
         return self.observation(), info
 
     def _choose(self, seed: int | None, options: dict[str, Any]) -> tuple[str, int]:
         unknown = set(options) - {"split", "goal_index", "goal_id"}
         if unknown:
             raise ConfigError(
-                f"unknown reset option(s) {sorted(unknown)}; use split/goal_index/goal_id"
+                f"unknown reset option(s) {sorted(unknown)}; use split/goal_index/goal_id/room"
             )
         if "goal_id" in options:
             found = self.levels.locate(str(options["goal_id"]))

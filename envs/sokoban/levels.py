@@ -15,6 +15,7 @@ same room settings shares one :class:`LevelSet`.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from typing import Any
 
 from envs.sokoban.config import Category, SokobanConfig
 from envs.sokoban.generate import Puzzle, generate_puzzle
+from envs.sokoban.room import GridError, parse_grid, render_grid
+from envs.sokoban.solver import solve
 from skillrl.errors import ConfigError
 
 SPLITS: tuple[str, ...] = ("test", "eval", "train")
@@ -130,6 +133,32 @@ class LevelSet:
                 f"({config.min_solution_moves}) / max_solution_moves "
                 f"({config.max_solution_moves})"
             ) from error
+
+
+def custom_level(grid: str, max_expansions: int = 200_000) -> Level:
+    """Return a goal for a hand-made room (``grid`` in the legend's symbols).
+
+    Its id is ``custom-`` and a digest of the grid, its split ``custom``, its goal index -1;
+    ``optimal_moves`` is -1 when the solver finds no solution. Raises ConfigError for a grid
+    that is not a well-formed room.
+    """
+    try:
+        room, state = parse_grid(grid)
+    except GridError as error:
+        raise ConfigError(f"room is not a valid Sokoban grid: {error}") from error
+    solution = solve(room, state, max_expansions)
+    moves = solution.moves if solution is not None else ()
+    canonical = render_grid(room, state)
+    category = Category(f"{room.width}x{room.height}-{len(state.boxes)}box", room.width,
+                        room.height, len(state.boxes))  # fmt: skip
+    return Level(
+        goal_id="custom-" + hashlib.sha1(canonical.encode()).hexdigest()[:12],
+        category=category,
+        room_number=-1,
+        split="custom",
+        goal_index=-1,
+        puzzle=Puzzle(room, state, len(moves) if solution is not None else -1, moves),
+    )
 
 
 @lru_cache(maxsize=16)
