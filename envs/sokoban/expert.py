@@ -19,6 +19,8 @@ class SokobanExpert:
     """Plays one Sokoban episode at a time from observations (the grid) alone."""
 
     def __init__(self, max_turns: int = 20, max_expansions: int = 200_000) -> None:
+        # max_turns keeps WebShopExpert's constructor; an optimal plan is already the best use
+        # of any turn budget, so play does not depend on it.
         self.max_turns = max_turns
         self.max_expansions = max_expansions
         self.plan: list[str] = []

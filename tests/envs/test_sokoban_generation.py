@@ -145,6 +145,11 @@ def test_categories_accept_a_comma_separated_string():
     config = SokobanConfig(categories=" 7x7-2box, 6x6-1box ")
     assert config.categories == ("7x7-2box", "6x6-1box")
     assert SokobanConfig(rooms_per_category=200, reverse_steps=50).step_penalty == -0.1
+    # --env-option values are YAML scalars: a string of categories, an int for a float field.
+    settings = {"categories": "6x6-1box", "solved_reward": 5, "max_turns": 30}
+    assert envs.registry.check_config("sokoban", settings) == settings
+    env = envs.make("sokoban", **settings)
+    assert env.reset(seed=3)[1]["category"] == "6x6-1box" and env.config.solved_reward == 5.0
 
 
 def test_impossible_room_settings_are_a_config_error():
