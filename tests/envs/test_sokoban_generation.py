@@ -11,11 +11,28 @@ import envs
 from envs.sokoban.config import SokobanConfig, parse_category
 from envs.sokoban.generate import generate_puzzle
 from envs.sokoban.levels import LevelSet, shared_levels
-from envs.sokoban.room import render_grid
-from envs.sokoban.solver import dead_squares, replay, solve
+from envs.sokoban.room import DIRECTIONS, apply_move, render_grid
+from envs.sokoban.solver import dead_squares, replay
 from skillrl.errors import ConfigError
 
 CATEGORIES = ("6x6-1box", "7x7-2box", "8x8-3box")
+
+
+def _fewest_moves(room, start):
+    """Breadth-first search over single moves, no pruning: the reference for optimality."""
+    frontier, seen, depth = [start], {start}, 0
+    while frontier:
+        if any(s.solved(room) for s in frontier):
+            return depth
+        nxt = []
+        for state in frontier:
+            for direction in DIRECTIONS:
+                after = apply_move(room, state, direction).state
+                if after not in seen:
+                    seen.add(after)
+                    nxt.append(after)
+        frontier, depth = nxt, depth + 1
+    return None
 
 
 @pytest.mark.parametrize("name", CATEGORIES)
@@ -38,8 +55,8 @@ def test_every_generated_room_is_solvable_and_its_optimum_is_recorded(name):
         assert start.player in room.floor and start.player not in start.boxes
         assert 2 <= puzzle.optimal_moves <= 15
         assert replay(room, start, puzzle.solution).solved(room)
-        again = solve(room, start)  # an independent solve agrees on the optimum
-        assert again is not None and len(again.moves) == puzzle.optimal_moves
+        if category.boxes <= 2:  # small enough for a plain breadth-first search over moves
+            assert _fewest_moves(room, start) == puzzle.optimal_moves
         cells = range(room.width * room.height)
         border = [c for c in cells if c // room.width in (0, room.height - 1)]
         border += [c for c in cells if c % room.width in (0, room.width - 1)]
