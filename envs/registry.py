@@ -103,4 +103,5 @@ def check_config(env_id: str, settings: Mapping[str, Any]) -> dict[str, Any]:
 
 def _load_builtins() -> None:
     # Imported lazily so `import envs` stays cheap; each built-in registers itself on import.
+    import envs.sokoban  # noqa: F401
     import envs.webshop  # noqa: F401
