@@ -198,6 +198,16 @@ class VectorIndex:
             self._collections()[name] = found
         return found
 
+    def partitions(self, kind: str, env: str) -> list[Partition]:
+        """Every partition of ``kind`` in ``env`` that holds a collection (as last listed)."""
+        keys = []
+        with self._exclusive():
+            for collection in self._collections().values():
+                meta = collection.metadata or {}
+                if meta.get("kind") == kind and meta.get("env") == env:
+                    keys.append((kind, env, str(meta.get("category") or "")))
+        return sorted(keys)
+
     def count(self) -> int:
         """Return the number of vectors in the index."""
         with self._exclusive():
