@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rich.console import Console
 from rich.cells import cell_len
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -207,7 +207,9 @@ def print_diff(result: Any) -> None:
         out.print(f"no differences between {result.a} and {result.b}")
         return
     rows = [("[green]added[/]", e["id"][:SHORT_ID], _short(e["title"]), "") for e in result.added]
-    rows += [("[red]removed[/]", e["id"][:SHORT_ID], _short(e["title"]), "") for e in result.removed]
+    rows += [
+        ("[red]removed[/]", e["id"][:SHORT_ID], _short(e["title"]), "") for e in result.removed
+    ]
     for c in result.changed:
         detail = "; ".join(f"{k}: {_short(str(a), 30)} -> {_short(str(b), 30)}"
                            for k, (a, b) in c.fields.items())  # fmt: skip
