@@ -69,7 +69,7 @@ def fit_widths(
 
 
 def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:
-    """A table that fits the terminal: short columns keep their width, text columns shrink.
+    """Build a table that fits the terminal: short columns keep their width, text ones shrink.
 
     Letting rich wrap every column (its default) put a title one word per line in an 80-column
     terminal. Short columns never wrap, the title column wraps at word breaks and gets most of
