@@ -5,8 +5,9 @@ query is an unfiltered nearest-neighbour search: general skills once for the who
 skills once per distinct (env, category) in the batch (a query without a category searches every
 task category of its env: a person asking "what shoe size" should not have to name "footwear");
 counterfactual notes once per distinct env, plus once for env-agnostic notes, merged by
-similarity. Hits below ``min_similarity`` are dropped, the entries are read from SQL in one pass, and, when ``record`` is set, the retrieval
-events and ``times_retrieved`` counters are written in one transaction.
+similarity. Hits below ``min_similarity`` are dropped, the entries are read from SQL in one
+pass, and, when ``record`` is set, the retrieval events and ``times_retrieved`` counters are
+written in one transaction.
 """
 
 from __future__ import annotations
