@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from skillrl.errors import ConfigError
+from skillrl.validation import check_finite_fields
 
 Conversation = list[dict[str, str]]
 
@@ -52,6 +53,7 @@ class SamplingConfig:
     """Stop strings; generation of a conversation ends after the first one (it is kept)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens ({self.max_new_tokens}) must be at least 1")
         if self.temperature < 0:
