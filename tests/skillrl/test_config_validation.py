@@ -78,9 +78,7 @@ def _config_classes_in_the_project() -> set[type]:
 
 
 def test_every_validated_dataclass_of_the_project_is_in_the_table():
-    missing = {c.__name__ for c in _config_classes_in_the_project()} - {
-        c.__name__ for c in CONFIGS
-    }
+    missing = {c.__name__ for c in _config_classes_in_the_project()} - {c.__name__ for c in CONFIGS}
     assert not missing, f"add these configs to CONFIGS: {sorted(missing)}"
 
 
@@ -122,9 +120,7 @@ def test_out_of_range_values_raise_config_error(cls, name, value, message):
 def test_check_number_accepts_exactly_the_finite_values_in_range(value, low, low_open):
     import math
 
-    ok = math.isfinite(value) and (
-        low is None or (value > low if low_open else value >= low)
-    )
+    ok = math.isfinite(value) and (low is None or (value > low if low_open else value >= low))
     try:
         check_number("x", value, low=low, low_open=low_open)
     except ConfigError as e:
