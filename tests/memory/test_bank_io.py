@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memory import BankConfig, SkillBank, io
-from skillrl.errors import ImportFormatError
+from skillrl.errors import DataFileError, ImportFormatError
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 SKILLRL_BANK = SHARED / "skillrl-bank" / "webshop_skills.json"
@@ -103,7 +103,7 @@ def test_exports_are_written_atomically(local_bank, tmp_path, samples, monkeypat
         raise OSError("disk full")
 
     monkeypatch.setattr(io.os, "replace", crash)
-    with pytest.raises(OSError):
+    with pytest.raises(DataFileError, match="disk full"):
         io.export_jsonl(local_bank, path)
     assert path.read_text() == "previous export\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
