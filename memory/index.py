@@ -85,8 +85,9 @@ def _unpack(result: Any, *, nested: bool) -> list[list[IndexRecord]]:
 
 
 def _private_copy(source: Path) -> Path:
-    """Copy a read-only embedded index to a temporary folder (embedded Chroma cannot open a
-    folder it may not write, not even to read), so a read-only bank can still be searched.
+    """Copy a read-only embedded index to a temporary folder, so that it can still be searched.
+
+    Embedded Chroma cannot open a folder it may not write, not even to read it.
     """
     target = Path(tempfile.mkdtemp(prefix="skillrl-index-")) / "chroma"
     if source.is_dir():
