@@ -210,3 +210,13 @@ def test_fitted_widths_never_exceed_what_columns_need_or_what_is_available(
         assert sum(widths) <= available
     if sum(natural) <= available:
         assert widths == natural
+
+
+def test_search_without_a_category_finds_task_skills_of_every_category(cli_bank):
+    workspace, size_id = cli_bank
+    result = run(workspace, "search", "what shoe size should I pick", "--json")
+    assert result.exit_code == 0, result.output
+    assert [r["id"] for r in json.loads(result.stdout)["task"]] == [size_id]
+    other = run(workspace, "search", "what shoe size should I pick", "--category", "apparel",
+                "--json")  # fmt: skip
+    assert json.loads(other.stdout)["task"] == []
