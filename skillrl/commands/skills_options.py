@@ -77,6 +77,8 @@ def bank_options(command: Callable[..., Any]) -> Callable[..., Any]:
             check_env(kw["env"], command.__name__)
         try:
             with SkillBank.open(config, verify=command.__name__ != "reindex") as bank:
+                if command.__name__ in CHANGING_COMMANDS:
+                    bank.require_writable()  # before an editor or a confirmation prompt opens
                 if "entry_id" in kw:
                     kw["entry_id"] = bank.resolve_id(kw["entry_id"])
                 return command(bank=bank, **kw)
@@ -87,6 +89,11 @@ def bank_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 WRITING_COMMANDS = frozenset({"add", "edit"})
+"""Commands that write an entry's env (and so check it is registered)."""
+CHANGING_COMMANDS = WRITING_COMMANDS | {
+    "retire", "restore", "rm", "revert", "import_command", "snapshot", "reindex",
+}  # fmt: skip
+"""Commands (by function name) that change the bank: a read-only bank refuses them up front."""
 
 
 def check_env(env: str, command: str) -> None:
