@@ -127,11 +127,12 @@ def _begin_write(engine: Engine) -> tuple[Session, Any]:
                 raise store_error(engine, e) from e
             if attempt == LOCK_ATTEMPTS:
                 raise BankError(
-                    f"the skill bank is busy: another process has been writing to "
-                    f"{engine.url.database} for {attempt} busy timeouts in a row; "
+                    f"the skill bank is busy: another process kept the write lock of "
+                    f"{engine.url.database} through {attempt} waits of the busy timeout; "
                     "try again when it has finished"
                 ) from e
-            logger.warning("the skill bank is busy (another process is writing); still waiting")
+            # Info, not a warning: the user sees one line only if waiting finally fails.
+            logger.info("the skill bank is busy (another process is writing); still waiting")
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
