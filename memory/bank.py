@@ -19,13 +19,7 @@ from sqlalchemy.orm import Session
 
 from memory import consistency, retrieval, snapshots, trajectories
 from memory.config import BankConfig, RetrievalConfig
-from memory.db import (
-    make_engine,
-    read_only_sqlite_url,
-    read_session,
-    upgrade_schema,
-    write_session,
-)
+from memory.db import read_session, upgrade_schema, write_session
 from memory.embedding import Embedder, shared_embedder
 from memory.entries import (
     EDITABLE_FIELDS,
@@ -40,7 +34,7 @@ from memory.index import VectorIndex
 from memory.merging import place_drafts
 from memory.models import EntryRow, ProvenanceRow, RevisionRow, utcnow
 from memory.revisions import add_revision, history, revision_data
-from memory.storage import local_files_read_only, prepare_workspace, sqlite_path
+from memory.storage import open_engine
 from memory.types import (
     AddResult,
     BankDiff,
@@ -97,15 +91,7 @@ class SkillBank:
         without it.
         """
         config = config or BankConfig()
-        prepare_workspace(config)
-        read_only = local_files_read_only(config)
-        database = sqlite_path(config)
-        url = (
-            read_only_sqlite_url(database)
-            if read_only and database is not None
-            else config.resolved_database_url
-        )
-        engine = make_engine(url, busy_timeout_s=config.busy_timeout_s, read_only=read_only)
+        engine, read_only = open_engine(config)
         try:
             upgrade_schema(engine, read_only=read_only)
             index = VectorIndex(config, read_only=read_only)

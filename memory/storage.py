@@ -11,7 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sqlalchemy import Engine
+
 from memory.config import BankConfig
+from memory.db import make_engine, read_only_sqlite_url
 from skillrl.errors import BankError
 
 SQLITE_FILE = "bank.sqlite"
@@ -54,3 +57,15 @@ def local_files_read_only(config: BankConfig) -> bool:
     if config.chroma_url is None and config.chroma_path.exists():
         paths.append(config.chroma_path)
     return not all(_writable(p) for p in paths)
+
+
+def open_engine(config: BankConfig) -> tuple[Engine, bool]:
+    """Create the workspace if needed and the bank's engine; also says whether it is read-only."""
+    prepare_workspace(config)
+    read_only = local_files_read_only(config)
+    database = sqlite_path(config)
+    url = config.resolved_database_url
+    if read_only and database is not None:
+        url = read_only_sqlite_url(database)
+    engine = make_engine(url, busy_timeout_s=config.busy_timeout_s, read_only=read_only)
+    return engine, read_only
