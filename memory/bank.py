@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from memory import consistency, retrieval, snapshots, trajectories
 from memory.config import BankConfig, RetrievalConfig
-from memory.db import make_engine, read_session, upgrade_schema, write_session
+from memory.db import read_session, upgrade_schema, write_session
 from memory.embedding import Embedder, shared_embedder
 from memory.entries import (
     EDITABLE_FIELDS,
@@ -34,6 +34,7 @@ from memory.index import VectorIndex
 from memory.merging import place_drafts
 from memory.models import EntryRow, ProvenanceRow, RevisionRow, utcnow
 from memory.revisions import add_revision, history, revision_data
+from memory.storage import open_engine
 from memory.types import (
     AddResult,
     BankDiff,
@@ -45,22 +46,32 @@ from memory.types import (
     SnapshotInfo,
 )
 from memory.versioning import bump_index_version, index_version
-from skillrl.errors import InvalidEntryError, SkillNotFoundError
+from skillrl.errors import BankError, InvalidEntryError, SkillNotFoundError
 from skillrl.records import EpisodeRecord
 
 logger = logging.getLogger(__name__)
 Undo = Callable[[], None]
+MIN_PREFIX = 6
+"""Shortest id prefix :meth:`SkillBank.resolve_id` accepts (shorter ones too often collide)."""
 
 
 class SkillBank:
     """Skills and counterfactual notes, their history, usage, and the trajectories behind them."""
 
     def __init__(
-        self, config: BankConfig, engine: Engine, index: VectorIndex, embedder: Embedder | None
+        self,
+        config: BankConfig,
+        engine: Engine,
+        index: VectorIndex,
+        embedder: Embedder | None,
+        *,
+        read_only: bool = False,
     ):
         self.config = config
         self.engine = engine
         self.index = index
+        self.read_only = read_only
+        """True when this process may not write the bank's files: reads work, changes raise."""
         self._embedder = embedder
         self._index_version: str | None = None
 
@@ -80,12 +91,11 @@ class SkillBank:
         without it.
         """
         config = config or BankConfig()
-        if config.database_url is None or config.chroma_url is None:
-            config.workspace.mkdir(parents=True, exist_ok=True)
-        engine = make_engine(config.resolved_database_url, busy_timeout_s=config.busy_timeout_s)
+        engine, read_only = open_engine(config)
         try:
-            upgrade_schema(engine)
-            bank = cls(config, engine, VectorIndex(config), embedder)
+            upgrade_schema(engine, read_only=read_only)
+            index = VectorIndex(config, read_only=read_only)
+            bank = cls(config, engine, index, embedder, read_only=read_only)
             if verify:
                 consistency.check_embedder(bank)
             if verify and config.on_mismatch != "ignore":
@@ -94,6 +104,20 @@ class SkillBank:
             engine.dispose()
             raise
         return bank
+
+    def require_writable(self) -> None:
+        """Raise :class:`BankError` (one line) when this bank was opened read-only."""
+        if self.read_only:
+            raise BankError(
+                f"the skill bank in {self.config.workspace} is read-only (no write permission); "
+                "`list`, `show`, `search` and `export` still work, changes need a writable "
+                "workspace"
+            )
+
+    @property
+    def embedder_loaded(self) -> bool:
+        """Whether the embedding model is already loaded (using it then costs no load time)."""
+        return self._embedder is not None
 
     @property
     def embedder(self) -> Embedder:
@@ -116,6 +140,7 @@ class SkillBank:
     @contextmanager
     def transaction(self) -> Iterator[tuple[Session, list[Undo]]]:
         """Open a write transaction; yields it with a list of index undos run if it fails."""
+        self.require_writable()
         undo: list[Undo] = []
         try:
             with write_session(self.engine) as session:
@@ -190,7 +215,7 @@ class SkillBank:
             if session.get(EntryRow, text) is not None:
                 return text
             matches = []
-            if len(text) >= 6 and text.isalnum():
+            if len(text) >= MIN_PREFIX and text.isalnum():
                 matches = list(
                     session.scalars(
                         select(EntryRow.id).where(EntryRow.id.startswith(text)).limit(2)
@@ -200,6 +225,11 @@ class SkillBank:
             return matches[0]
         if matches:
             raise SkillNotFoundError(f"id prefix {text!r} matches several entries; give more of it")
+        if len(text) < MIN_PREFIX:
+            raise SkillNotFoundError(
+                f"{text!r} is too short to pick an entry: give its full id or at least "
+                f"{MIN_PREFIX} characters of it (see `skillrl skills list`)"
+            )
         raise SkillNotFoundError(f"no skill-bank entry has id {text!r} (see `skillrl skills list`)")
 
     def _row(self, session: Session, entry_id: str) -> EntryRow:
@@ -281,6 +311,7 @@ class SkillBank:
                 raise InvalidEntryError(f"{where}{e}") from e
         if not drafts:
             return []
+        self.require_writable()  # before loading the model: a read-only bank fails at once
         vectors = self.embedder.embed([d.text_for_embedding() for d in drafts])
         with self.transaction() as (session, undo):
             results, new_rows, new_vectors = place_drafts(self, session, drafts, vectors, author)
@@ -320,7 +351,28 @@ class SkillBank:
             entry_id, data, author=author, reason=reason or f"revert to revision {revision}"
         )
 
+    def _planned_vector(self, entry_id: str, changes: dict[str, Any]) -> tuple[str, np.ndarray]:
+        """Embed what the entry will read after ``changes``, before the write lock is taken.
+
+        Loading the model can take seconds; inside the transaction every other writer would
+        wait for it (an edit once held the lock 7.8 s of its 11 s). Returns ``("", empty)``
+        when nothing needs embedding (retired, or invalid: the transaction reports that).
+        """
+        self.require_writable()
+        with read_session(self.engine) as session:
+            after = {**content_of(self._row(session, entry_id)), **changes}
+        if after.pop("status") != "active":
+            return "", np.zeros((0, 0), dtype=np.float32)
+        try:
+            draft = normalise_draft(EntryDraft(**after))
+            validate_draft(draft)
+        except (TypeError, InvalidEntryError):
+            return "", np.zeros((0, 0), dtype=np.float32)
+        text = draft.text_for_embedding()
+        return text, self.embedder.embed([text])
+
     def _change(self, entry_id: str, changes: dict[str, Any], *, author: str, reason: str) -> Entry:
+        planned_text, planned_vector = self._planned_vector(entry_id, changes)
         with self.transaction() as (session, undo):
             row = self._row(session, entry_id)
             before = content_of(row)
@@ -342,7 +394,9 @@ class SkillBank:
             if status == "retired":
                 self.index_delete([row.id], undo)
             else:
-                vector = self.embedder.embed([draft.text_for_embedding()])
+                text = draft.text_for_embedding()
+                # Another writer may have changed the entry since it was planned: embed again.
+                vector = planned_vector if text == planned_text else self.embedder.embed([text])
                 self.index_upsert([row], vector, undo)
             return self._entry(session, row)
 

@@ -61,6 +61,7 @@ def _provenance(entry: Entry) -> list[ProvenanceRow]:
 
 def insert_entries(bank: SkillBank, entries: list[Entry], *, author: str) -> None:
     """Insert ``entries`` in one transaction and index the active ones (all or nothing)."""
+    bank.require_writable()  # before loading the model
     rows = [_row(e) for e in entries]
     active = [r for r in rows if r.status == "active"]
     texts = [normalise_draft(e).text_for_embedding() for e in entries if e.status == "active"]

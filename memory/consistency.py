@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from memory.db import read_session
 from memory.entries import draft_of, index_metadata
 from memory.models import EntryRow, MetaRow
 from skillrl.errors import BankInconsistentError
@@ -69,7 +70,10 @@ def _compare(bank: SkillBank, session: Session) -> ConsistencyReport:
 
 
 def check(bank: SkillBank) -> ConsistencyReport:
-    """Compare SQL's active entries with the index (under the write lock)."""
+    """Compare SQL's active entries with the index (under the write lock, unless read-only)."""
+    if bank.read_only:  # no writer can be half-way through a change
+        with read_session(bank.engine) as session:
+            return _compare(bank, session)
     with bank.transaction() as (session, _undo):
         return _compare(bank, session)
 
@@ -81,26 +85,46 @@ def _index_rows(bank: SkillBank, rows: list[EntryRow]) -> None:
         bank.index.upsert([r.id for r in chunk], vectors, [index_metadata(r) for r in chunk])
 
 
+def _disagreement(report: ConsistencyReport) -> BankInconsistentError:
+    return BankInconsistentError(
+        f"the skill bank's SQL and index disagree ({report.summary()}); "
+        "run `skillrl skills reindex`"
+    )
+
+
 def check_on_open(bank: SkillBank, *, repair: bool) -> None:
-    """Raise or repair (from SQL) when the stores disagree."""
-    with bank.transaction() as (session, _undo):
-        report = _compare(bank, session)
-        if report.ok:
-            return
-        if not repair:
-            raise BankInconsistentError(
-                f"the skill bank's SQL and index disagree ({report.summary()}); "
-                "run `skillrl skills reindex`"
-            )
-        logger.warning("repairing the skill-bank index from SQL: %s", report.summary())
-        bank.index.delete(report.extra)
-        ids = report.missing + report.stale
-        rows = list(session.scalars(select(EntryRow).where(EntryRow.id.in_(ids))))
-        _index_rows(bank, rows)
+    """Raise or repair (from SQL) when the stores disagree (a read-only bank only warns)."""
+    if bank.read_only:  # nobody can be changing it, and nothing can be repaired
+        with read_session(bank.engine) as session:
+            report = _compare(bank, session)
+        if not report.ok and not repair:
+            raise _disagreement(report)
+        if not report.ok:
+            logger.warning("the read-only skill bank's index disagrees: %s", report.summary())
+        return
+    for attempt in range(2):
+        with bank.transaction() as (session, _undo):
+            report = _compare(bank, session)
+            if report.ok:
+                return
+            if not repair:
+                raise _disagreement(report)
+            if attempt == 1 or bank.embedder_loaded or not (report.missing or report.stale):
+                logger.warning("repairing the skill-bank index from SQL: %s", report.summary())
+                bank.index.delete(report.extra)
+                ids = report.missing + report.stale
+                rows = list(session.scalars(select(EntryRow).where(EntryRow.id.in_(ids))))
+                _index_rows(bank, rows)
+                return
+        # Load the model outside the write lock (it can take seconds), then look again:
+        # another process may have repaired or changed the bank meanwhile.
+        bank.embedder.embed(["load the model before taking the write lock"])
 
 
 def reindex(bank: SkillBank) -> int:
     """Drop the index and rebuild it from SQL's active entries; returns how many."""
+    bank.require_writable()
+    bank.embedder.embed(["load the model before taking the write lock"])
     with bank.transaction() as (session, _undo):
         rows = list(
             session.scalars(
@@ -125,14 +149,20 @@ def _set_meta(session: Session, key: str, value: str) -> None:
 def check_embedder(bank: SkillBank) -> None:
     """Refuse to mix vectors of two embedders: the index remembers which one built it."""
     wanted = bank.config.embedder
-    with bank.transaction() as (session, _undo):
+    with read_session(bank.engine) as session:
         row = session.get(MetaRow, EMBEDDER_KEY)
-        if row is None:
-            _set_meta(session, EMBEDDER_KEY, wanted)
-            return
-        if row.value != wanted:
-            raise BankInconsistentError(
-                f"the index was built with embedder {row.value!r} but {wanted!r} was asked for; "
-                f"open the bank with {row.value!r}, or run `skillrl skills reindex --embedder "
-                f"{wanted}` to rebuild it"
-            )
+        recorded = None if row is None else row.value
+    if recorded is None and not bank.read_only:
+        # Only a new bank records its embedder; the common case above needs no write lock.
+        with bank.transaction() as (session, _undo):
+            row = session.get(MetaRow, EMBEDDER_KEY)
+            if row is None:
+                _set_meta(session, EMBEDDER_KEY, wanted)
+                return
+            recorded = row.value
+    if recorded is not None and recorded != wanted:
+        raise BankInconsistentError(
+            f"the index was built with embedder {recorded!r} but {wanted!r} was asked for; "
+            f"open the bank with {recorded!r}, or run `skillrl skills reindex --embedder "
+            f"{wanted}` to rebuild it"
+        )

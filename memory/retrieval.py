@@ -2,13 +2,15 @@
 
 The index keeps one collection per partition (see ``memory.index.partition_of``), so every
 query is an unfiltered nearest-neighbour search: general skills once for the whole batch; task
-skills once per distinct (env, category) in the batch; counterfactual notes once per distinct
-env, plus once for env-agnostic notes, merged by similarity. Task skills and notes below
-``min_similarity`` are dropped; general skills never are: every turn gets the best ``k_general``
-of them, as SkillRL always puts its general skills in the prompt (they are phrased for any task,
-so their similarity to one turn's text is low by design and a cut-off would hide them all). The
-entries are read from SQL in one pass, and, when ``record`` is set, the retrieval
-events and ``times_retrieved`` counters are written in one transaction.
+skills once per distinct (env, category) in the batch (a query without a category searches every
+task category of its env: a person asking "what shoe size" should not have to name "footwear");
+counterfactual notes once per distinct env, plus once for env-agnostic notes, merged by
+similarity. Task skills and notes below ``min_similarity`` are dropped; general skills never are:
+every turn gets the best ``k_general`` of them, as SkillRL always puts its general skills in the
+prompt (they are phrased for any task, so their similarity to one turn's text is low by design
+and a cut-off would hide them all). The entries are read from SQL in one pass, and, when
+``record`` is set, the retrieval events and ``times_retrieved`` counters are written in one
+transaction.
 """
 
 from __future__ import annotations
@@ -120,12 +122,30 @@ def search_index(
     env_agnostic = _grouped_query(bank, vectors, [("mistake", "", "")] * n, k_notes)
     return {
         "general": _grouped_query(bank, vectors, [("general", "", "")] * n, limits["general"]),
-        "task": _grouped_query(
-            bank, vectors, [("task", q.env, q.category or "") for q in queries], limits["task"]
-        ),
+        "task": _task_hits(bank, queries, vectors, limits["task"]),
         # Both lists together; _settle orders them and keeps the best.
         "mistakes": [x + y for x, y in zip(mistakes_of_env, env_agnostic, strict=True)],
     }
+
+
+def _task_hits(bank: SkillBank, queries: list[RetrievalQuery], vectors: np.ndarray, k: int) -> Hits:
+    """Task-skill hits: the query's own category, or every category of its env when it has none.
+
+    Each category contributes its k best (plus ties); :func:`_settle` keeps the k best overall.
+    """
+    out = _grouped_query(bank, vectors, [("task", q.env, q.category or "") for q in queries], k)
+    open_positions: dict[str, list[int]] = defaultdict(list)
+    for position, query in enumerate(queries):
+        if not query.category:
+            open_positions[query.env].append(position)
+    for env, positions in open_positions.items():
+        for key in bank.index.partitions("task", env):
+            if not key[2]:
+                continue  # the category-less partition was searched above
+            hits = _grouped_query(bank, vectors[positions], [key] * len(positions), k)
+            for position, row in zip(positions, hits, strict=True):
+                out[position] = out[position] + row
+    return out
 
 
 def retrieve_vectors(

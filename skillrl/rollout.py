@@ -28,6 +28,7 @@ from memory.types import RetrievalQuery, RetrievedSkills
 from skillrl.agent import Agent, AgentDecision, AgentState
 from skillrl.errors import ConfigError, SkillRLError
 from skillrl.records import EpisodeRecord, TurnRecord
+from skillrl.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class RolloutConfig:
     ``count_retrievals`` is on)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.max_turns < 1:
             raise ConfigError(f"max_turns ({self.max_turns}) must be at least 1")
         if self.max_parallel < 1:

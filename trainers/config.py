@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillrl.errors import ConfigError
+from skillrl.validation import check_finite_fields, check_number
 
 LOSS_TYPES: tuple[str, ...] = ("dapo", "bnpo", "grpo", "dr_grpo")
 SCALE_REWARDS: tuple[str, ...] = ("group", "none")
@@ -71,6 +72,7 @@ class GRPOConfig:
     """Warn when the mean |old - recomputed| log-prob gap on generated tokens exceeds this."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.loss_type not in LOSS_TYPES:
             raise ConfigError(f"loss_type ({self.loss_type!r}) must be one of {LOSS_TYPES}")
         if self.scale_rewards not in SCALE_REWARDS:
@@ -102,6 +104,9 @@ class GRPOConfig:
                 raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 1")
         if self.max_grad_norm < 0:
             raise ConfigError(f"max_grad_norm ({self.max_grad_norm}) must be >= 0")
+        check_number("weight_decay", self.weight_decay, low=0.0)
+        check_number("lora_dropout", self.lora_dropout, low=0.0, high=1.0, high_open=True)
+        check_number("logprob_gap_warn", self.logprob_gap_warn, low=0.0)
 
     @property
     def clip_high(self) -> float:
@@ -163,6 +168,7 @@ class CycleConfig:
     """Extra ``envs.make`` keyword arguments (``max_turns`` is set from this config)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         for name in ("cycles", "goals_per_cycle", "group_size", "max_turns", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 1")

@@ -32,6 +32,7 @@ from skillrl.errors import ConfigError
 from skillrl.parsing import is_search_page, parse_action
 from skillrl.policies.base import ChatPolicy, Generation, SamplingConfig
 from skillrl.prompts import BuiltPrompt, PromptConfig, build_prompt, estimate_tokens
+from skillrl.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class LLMAgentConfig:
     None: only when decoding greedily; sampled turns (training) always send what was written."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.query_tokens < 1:
             raise ConfigError(f"query_tokens ({self.query_tokens}) must be at least 1")
 

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from memory.types import EntryDraft
 from skillrl.distill.notes import failure_notes, option_kind
 from skillrl.distill.trajectory import TrajectoryFacts, trajectory_facts
+from skillrl.errors import ConfigError
 from skillrl.records import EpisodeRecord
+from skillrl.validation import check_finite_fields
 
 
 @dataclass
@@ -33,10 +35,11 @@ class AnalyticConfig:
     """A success pattern seen in this many categories in one pass also becomes a general skill."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.max_notes_per_failure < 1:
-            raise ValueError(f"max_notes_per_failure ({self.max_notes_per_failure}) must be >= 1")
+            raise ConfigError(f"max_notes_per_failure ({self.max_notes_per_failure}) must be >= 1")
         if self.min_categories_for_general < 2:
-            raise ValueError(
+            raise ConfigError(
                 f"min_categories_for_general ({self.min_categories_for_general}) must be >= 2"
             )
 

@@ -18,6 +18,8 @@ from skillrl.distill.base import Distiller, DistillReport
 from skillrl.distill.pipeline import PipelineConfig, distill_pending
 from skillrl.distill.probes import FAULTS, FaultyExpertAgent
 from skillrl.distill.upkeep import UpkeepConfig, upkeep
+from skillrl.errors import ConfigError
+from skillrl.validation import check_finite_fields
 
 
 @dataclass
@@ -38,14 +40,15 @@ class BootstrapConfig:
     """Environment settings (``envs.make`` keyword arguments, e.g. ``data_dir``)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.episodes < 1:
-            raise ValueError(f"episodes ({self.episodes}) must be >= 1")
+            raise ConfigError(f"episodes ({self.episodes}) must be >= 1")
         if self.first_goal < 0:
-            raise ValueError(f"first_goal ({self.first_goal}) must be >= 0")
+            raise ConfigError(f"first_goal ({self.first_goal}) must be >= 0")
         if not 0.0 <= self.probe_fraction < 1.0:
-            raise ValueError(f"probe_fraction ({self.probe_fraction}) must be in [0, 1)")
+            raise ConfigError(f"probe_fraction ({self.probe_fraction}) must be in [0, 1)")
         if self.max_turns < 1:
-            raise ValueError(f"max_turns ({self.max_turns}) must be >= 1")
+            raise ConfigError(f"max_turns ({self.max_turns}) must be >= 1")
 
     @property
     def probes(self) -> int:

@@ -20,8 +20,9 @@ from memory.types import EntryDraft
 from skillrl.distill.leakage import draft_leaks
 from skillrl.distill.schema import ENTRIES_SCHEMA, SchemaViolation, parse_entries
 from skillrl.distill.trajectory import render_trajectory
-from skillrl.errors import DistillError
+from skillrl.errors import ConfigError, DistillError
 from skillrl.records import EpisodeRecord
+from skillrl.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
 
@@ -52,14 +53,15 @@ class TeacherConfig:
     """Observations are cut to this length in the prompt."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.max_retries < 0:
-            raise ValueError(f"max_retries ({self.max_retries}) must be >= 0")
+            raise ConfigError(f"max_retries ({self.max_retries}) must be >= 0")
         if self.max_new_tokens < 16:
-            raise ValueError(f"max_new_tokens ({self.max_new_tokens}) must be >= 16")
+            raise ConfigError(f"max_new_tokens ({self.max_new_tokens}) must be >= 16")
         if self.temperature < 0:
-            raise ValueError(f"temperature ({self.temperature}) must be >= 0")
+            raise ConfigError(f"temperature ({self.temperature}) must be >= 0")
         if self.max_observation_chars < 20:
-            raise ValueError(f"max_observation_chars ({self.max_observation_chars}) must be >= 20")
+            raise ConfigError(f"max_observation_chars ({self.max_observation_chars}) must be >= 20")
 
 
 def load_prompt(name: str) -> Template:

@@ -18,6 +18,7 @@ from skillrl.agent import AgentState
 from skillrl.errors import ConfigError
 from skillrl.parsing import is_search_page
 from skillrl.policies.base import Conversation
+from skillrl.validation import check_finite_fields
 
 CountTokens = Callable[[str], int]
 PARTS: tuple[str, ...] = ("system", "task", "skills", "history", "observation", "actions", "format")
@@ -51,6 +52,7 @@ class PromptConfig:
     """Ask for a ``<think>`` section before the action (free decoding only)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.max_prompt_tokens < 16:
             raise ConfigError(f"max_prompt_tokens ({self.max_prompt_tokens}) must be at least 16")
         for name in ("history_turns", "max_observation_tokens", "max_actions", "max_skill_chars"):

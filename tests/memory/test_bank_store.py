@@ -109,6 +109,25 @@ def test_retrieval_is_batched_filtered_and_recorded(bank, samples):
     assert bank.get(size.id).times_retrieved == 1
 
 
+def test_a_query_without_category_searches_every_task_category_of_its_env(bank, samples):
+    size = bank.add(samples.size).entry
+    shirt = bank.add(
+        dataclasses.replace(samples.price, category="apparel", title="Shirt sizes run small")
+    ).entry
+    bank.add(dataclasses.replace(samples.size, env="otherenv", title="Other env's sizes"))
+    config = RetrievalConfig(k_task=3, min_similarity=0.0)
+    query = RetrievalQuery("what shoe size should I pick", "", "webshop", None)
+    task = bank.retrieve([query], config, record=False)[0].task
+    assert [r.entry.id for r in task][0] == size.id
+    assert {r.entry.id for r in task} == {size.id, shirt.id}  # never another env's skills
+    assert [r.similarity for r in task] == sorted((r.similarity for r in task), reverse=True)
+    one = bank.retrieve([query], RetrievalConfig(k_task=1, min_similarity=0.0), record=False)
+    assert [r.entry.id for r in one[0].task] == [size.id]
+    # With a category, only that category is searched (as before).
+    apparel = bank.retrieve([_query("what shoe size", "apparel")], config, record=False)
+    assert [r.entry.id for r in apparel[0].task] == [shirt.id]
+
+
 def test_retired_entries_leave_retrieval_and_come_back(bank, samples):
     size = bank.add(samples.size).entry
     config = RetrievalConfig(min_similarity=0.0)
