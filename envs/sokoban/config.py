@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
 from skillrl.errors import ConfigError
+from skillrl.validation import check_number
 
 DEFAULT_CATEGORIES: tuple[str, ...] = ("6x6-1box", "7x7-2box", "8x8-3box")
 """RAGEN's 6x6 room with one box, then one size and one box more per step of difficulty."""
@@ -121,10 +121,7 @@ class SokobanConfig:
 
     def _require_float(self, name: str) -> None:
         value = getattr(self, name)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{name} ({value!r}) must be a number")
-        if not math.isfinite(value):
-            raise ConfigError(f"{name} ({value}) must be finite")
+        check_number(name, value)
         object.__setattr__(self, name, float(value))
 
     @property

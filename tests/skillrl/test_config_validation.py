@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from envs.sokoban.config import SokobanConfig
 from envs.webshop.config import WebShopConfig
 from memory.config import BankConfig, RetrievalConfig
 from skillrl.agents.llm import LLMAgentConfig
@@ -36,7 +37,7 @@ CONFIGS: dict[type, dict] = {
     BootstrapConfig: {}, EvolveConfig: {}, PipelineConfig: {}, TeacherConfig: {},
     UpkeepConfig: {}, SamplingConfig: {}, PolicyConfig: {}, PromptConfig: {}, RolloutConfig: {},
     CycleConfig: {}, GRPOConfig: {}, EvalConfig: {}, InvalidActionPenalty: {}, TurnCost: {},
-    LLMJudgeReward: {"policy": None, "sampling": None}, WebShopConfig: {},
+    LLMJudgeReward: {"policy": None, "sampling": None}, WebShopConfig: {}, SokobanConfig: {},
 }  # fmt: skip
 CASES = [
     (cls, f.name, value)
