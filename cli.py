@@ -88,7 +88,7 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         """Run the chosen subcommand."""
         # Errors users can cause become one clear line and exit code 1, not a traceback.
-        from skillrl.errors import SkillRLError
+        from skillrl_core.errors import SkillRLError
 
         try:
             return super().invoke(ctx)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from envs.base import TextEnv
-from skillrl.errors import ConfigError, UnknownEnvError
+from skillrl_core.errors import ConfigError, UnknownEnvError
 
 EnvFactory = Callable[..., TextEnv]
 

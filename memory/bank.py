@@ -46,8 +46,8 @@ from memory.types import (
     SnapshotInfo,
 )
 from memory.versioning import bump_index_version, index_version
-from skillrl.errors import BankError, InvalidEntryError, SkillNotFoundError
-from skillrl.records import EpisodeRecord
+from skillrl_core.errors import BankError, InvalidEntryError, SkillNotFoundError
+from skillrl_core.records import EpisodeRecord
 
 logger = logging.getLogger(__name__)
 Undo = Callable[[], None]

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from skillrl.errors import ConfigError
-from skillrl.validation import check_finite_fields
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 DATABASE_URL_ENV_VAR = "SKILLRL_DATABASE_URL"
 CHROMA_URL_ENV_VAR = "SKILLRL_CHROMA_URL"

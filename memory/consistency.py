@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from memory.db import read_session
 from memory.entries import draft_of, index_metadata
 from memory.models import EntryRow, MetaRow
-from skillrl.errors import BankInconsistentError
+from skillrl_core.errors import BankInconsistentError
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank

@@ -28,7 +28,7 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
-from skillrl.errors import BankError, ConfigError, DependencyNotInstalled
+from skillrl_core.errors import BankError, ConfigError, DependencyNotInstalled
 
 logger = logging.getLogger(__name__)
 

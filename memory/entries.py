@@ -8,7 +8,7 @@ from typing import Any
 
 from memory.models import EntryRow, ProvenanceRow
 from memory.types import ENTRY_KINDS, Entry, EntryDraft
-from skillrl.errors import InvalidEntryError
+from skillrl_core.errors import InvalidEntryError
 
 CONTENT_FIELDS: tuple[str, ...] = (
     "kind",

@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from memory.config import BankConfig
-from skillrl.errors import BankError
+from skillrl_core.errors import BankError
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from memory.bulk import insert_entries
 from memory.entries import STAT_FIELDS, normalise_draft, validate_draft
 from memory.types import Entry, EntryDraft
-from skillrl.errors import DataFileError, ImportFormatError, InvalidEntryError
+from skillrl_core.errors import DataFileError, ImportFormatError, InvalidEntryError
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank

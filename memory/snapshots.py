@@ -12,7 +12,7 @@ from memory.db import read_session
 from memory.entries import content_of, iso
 from memory.models import EntryRow, SnapshotRow
 from memory.types import BankDiff, EntryChange, SnapshotInfo
-from skillrl.errors import BankError, InvalidEntryError, SkillNotFoundError
+from skillrl_core.errors import BankError, InvalidEntryError, SkillNotFoundError
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank

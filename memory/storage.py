@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from memory.config import BankConfig
 from memory.db import make_engine, read_only_sqlite_url
-from skillrl.errors import BankError
+from skillrl_core.errors import BankError
 
 SQLITE_FILE = "bank.sqlite"
 

@@ -16,8 +16,8 @@ from sqlalchemy import bindparam, case, func, select, update
 
 from memory.db import read_session
 from memory.models import EntryRow, TrajectoryRow, utcnow
-from skillrl.errors import BankError, SkillNotFoundError
-from skillrl.records import EpisodeRecord
+from skillrl_core.errors import BankError, SkillNotFoundError
+from skillrl_core.records import EpisodeRecord
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank

@@ -26,9 +26,9 @@ from typing import Any
 import envs
 from memory.types import RetrievalQuery, RetrievedSkills
 from skillrl.agent import Agent, AgentDecision, AgentState
-from skillrl.errors import ConfigError, SkillRLError
-from skillrl.records import EpisodeRecord, TurnRecord
-from skillrl.validation import check_finite_fields
+from skillrl_core.errors import ConfigError, SkillRLError
+from skillrl_core.records import EpisodeRecord, TurnRecord
+from skillrl_core.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
 

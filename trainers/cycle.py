@@ -30,8 +30,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from skillrl.errors import CheckpointError
-from skillrl.records import EpisodeRecord
+from skillrl_core.errors import CheckpointError
+from skillrl_core.records import EpisodeRecord
 from trainers.advantages import compute_advantages
 from trainers.checkpoint import (
     load_trainer_state,

@@ -12,8 +12,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from skillrl.errors import ConfigError
-from skillrl.validation import check_finite_fields, check_number
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields, check_number
 from trainers.evaluation import EpisodeSummary, pass_at_k_t, summarise
 from trainers.runtime import EpisodeRunner, Start, Timings
 

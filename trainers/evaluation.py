@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from math import comb
 
-from skillrl.errors import ConfigError
-from skillrl.records import EpisodeRecord
+from skillrl_core.errors import ConfigError
+from skillrl_core.records import EpisodeRecord
 
 
 @dataclass

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from skillrl.errors import ConfigError
-from skillrl.records import EpisodeRecord, TurnRecord
-from skillrl.validation import check_finite_fields, check_number
+from skillrl_core.errors import ConfigError
+from skillrl_core.records import EpisodeRecord, TurnRecord
+from skillrl_core.validation import check_finite_fields, check_number
 
 TurnRewards = list[list[float]]
 """Per episode, per turn rewards (same shape as the episodes' turns)."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from skillrl.records import EpisodeRecord
+from skillrl_core.records import EpisodeRecord
 from trainers.retrieval_log import DeferredRetrievals
 
 

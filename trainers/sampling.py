@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from skillrl.records import EpisodeRecord
+from skillrl_core.records import EpisodeRecord
 
 _EQUAL_TOL = 1e-9
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from skillrl.errors import ConfigError
-from skillrl.validation import check_number
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_number
 
 DEFAULT_CATEGORIES: tuple[str, ...] = ("6x6-1box", "7x7-2box", "8x8-3box")
 """RAGEN's 6x6 room with one box, then one size and one box more per step of difficulty."""

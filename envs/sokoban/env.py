@@ -22,7 +22,7 @@ from envs.sokoban.outcome import SokobanStepOutcome
 from envs.sokoban.parse import parse_action
 from envs.sokoban.room import DIRECTIONS, LEGEND, Move, Room, State, apply_move, render_grid
 from envs.sokoban.solver import dead_square_kind, dead_squares, frozen_block
-from skillrl.errors import ConfigError, EnvStateError
+from skillrl_core.errors import ConfigError, EnvStateError
 
 INSTRUCTION = "Push every box onto a target."
 

@@ -26,7 +26,7 @@ from envs.sokoban.config import Category, SokobanConfig
 from envs.sokoban.generate import Puzzle, generate_puzzle
 from envs.sokoban.room import GridError, parse_grid, render_grid
 from envs.sokoban.solver import solve
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
 
 SPLITS: tuple[str, ...] = ("test", "eval", "train")
 _GOAL_ID = re.compile(r"^(.+)-(\d+)$")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillrl.errors import ConfigError
-from skillrl.validation import check_finite_fields
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 OBSERVATION_MODES = ("text", "text_rich")
 GOAL_SOURCES = ("auto", "synthetic", "human")

@@ -11,7 +11,7 @@ from typing import Any
 
 from envs.webshop.expert import WebShopExpert
 from skillrl.agent import AgentDecision, AgentState
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
 
 
 class ExpertAgent:

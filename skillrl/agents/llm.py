@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillrl.agent import AgentDecision, AgentState
-from skillrl.errors import ConfigError
 from skillrl.parsing import is_search_page, parse_action
 from skillrl.policies.base import ChatPolicy, Generation, SamplingConfig
 from skillrl.prompts import BuiltPrompt, PromptConfig, build_prompt, estimate_tokens
-from skillrl.validation import check_finite_fields
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
 

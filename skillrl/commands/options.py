@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from skillrl.errors import ConfigError
 from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_ENV_VAR
+from skillrl_core.errors import ConfigError
 
 workspace_option = click.option(
     "--workspace",

@@ -18,8 +18,8 @@ from rich.text import Text
 
 from skillrl.agent import AgentDecision, AgentState
 from skillrl.parsing import is_search_page, parse_action
-from skillrl.records import EpisodeRecord
 from skillrl.rollout import TurnEvent
+from skillrl_core.records import EpisodeRecord
 
 OBSERVATION_CHARS = 600
 HINT_CHARS = 100

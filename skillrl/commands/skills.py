@@ -176,7 +176,7 @@ def _edit_in_editor(bank: Any, entry_id: str) -> dict[str, Any]:
     import yaml
 
     from memory.entries import EDITABLE_FIELDS
-    from skillrl.errors import InvalidEntryError
+    from skillrl_core.errors import InvalidEntryError
 
     entry = bank.get(entry_id)
     current = {name: getattr(entry, name) for name in sorted(EDITABLE_FIELDS)}

@@ -12,7 +12,7 @@ import click
 from sqlalchemy.exc import OperationalError
 
 from skillrl.commands.options import workspace_option
-from skillrl.errors import BankError, InvalidEntryError
+from skillrl_core.errors import BankError, InvalidEntryError
 
 KINDS = ("general", "task", "mistake")
 TEXT_FIELDS = (

@@ -32,7 +32,7 @@ from skillrl.commands.train_config import (
     resolved_settings,
     save_settings,
 )
-from skillrl.errors import CheckpointError, ConfigError
+from skillrl_core.errors import CheckpointError, ConfigError
 
 
 @click.command("train")

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from memory.types import EntryDraft
 from skillrl.distill.notes import failure_notes, option_kind
 from skillrl.distill.trajectory import TrajectoryFacts, trajectory_facts
-from skillrl.errors import ConfigError
-from skillrl.records import EpisodeRecord
-from skillrl.validation import check_finite_fields
+from skillrl_core.errors import ConfigError
+from skillrl_core.records import EpisodeRecord
+from skillrl_core.validation import check_finite_fields
 
 
 @dataclass

@@ -18,8 +18,8 @@ from skillrl.distill.base import Distiller, DistillReport
 from skillrl.distill.pipeline import PipelineConfig, distill_pending
 from skillrl.distill.probes import FAULTS, FaultyExpertAgent
 from skillrl.distill.upkeep import UpkeepConfig, upkeep
-from skillrl.errors import ConfigError
-from skillrl.validation import check_finite_fields
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 
 @dataclass

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 
 from memory.types import EntryDraft
-from skillrl.records import EpisodeRecord
+from skillrl_core.records import EpisodeRecord
 
 # ASINs are 10 characters starting with B0; WebShop lowercases them in actions (click[b09...]).
 _ASIN = re.compile(r"\bb0[0-9a-z]{8}\b", re.IGNORECASE)

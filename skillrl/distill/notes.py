@@ -13,7 +13,7 @@ from typing import Any
 
 from memory.types import EntryDraft
 from skillrl.distill.trajectory import TrajectoryFacts, trajectory_facts
-from skillrl.records import EpisodeRecord
+from skillrl_core.records import EpisodeRecord
 
 _SIZE = re.compile(
     r"^(?:x{0,3}[sl]|m|xs|xxl|\dxl|small|medium|large|(?:x+|extra)[- ]?(?:large|small)|"

@@ -21,9 +21,9 @@ from memory.types import EntryDraft
 from skillrl.distill.analytic import fold_duplicates
 from skillrl.distill.base import Distiller, DistillReport, Rejection
 from skillrl.distill.leakage import draft_leaks
-from skillrl.errors import ConfigError
-from skillrl.records import EpisodeRecord
-from skillrl.validation import check_finite_fields
+from skillrl_core.errors import ConfigError
+from skillrl_core.records import EpisodeRecord
+from skillrl_core.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
 

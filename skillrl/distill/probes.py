@@ -20,7 +20,7 @@ from typing import Any
 from skillrl.agent import AgentDecision, AgentState
 from skillrl.agents.expert import ExpertAgent
 from skillrl.distill.trajectory import BUY, NAVIGATION, split_action
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
 
 FAULTS: tuple[str, ...] = ("wrong_option", "skip_option", "hasty_buy")
 

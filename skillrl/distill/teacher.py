@@ -4,7 +4,7 @@ The prompts are package data (``skillrl/distill/prompts/*.txt``). Each episode g
 conversation; all pending conversations go to the policy in one batched ``generate`` call per
 attempt. A reply that is not valid JSON of the schema, or whose entries leak episode specifics, is
 answered with the exact problem and retried (up to ``max_retries`` times); if an episode still has
-no valid reply, :class:`~skillrl.errors.DistillError` is raised and nothing is returned, so the
+no valid reply, :class:`~skillrl_core.errors.DistillError` is raised and nothing is returned, so the
 pipeline writes nothing for that batch.
 """
 
@@ -20,9 +20,9 @@ from memory.types import EntryDraft
 from skillrl.distill.leakage import draft_leaks
 from skillrl.distill.schema import ENTRIES_SCHEMA, SchemaViolation, parse_entries
 from skillrl.distill.trajectory import render_trajectory
-from skillrl.errors import ConfigError, DistillError
-from skillrl.records import EpisodeRecord
-from skillrl.validation import check_finite_fields
+from skillrl_core.errors import ConfigError, DistillError
+from skillrl_core.records import EpisodeRecord
+from skillrl_core.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
 

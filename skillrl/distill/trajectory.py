@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from skillrl.records import EpisodeRecord
+from skillrl_core.records import EpisodeRecord
 
 _ACTION = re.compile(r"^\s*([a-z_ ]+?)\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
 _ASIN = re.compile(r"^b0[0-9a-z]{8}$", re.IGNORECASE)

@@ -21,8 +21,8 @@ from typing import Any
 
 from memory.stats import PRIOR_STRENGTH, ScopeTotals, utility_from_counts
 from memory.types import Entry
-from skillrl.errors import ConfigError
-from skillrl.validation import check_finite_fields
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
 AUTHOR = "upkeep"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillrl.errors import ConfigError
-from skillrl.validation import check_finite_fields
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 BACKENDS: tuple[str, ...] = ("transformers", "openai", "vllm", "trl-vllm")
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")

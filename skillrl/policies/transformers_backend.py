@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 
-from skillrl.errors import ModelLoadError
 from skillrl.policies.base import (
     Conversation,
     Generation,
@@ -32,6 +31,7 @@ from skillrl.policies.model_cache import (
     ensure_embedded_checkpoint,
     ensure_gguf_checkpoint,
 )
+from skillrl_core.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
 

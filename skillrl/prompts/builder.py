@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 from memory.types import RetrievedEntry
 from skillrl.agent import AgentState
-from skillrl.errors import ConfigError
 from skillrl.parsing import is_search_page
 from skillrl.policies.base import Conversation
-from skillrl.validation import check_finite_fields
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 CountTokens = Callable[[str], int]
 PARTS: tuple[str, ...] = ("system", "task", "skills", "history", "observation", "actions", "format")

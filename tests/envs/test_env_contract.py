@@ -14,7 +14,7 @@ import pytest
 
 import envs
 from envs.base import REQUIRED_INFO_KEYS, TextEnv
-from skillrl.errors import ConfigError, EnvStateError
+from skillrl_core.errors import ConfigError, EnvStateError
 
 ENV_IDS = sorted(envs.registered())
 NOT_AN_ACTION = "%% certainly not an action %%"

@@ -13,7 +13,7 @@ from envs.sokoban.generate import generate_puzzle
 from envs.sokoban.levels import LevelSet, shared_levels
 from envs.sokoban.room import DIRECTIONS, apply_move, render_grid
 from envs.sokoban.solver import dead_squares, replay
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
 
 CATEGORIES = ("6x6-1box", "7x7-2box", "8x8-3box")
 

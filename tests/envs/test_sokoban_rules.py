@@ -10,7 +10,7 @@ import envs
 from envs.sokoban.parse import parse_action
 from envs.sokoban.room import GridError, State, apply_move, parse_grid, render_grid
 from envs.sokoban.solver import dead_squares, push_distances, replay, solve
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
 
 # Two boxes: one next to the player with a target right behind it, one two cells from home.
 TWO_BOXES = """

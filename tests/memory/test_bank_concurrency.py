@@ -34,7 +34,7 @@ def _config(workspace: Path) -> BankConfig:
 def _worker(workspace: str, shared_id: str, index: int, barrier) -> None:
     import torch
 
-    from skillrl.records import EpisodeRecord, TurnRecord
+    from skillrl_core.records import EpisodeRecord, TurnRecord
 
     torch.set_num_threads(1)
     with SkillBank.open(_config(Path(workspace))) as bank:

@@ -8,7 +8,7 @@ from alembic.runtime.migration import MigrationContext
 
 from memory import BankConfig, RetrievalConfig, RetrievalQuery, SkillBank
 from memory.models import Base
-from skillrl.errors import BankInconsistentError
+from skillrl_core.errors import BankInconsistentError
 
 
 def test_migrations_create_exactly_the_models_schema(local_bank):
@@ -63,7 +63,7 @@ def test_upgrading_an_older_bank_fills_in_which_episodes_used_skills(tmp_path, e
     from sqlalchemy import text
 
     from memory.db import MIGRATIONS
-    from skillrl.records import EpisodeRecord
+    from skillrl_core.records import EpisodeRecord
 
     config = BankConfig(workspace=tmp_path / "old")
     with SkillBank.open(config, embedder=embedder) as bank:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory import BankConfig, Entry, SkillBank, io
-from skillrl.errors import DataFileError, ImportFormatError
+from skillrl_core.errors import DataFileError, ImportFormatError
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 SKILLRL_BANK = SHARED / "skillrl-bank" / "webshop_skills.json"

@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from memory import RetrievalConfig, RetrievalQuery
-from skillrl.errors import InvalidEntryError, SkillNotFoundError
-from skillrl.records import EpisodeRecord, TurnRecord
+from skillrl_core.errors import InvalidEntryError, SkillNotFoundError
+from skillrl_core.records import EpisodeRecord, TurnRecord
 
 
 def test_add_get_list_count(bank, samples):

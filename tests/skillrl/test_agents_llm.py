@@ -85,7 +85,7 @@ def test_sampled_search_sends_the_written_query_and_greedy_repair_is_marked():
 def test_a_substituted_turn_is_recorded_and_survives_serialisation():
     import json
 
-    from skillrl.records import EpisodeRecord
+    from skillrl_core.records import EpisodeRecord
 
     (ghost,) = RolloutEngine(LLMAgent(ScriptedPolicy(), constrained=True)).run(
         [EpisodeStart("fakeshop", "test", 3, env_config={"max_turns": 3})]

@@ -21,12 +21,12 @@ from skillrl.distill.evolve import EvolveConfig
 from skillrl.distill.pipeline import PipelineConfig
 from skillrl.distill.teacher import TeacherConfig
 from skillrl.distill.upkeep import UpkeepConfig
-from skillrl.errors import ConfigError
 from skillrl.policies.base import SamplingConfig
 from skillrl.policies.config import PolicyConfig
 from skillrl.prompts.builder import PromptConfig
 from skillrl.rollout import RolloutConfig
-from skillrl.validation import check_number, float_fields
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_number, float_fields
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.eval_run import EvalConfig
 from trainers.rewards import InvalidActionPenalty, LLMJudgeReward, TurnCost

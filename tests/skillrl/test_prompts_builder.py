@@ -6,7 +6,7 @@ from runtime_fakes import entry
 from memory.types import RetrievedEntry, RetrievedSkills
 from skillrl.agent import AgentState
 from skillrl.prompts import PARTS, PromptConfig, build_prompt
-from skillrl.records import TurnRecord
+from skillrl_core.records import TurnRecord
 
 
 def count(text: str) -> int:  # one token per word: easy to reason about

@@ -4,8 +4,8 @@ import pytest
 from runtime_fakes import FakeBank, ScriptedPolicy
 
 from skillrl.agents.llm import LLMAgent
-from skillrl.records import EpisodeRecord
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
+from skillrl_core.records import EpisodeRecord
 
 
 def starts(n: int, **kwargs) -> list[EpisodeStart]:
@@ -180,7 +180,7 @@ def test_one_failing_episode_does_not_end_the_others(brokenshop, broken_turn, ca
 
 
 def test_configuration_errors_at_reset_still_raise(brokenshop):
-    from skillrl.errors import ConfigError
+    from skillrl_core.errors import ConfigError
 
     class MisconfiguredShop(BrokenShopEnv):
         def reset(self, *, seed=None, options=None):

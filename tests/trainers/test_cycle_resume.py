@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM
 
 from memory import BankConfig, SkillBank
 from skillrl.distill import AnalyticDistiller, seed_bank_if_empty
-from skillrl.errors import CheckpointError
+from skillrl_core.errors import CheckpointError
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.cycle import TrainingRun
 from trainers.runtime import EpisodeRunner

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from trainer_helpers import episode
 
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
 from trainers.evaluation import pass_at_k, pass_at_k_t, summarise
 
 

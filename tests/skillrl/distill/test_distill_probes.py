@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from skillrl.distill.probes import FaultyExpertAgent, faulty_action
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
 
 PRODUCT_PAGE = [
     "click[back to search]",
