@@ -7,15 +7,20 @@ import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from envs.adapter import ActionListAdapter, AgentAdapter
 from envs.base import TextEnv
 from skillrl_core.errors import ConfigError, UnknownEnvError
 
 EnvFactory = Callable[..., TextEnv]
 
+DEFAULT_ENV = "webshop"
+"""The environment the CLI and the trainer play when none is named."""
+
 _FACTORIES: dict[str, EnvFactory] = {}
 _DESCRIPTIONS: dict[str, str] = {}
 _SKILLRL_CATEGORIES: dict[str, dict[str, str]] = {}
 _CONFIGS: dict[str, type] = {}
+_ADAPTERS: dict[str, AgentAdapter] = {}
 
 
 def register(
@@ -25,6 +30,7 @@ def register(
     config_class: type | None = None,
     *,
     skillrl_categories: Mapping[str, str] | None = None,
+    adapter: AgentAdapter | None = None,
 ) -> None:
     """Register ``factory(**config) -> TextEnv`` under ``env_id``.
 
@@ -32,12 +38,21 @@ def register(
     :func:`check_config` validate settings without building the environment).
     ``skillrl_categories`` maps SkillRL's skill-bank categories to this environment's (the
     default table when a SkillRL bank is imported for ``env_id``).
+    ``adapter``: what the agent runtime knows of the environment (its prompt, action grammar,
+    score, expert; see :mod:`envs.adapter`); None: a plain :class:`ActionListAdapter`.
     """
     _FACTORIES[env_id] = factory
     _DESCRIPTIONS[env_id] = description
     _SKILLRL_CATEGORIES[env_id] = dict(skillrl_categories or {})
     if config_class is not None:
         _CONFIGS[env_id] = config_class
+    _ADAPTERS[env_id] = adapter if adapter is not None else ActionListAdapter()
+
+
+def adapter_for(env_id: str) -> AgentAdapter:
+    """Return the agent adapter registered with ``env_id`` (raises UnknownEnvError if none)."""
+    check_id(env_id)
+    return _ADAPTERS[env_id]
 
 
 def skillrl_categories(env_id: str) -> dict[str, str]:

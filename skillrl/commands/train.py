@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from envs.registry import DEFAULT_ENV
 from skillrl.commands.options import (
     constrained_from,
     decoding_line,
@@ -36,7 +37,7 @@ from skillrl_core.errors import CheckpointError, ConfigError
 
 
 @click.command("train")
-@click.option("--env", "env_id", default="webshop", show_default=True, help="Environment id.")
+@click.option("--env", "env_id", default=DEFAULT_ENV, show_default=True, help="Environment id.")
 @click.option(
     "--cycles",
     type=click.IntRange(1),
@@ -212,9 +213,8 @@ from skillrl_core.errors import CheckpointError, ConfigError
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of goals and sampling.")
 @click.option(
     "--run-name",
-    default="webshop",
-    show_default=True,
-    help="Run folder name under <workspace>/runs/.",
+    default=None,
+    help="Run folder name under <workspace>/runs/ (default: the environment id).",
 )
 @click.option(
     "--resume",
@@ -245,7 +245,7 @@ def train(**options: Any) -> None:
 
     o = options
     ctx = click.get_current_context()
-    folder = run_folder(o["workspace"], o["run_name"])
+    folder = run_folder(o["workspace"], o["run_name"] or o["env_id"])
     if o["resume"]:
         fill_from_saved(ctx, o, folder)
     # Everything below up to the model load is cheap: a typo fails in a second.
@@ -345,7 +345,7 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
     console = Console(stderr=o["as_json"])
     constrained = constrained_from(o)
     console.print(decoding_line(constrained))
-    folder = run_folder(o["workspace"], o["run_name"])
+    folder = run_folder(o["workspace"], o["run_name"] or o["env_id"])
     server = _server_config(o)  # checked before the model loads
     policy = _load_policy(o)
     rollout_policy = _load_server_policy(server) if server is not None else policy

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from envs import register
+from envs.webshop.agent import WebShopAgentAdapter
 from memory.types import Entry, RetrievedEntry, RetrievedSkills
 from skillrl.policies.base import Generation, SamplingConfig, ScoredContinuation
 
@@ -81,7 +82,13 @@ class FakeShopEnv:
         return self._obs(), reward, terminated, truncated, info
 
 
-register("fakeshop", FakeShopEnv, "a tiny deterministic shop for runtime tests")
+# Shop-shaped, so it speaks WebShop's grammar through WebShop's adapter.
+register(
+    "fakeshop",
+    FakeShopEnv,
+    "a tiny deterministic shop for runtime tests",
+    adapter=WebShopAgentAdapter(),
+)
 
 
 def _task(conversation: list[dict[str, str]]) -> str:

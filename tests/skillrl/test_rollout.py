@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from runtime_fakes import FakeBank, ScriptedPolicy
 
+from envs.webshop.agent import WebShopAgentAdapter
 from skillrl.agents.llm import LLMAgent
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 from skillrl_core.records import EpisodeRecord
@@ -154,7 +155,9 @@ def _broken_starts(n: int, broken_turn: int) -> list[EpisodeStart]:
 def brokenshop():
     from envs import register
 
-    register("brokenshop", BrokenShopEnv, "the fake shop with one broken goal")
+    register(
+        "brokenshop", BrokenShopEnv, "the fake shop with one broken goal", adapter=WebShopAgentAdapter()
+    )
 
 
 @pytest.mark.parametrize("broken_turn", [0, 1, -1])
@@ -188,6 +191,11 @@ def test_configuration_errors_at_reset_still_raise(brokenshop):
 
     from envs import register
 
-    register("misconfigured", MisconfiguredShop, "raises a configuration error at reset")
+    register(
+        "misconfigured",
+        MisconfiguredShop,
+        "raises a configuration error at reset",
+        adapter=WebShopAgentAdapter(),
+    )
     with pytest.raises(ConfigError, match="out of range"):
         RolloutEngine(LLMAgent(ScriptedPolicy())).run([EpisodeStart("misconfigured")])
