@@ -37,8 +37,13 @@ class SokobanAgentAdapter(ActionListAdapter):
         super().__init__(SYSTEM_PROMPT, example_action="left")
 
     def clean_observation(self, observation: str, instruction: str) -> str:
-        """The grid and the box count, without the task line the observation repeats."""
-        lines = [line for line in observation.splitlines() if line.strip() != _INSTRUCTION_LINE]
+        """The grid and the box count, without the task and legend lines (the prompt has both)."""
+        lines = [
+            line
+            for line in observation.splitlines()
+            if line.strip() not in (_INSTRUCTION_LINE, instruction.strip())
+            and not line.startswith("Legend:")
+        ]
         return "\n".join(lines).strip()
 
     def read_action(self, text: str, available_actions: Sequence[str]) -> ActionRead | None:

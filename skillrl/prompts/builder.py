@@ -119,7 +119,9 @@ def build_prompt(
         sections.append(_skills_text(skills, config))
     if history:
         sections.append(_history_text(history))
-    sections.append(f"Observation: {observation}")
+    # A multi-line observation (a grid, a rich page) starts on its own line, rows intact.
+    separator = "\n" if "\n" in observation else " "
+    sections.append(f"Observation:{separator}{observation}")
     sections.append(actions)
     messages = [
         {"role": "system", "content": f"{system}\n\n{reply_format}"},
