@@ -44,7 +44,7 @@ def _format(path: Path, fmt: str | None) -> str:
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     default=None,
     help="skillrl format: YAML mapping 'skillrl_category: env_category' used instead of the "
-    "env's default table (e.g. webshop: apparel -> fashion).",
+    "env's default table (e.g. apparel: fashion).",
 )
 @click.option(
     "--map-category",
