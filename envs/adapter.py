@@ -63,7 +63,7 @@ class AgentAdapter(Protocol):
 
     # -- prompt ------------------------------------------------------------------------------
     def system_prompt(self) -> str:
-        """The agent's role and the action grammar (the same on every turn of every episode)."""
+        """Return the agent's role and the action grammar (the same every turn of every episode)."""
         ...
 
     def format_text(self, think: bool) -> str:
@@ -71,16 +71,16 @@ class AgentAdapter(Protocol):
         ...
 
     def clean_observation(self, observation: str, instruction: str) -> str:
-        """The observation as the prompt shows it (e.g. without the task it repeats)."""
+        """Return the observation as the prompt shows it (e.g. without the task it repeats)."""
         ...
 
     def actions_text(self, available_actions: Sequence[str], max_actions: int) -> str:
-        """The admissible actions as the prompt lists them (at most ``max_actions``)."""
+        """Return the admissible actions as the prompt lists them (at most ``max_actions``)."""
         ...
 
     # -- reading actions ---------------------------------------------------------------------
     def read_action(self, text: str, available_actions: Sequence[str]) -> ActionRead | None:
-        """The first action of this environment's grammar in ``text``; None if there is none.
+        """Return the first action of this environment's grammar in ``text``; None if none.
 
         ``text`` is what the envelope left (the ``<action>`` content, or the reply outside any
         ``<think>``). A pure function: linear time on any input, never raises.
@@ -93,11 +93,11 @@ class AgentAdapter(Protocol):
         ...
 
     def free_text_prefix(self) -> str:
-        """What the reply starts with on a free-text turn, after ``<action>`` (e.g. ``search[``)."""
+        """Return what a free-text reply starts with, after ``<action>`` (e.g. ``search[``)."""
         ...
 
     def free_text_stop(self) -> str:
-        """The text that ends the free text (e.g. ``]``)."""
+        """Return the text that ends the free text (e.g. ``]``)."""
         ...
 
     def free_text_action(self, written: str, instruction: str, repair: bool) -> tuple[str, bool]:
@@ -109,12 +109,12 @@ class AgentAdapter(Protocol):
         ...
 
     def candidates(self, available_actions: Sequence[str]) -> list[str]:
-        """The actions scored on a candidate turn (in order; the choice is one of them)."""
+        """Return the actions scored on a candidate turn (in order; the choice is one of them)."""
         ...
 
     # -- episodes ----------------------------------------------------------------------------
     def episode_score(self, reward: float, terminated: bool, info: Mapping[str, Any]) -> float:
-        """The episode's score in [0, 1] from its last step's reward, end and info."""
+        """Return the episode's score in [0, 1] from its last step's reward, end and info."""
         ...
 
     def episode_success(self, info: Mapping[str, Any]) -> bool:
@@ -126,16 +126,16 @@ class AgentAdapter(Protocol):
         ...
 
     def categories(self, env_config: Mapping[str, Any]) -> list[str]:
-        """The task categories (``info["category"]`` values) of the environment."""
+        """Return the task categories (``info["category"]`` values) of the environment."""
         ...
 
     def make_expert(self, max_turns: int) -> Expert | None:
-        """A scripted expert for one episode, or None when the environment has none."""
+        """Return a scripted expert for one episode, or None when the environment has none."""
         ...
 
     # -- human play --------------------------------------------------------------------------
     def expand_typed(self, typed: str, available_actions: Sequence[str]) -> str:
-        """A person's shorthand (a number, a word) as an action string."""
+        """Return a person's shorthand (a number, a word) as an action string."""
         ...
 
     def wants_free_text(self, typed: str, available_actions: Sequence[str]) -> bool:
@@ -179,7 +179,7 @@ class ActionListAdapter:
         """A zero-argument (or ``max_turns``) factory of an :class:`Expert`, or None."""
 
     def system_prompt(self) -> str:
-        """The role given at construction."""
+        """Return the role given at construction."""
         return self._system_prompt
 
     def format_text(self, think: bool) -> str:
@@ -189,10 +189,11 @@ class ActionListAdapter:
                 "Reply with a short thought and exactly one admissible action, like:\n"
                 f"<think>reason</think><action>{self.example_action}</action>"
             )
-        return f"Reply with exactly one admissible action, like:\n<action>{self.example_action}</action>"
+        example = f"<action>{self.example_action}</action>"
+        return f"Reply with exactly one admissible action, like:\n{example}"
 
     def clean_observation(self, observation: str, instruction: str) -> str:
-        """The observation, stripped of surrounding whitespace."""
+        """Return the observation, stripped of surrounding whitespace."""
         return observation.strip()
 
     def actions_text(self, available_actions: Sequence[str], max_actions: int) -> str:
@@ -202,7 +203,7 @@ class ActionListAdapter:
         return "Actions: " + ", ".join(shown) + (f" (+{more} more)" if more > 0 else "")
 
     def read_action(self, text: str, available_actions: Sequence[str]) -> ActionRead | None:
-        """The admissible action named earliest in ``text`` (whole words, any case)."""
+        """Return the admissible action named earliest in ``text`` (whole words, any case)."""
         lowered = text.lower()
         best: tuple[int, str] | None = None
         for action in available_actions:
@@ -226,11 +227,11 @@ class ActionListAdapter:
         return "</action>"
 
     def free_text_action(self, written: str, instruction: str, repair: bool) -> tuple[str, bool]:
-        """The written text, as it is."""
+        """Return the written text, as it is."""
         return " ".join(written.split()), False
 
     def candidates(self, available_actions: Sequence[str]) -> list[str]:
-        """The admissible actions."""
+        """Return the admissible actions."""
         return list(available_actions)
 
     def episode_score(self, reward: float, terminated: bool, info: Mapping[str, Any]) -> float:
@@ -242,19 +243,19 @@ class ActionListAdapter:
         return bool(info.get("success", False))
 
     def split_size(self, split: str, env_config: Mapping[str, Any]) -> int:
-        """The size given at construction; open-ended (a million) when none was."""
+        """Return the size given at construction; open-ended (a million) when none was."""
         return self._split_sizes.get(split, 1_000_000)
 
     def categories(self, env_config: Mapping[str, Any]) -> list[str]:
-        """The categories given at construction."""
+        """Return the categories given at construction."""
         return list(self._categories)
 
     def make_expert(self, max_turns: int) -> Expert | None:
-        """The expert factory given at construction, called with ``max_turns``; or None."""
+        """Return the expert factory's expert for ``max_turns``, or None without a factory."""
         return None if self._expert is None else self._expert(max_turns)
 
     def expand_typed(self, typed: str, available_actions: Sequence[str]) -> str:
-        """A number picks that action; anything else is taken as typed."""
+        """Pick the numbered action for a number; take anything else as typed."""
         text = typed.strip()
         if text.isdigit() and 1 <= int(text) <= len(available_actions):
             return available_actions[int(text) - 1]

@@ -37,7 +37,7 @@ class SokobanAgentAdapter(ActionListAdapter):
         super().__init__(SYSTEM_PROMPT, example_action="left")
 
     def clean_observation(self, observation: str, instruction: str) -> str:
-        """The grid and the box count, without the task and legend lines (the prompt has both)."""
+        """Keep the grid and the box count; drop the task and legend lines (the prompt has both)."""
         lines = [
             line
             for line in observation.splitlines()
@@ -47,7 +47,7 @@ class SokobanAgentAdapter(ActionListAdapter):
         return "\n".join(lines).strip()
 
     def read_action(self, text: str, available_actions: Sequence[str]) -> ActionRead | None:
-        """The first move named in ``text`` (optionally after ``push``/``move``)."""
+        """Return the first move named in ``text`` (optionally after ``push``/``move``)."""
         match = _MOVE.search(text)
         if match is None:
             return None
@@ -74,24 +74,24 @@ class SokobanAgentAdapter(ActionListAdapter):
         return shared_levels(SokobanConfig(**env_config)).split_size(split)
 
     def categories(self, env_config: Mapping[str, Any]) -> list[str]:
-        """The configured difficulties (``6x6-1box``, ...)."""
+        """Return the configured difficulties (``6x6-1box``, ...)."""
         from envs.sokoban.config import SokobanConfig
 
         return list(SokobanConfig(**env_config).categories)
 
     def make_expert(self, max_turns: int) -> Expert | None:
-        """The solver-backed expert (it reads the grid; it needs no goal)."""
+        """Return the solver-backed expert (it reads the grid; it needs no goal)."""
         from envs.sokoban.expert import SokobanExpert
 
         return SokobanExpert(max_turns=max_turns)
 
     def expand_typed(self, typed: str, available_actions: Sequence[str]) -> str:
-        """A number picks that move; ``u/d/l/r`` (or ``w/a/s/d``) are the moves' initials."""
+        """Pick the numbered move for a number; ``u/d/l/r`` (or ``w/a/s/d``) are initials."""
         text = typed.strip().lower()
         if text.isdigit() and 1 <= int(text) <= len(available_actions):
             return available_actions[int(text) - 1]
         return _SHORT.get(text, text)
 
     def play_help(self, available_actions: Sequence[str]) -> str:
-        """Moves by name, number or initial."""
+        """Say that moves go by name, number or initial."""
         return f"type a move ({', '.join(DIRECTIONS)}), its number, or u/d/l/r; q quits"

@@ -41,7 +41,7 @@ class WebShopAgentAdapter:
     """The :class:`envs.adapter.AgentAdapter` of WebShop (and of shop-shaped test doubles)."""
 
     def system_prompt(self) -> str:
-        """The shopper's role."""
+        """Return the shopper's role."""
         return SYSTEM_PROMPT
 
     def format_text(self, think: bool) -> str:
@@ -61,7 +61,7 @@ class WebShopAgentAdapter:
         return observation.strip()
 
     def actions_text(self, available_actions: Sequence[str], max_actions: int) -> str:
-        """The clickables, or on the search page what to write."""
+        """List the clickables, or on the search page say what to write."""
         if is_search_page(available_actions):
             return f"Actions: search with key words. {SEARCH_HINT}"
         shown = list(available_actions[:max_actions])
@@ -69,7 +69,7 @@ class WebShopAgentAdapter:
         return "Actions: " + ", ".join(shown) + (f" (+{more} more)" if more > 0 else "")
 
     def read_action(self, text: str, available_actions: Sequence[str]) -> ActionRead | None:
-        """The first ``search[...]``/``click[...]`` in ``text``, checked against the page."""
+        """Return the first ``search[...]``/``click[...]`` in ``text``, checked against the page."""
         command = _COMMAND.search(text)
         if command is None:
             return None
@@ -88,15 +88,15 @@ class WebShopAgentAdapter:
         return ActionRead(action, False, f"{action} is not among the admissible actions")
 
     def is_free_text_turn(self, available_actions: Sequence[str]) -> bool:
-        """The search page."""
+        """Return whether this is the search page."""
         return is_search_page(available_actions)
 
     def free_text_prefix(self) -> str:
-        """The query follows ``search[``."""
+        """Return ``search[``: the query follows it."""
         return "search["
 
     def free_text_stop(self) -> str:
-        """The query ends at ``]``."""
+        """Return ``]``: it ends the query."""
         return "]"
 
     def free_text_action(self, written: str, instruction: str, repair: bool) -> tuple[str, bool]:
@@ -112,11 +112,11 @@ class WebShopAgentAdapter:
         return f"search[{query}]", repaired
 
     def candidates(self, available_actions: Sequence[str]) -> list[str]:
-        """The admissible clicks."""
+        """Return the admissible clicks."""
         return list(available_actions)
 
     def episode_score(self, reward: float, terminated: bool, info: Mapping[str, Any]) -> float:
-        """The purchase's reward in [0, 1]; 0 when nothing was bought."""
+        """Return the purchase's reward in [0, 1]; 0 when nothing was bought."""
         return min(max(float(reward), 0.0), 1.0) if terminated else 0.0
 
     def episode_success(self, info: Mapping[str, Any]) -> bool:
@@ -137,13 +137,13 @@ class WebShopAgentAdapter:
         return list(CATEGORIES)
 
     def make_expert(self, max_turns: int) -> Expert | None:
-        """The scripted shopper (it needs the goal in the reset info)."""
+        """Return the scripted shopper (it needs the goal in the reset info)."""
         from envs.webshop.expert import WebShopExpert
 
         return WebShopExpert(max_turns=max_turns)
 
     def expand_typed(self, typed: str, available_actions: Sequence[str]) -> str:
-        """A number picks that action, a bare word the matching click; plain text searches."""
+        """Pick by number, click a bare word's button, or search plain text on the search page."""
         text = typed.strip()
         lowered = text.lower()
         if lowered.startswith(("search[", "click[")):
@@ -155,7 +155,7 @@ class WebShopAgentAdapter:
         return f"click[{lowered}]"
 
     def wants_free_text(self, typed: str, available_actions: Sequence[str]) -> bool:
-        """The search box itself (its number, or ``search``) was picked, without words."""
+        """Return whether the search box itself (its number, or ``search``) was picked."""
         if not is_search_page(available_actions):
             return False
         text = typed.strip().lower()
@@ -178,7 +178,7 @@ class WebShopAgentAdapter:
         return shown
 
     def play_help(self, available_actions: Sequence[str]) -> str:
-        """What to type on this page."""
+        """Say what to type on this page."""
         if is_search_page(available_actions):
             return "type the words to search for (or 1, then the words); q quits"
         return "type a number, or the words of a button (e.g. buy now); q quits"

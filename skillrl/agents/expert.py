@@ -1,4 +1,4 @@
-"""``ExpertAgent``: an environment's scripted expert behind the :class:`skillrl.agent.Agent` contract.
+"""``ExpertAgent``: an environment's scripted expert behind the :class:`~skillrl.agent.Agent` API.
 
 One expert per active episode, made by the environment's adapter (``make_expert``); it reads only
 each turn's observation and info plus the reset info, so its episodes are recorded exactly like

@@ -171,9 +171,7 @@ class LLMAgent:
             return sampling.greedy
         return self.config.repair_queries
 
-    def _act_candidates(
-        self, items: list[tuple[AgentState, BuiltPrompt]]
-    ) -> list[AgentDecision]:
+    def _act_candidates(self, items: list[tuple[AgentState, BuiltPrompt]]) -> list[AgentDecision]:
         if not items:
             return []
         conversations = [

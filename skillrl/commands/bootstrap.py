@@ -81,10 +81,9 @@ def bootstrap(bank: Any, env: str, episodes: int, first_goal: int, probe_fractio
               agent: str, max_turns: int, export_path: Path | None, as_json: bool,
               env_options: dict[str, Any], **teacher: Any) -> None:  # fmt: skip
     """Play training goals with the expert (or a teacher model) and distill a starting bank."""
+    import envs
     from skillrl.distill.bootstrap import BootstrapConfig, active_drafts, bootstrap_bank
     from skillrl.distill.seeding import write_starting_bank
-
-    import envs
 
     envs.registry.check_id(env)
     has_expert = envs.adapter_for(env).make_expert(max_turns) is not None

@@ -6,10 +6,10 @@ environment), the user message opens with the task (the same on every turn of an
 come the per-turn parts: this turn's retrieved skills (general, task-specific, mistakes to
 avoid), a short window of recent turns, the current observation and the admissible actions.
 Everything environment-specific comes from the environment's :class:`envs.adapter.AgentAdapter`
-(looked up by ``state.env_id``). The policy is small (135M parameters on two CPU cores), so every part is kept short and the whole is
-capped at :attr:`PromptConfig.max_prompt_tokens`: when over, history shrinks first (oldest turn
-first), then skills (mistakes, then task skills, then general ones, lowest-ranked first), then the
-observation is cut.
+(looked up by ``state.env_id``). The policy is small (135M parameters on two CPU cores), so
+every part is kept short and the whole is capped at :attr:`PromptConfig.max_prompt_tokens`: when
+over, history shrinks first (oldest turn first), then skills (mistakes, then task skills, then
+general ones, lowest-ranked first), then the observation is cut.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every registered environment through the real CLI: run (expert, person, model), eval, train, skills."""
+"""Every environment through the real CLI: run (expert, person, model), eval, train, skills."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def invoke(*args: str, stdin: str | None = None):
 
 
 @pytest.mark.parametrize(
-    ("env_id", "last_action"), [("webshop", "click[buy now]"), ("sokoban", None), ("counter", "add")]
+    ("env_id", "last_action"),
+    [("webshop", "click[buy now]"), ("sokoban", None), ("counter", "add")],
 )
 def test_the_expert_plays_every_environment_from_the_cli(workspace, env_id, last_action):
     import toy_env  # noqa: F401  (registers the README's "counter")

@@ -20,6 +20,7 @@ def parse_action(text, available):
     """WebShop's grammar inside the generic envelope (the cases below are shop pages)."""
     return parse_with(text, available, WEBSHOP)
 
+
 RESULTS = ["click[back to search]", "click[next >]", "click[b09abc1234]", "click[large]"]
 SEARCH = ["search[<query>]"]
 

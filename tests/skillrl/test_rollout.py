@@ -156,7 +156,10 @@ def brokenshop():
     from envs import register
 
     register(
-        "brokenshop", BrokenShopEnv, "the fake shop with one broken goal", adapter=WebShopAgentAdapter()
+        "brokenshop",
+        BrokenShopEnv,
+        "the fake shop with one broken goal",
+        adapter=WebShopAgentAdapter(),
     )
 
 
@@ -246,9 +249,9 @@ def test_an_unsolved_sokoban_episode_scores_the_boxes_it_placed():
     adapter = envs.adapter_for("sokoban")
     assert adapter.episode_score(-0.1, False, {"num_boxes": 3, "boxes_on_target": 2}) == 2 / 3
     assert adapter.episode_score(9.9, True, {"success": True, "num_boxes": 3}) == 1.0
-    (record,) = RolloutEngine(LLMAgent(SolverPolicy(), constrained=True), config=RolloutConfig(
-        max_turns=2
-    )).run([EpisodeStart("sokoban", "test", 2)])  # 3 boxes, cut after two moves
+    (record,) = RolloutEngine(
+        LLMAgent(SolverPolicy(), constrained=True), config=RolloutConfig(max_turns=2)
+    ).run([EpisodeStart("sokoban", "test", 2)])  # 3 boxes, cut after two moves
     assert record.turns[-1].truncated and not record.success
     last = record.turns[-1].info
     assert record.score == last["boxes_on_target"] / last["num_boxes"]
