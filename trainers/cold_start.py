@@ -158,7 +158,7 @@ class ColdStartRun:
     def run(self, *, resume: bool = False) -> ColdStartState:
         """Run (or continue) every round; returns the final state."""
         state = self._start(resume)
-        for round_index in range(self.config.rounds):
+        for round_index in range(state.round, self.config.rounds):
             for phase in PHASES:
                 if state.completed(round_index, phase):
                     continue
