@@ -21,6 +21,7 @@ Layout of the run folder (``<workspace>/runs/<name>/sft/``)::
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import shutil
@@ -32,7 +33,7 @@ from typing import Any
 
 from skillrl.errors import CheckpointError, ConfigError
 from skillrl.rollout import EpisodeStart
-from trainers.checkpoint import atomic_write_json, save_checkpoint
+from trainers.checkpoint import atomic_write_json, atomic_write_text, save_checkpoint
 from trainers.dagger import ExpertLabeller, LabellingAgent, ReplayAgent, collect_examples, succeeded
 from trainers.sft import train_round
 from trainers.sft_config import TRAIN_SPLIT, ColdStartConfig
@@ -63,6 +64,22 @@ class ColdStartState:
         if round_index != self.round:
             return round_index < self.round
         return bool(self.phase) and PHASES.index(phase) <= PHASES.index(self.phase)
+
+
+def checkpoint_path(root: Path, round_index: int) -> Path:
+    """Return the folder of the model a cold-start run in ``root`` saved after a round."""
+    return root / "checkpoints" / f"round-{round_index:04d}"
+
+
+def finished_checkpoint(root: Path, rounds: int) -> Path | None:
+    """Return the final model of a finished run of ``rounds`` rounds in ``root`` (else None)."""
+    try:
+        state = json.loads((root / "state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    final = checkpoint_path(root, rounds - 1)
+    done = bool(state.get("done")) and state.get("round") == rounds
+    return final if done and final.exists() else None
 
 
 def training_goal_order(env_id: str, env_config: dict[str, Any], seed: int) -> list[int]:
@@ -131,7 +148,7 @@ class ColdStartRun:
 
     def checkpoint(self, round_index: int) -> Path:
         """Return the folder of the model after one round."""
-        return self.root / "checkpoints" / f"round-{round_index:04d}"
+        return checkpoint_path(self.root, round_index)
 
     @property
     def final_checkpoint(self) -> Path:
@@ -144,8 +161,6 @@ class ColdStartRun:
 
     def load_state(self) -> ColdStartState:
         """Read ``state.json`` (CheckpointError when missing or corrupt)."""
-        import json
-
         try:
             return ColdStartState(**json.loads(self.state_path.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError) as error:
@@ -188,8 +203,6 @@ class ColdStartRun:
             state = ColdStartState()
             self._save_state(state)
             return state
-        import json
-
         saved = json.loads((self.root / "config.json").read_text(encoding="utf-8"))
         if _identity(saved) != _identity(settings):
             raise CheckpointError(
@@ -445,10 +458,6 @@ class _StepLog:
 
 
 def _write_metrics(path: Path, history: list[dict[str, Any]]) -> None:
-    import json
-
-    from trainers.checkpoint import atomic_write_text
-
     lines = [json.dumps(row, sort_keys=True) for row in history]
     atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
 
@@ -459,8 +468,6 @@ def _success_rate(episodes: list[Any]) -> float:
 
 def _identity(settings: dict[str, Any]) -> dict[str, Any]:
     """Return the settings that must not change on resume (all but the number of DAgger rounds)."""
-    import json
-
     settings = json.loads(json.dumps(settings))  # tuples and lists compare alike
     cold = {k: v for k, v in settings.get("cold_start", {}).items() if k != "dagger_rounds"}
     return {"cold_start": cold, "prompt": settings.get("prompt", {})}

@@ -1,0 +1,120 @@
+"""``skillrl sft`` and ``skillrl train --cold-start / --init`` end to end on a tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from tiny_checkpoint import write_tiny_checkpoint
+from transformers import AutoModelForCausalLM
+
+from cli import main
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_sft_help_documents_every_option():
+    result = invoke("sft", "--help")
+    assert result.exit_code == 0
+    for option in (
+        "--goals",
+        "--dagger-rounds",
+        "--epochs",
+        "--lr",
+        "--lora",
+        "--skills",
+        "--source",
+        "--resume",
+        "--run-name",
+        "--max-prompt-tokens",
+    ):
+        assert option in result.output
+
+
+def test_sft_refuses_test_goals(tmp_path, tiny_model_dir):
+    result = CliRunner().invoke(
+        main,
+        ["sft", "--split", "test", "--model", str(tiny_model_dir), "--workspace", str(tmp_path)],
+    )
+    assert result.exit_code != 0 and "only training goals" in result.output
+
+
+def test_sft_then_train_from_it(tmp_path, tiny_model_dir):
+    ws = str(tmp_path / "ws")
+    common = ["--workspace", ws, "--model", str(tiny_model_dir), "--no-skills", "--threads", "1"]
+    sft = ["sft", "--goals", "2", "--max-turns", "6", "--epochs", "1", "--run-name", "s"]
+    first = invoke(*sft, "--json", *common)
+    assert first.exit_code == 0, first.output
+    history = json.loads(first.stdout)
+    assert [row["round"] for row in history] == [0] and history[0]["train.global_step"] >= 1
+    folder = tmp_path / "ws" / "runs" / "s" / "sft"
+    checkpoint = folder / "checkpoints" / "round-0000"
+    AutoModelForCausalLM.from_pretrained(checkpoint)  # a plain from_pretrained checkpoint
+    dataset = (folder / "dataset.jsonl").read_bytes()
+
+    again = invoke(*sft, *common)
+    assert again.exit_code != 0 or "already holds" in again.output
+    resumed = invoke(*sft, "--resume", *common)
+    assert resumed.exit_code == 0 and "already done" in resumed.output
+    assert (folder / "dataset.jsonl").read_bytes() == dataset
+
+    both = CliRunner().invoke(main, ["train", "--cold-start", "--init", str(checkpoint), *common])
+    assert both.exit_code != 0 and "pick one" in both.output
+    bogus = CliRunner().invoke(main, ["train", "--init", str(tmp_path), *common])
+    assert bogus.exit_code != 0 and "not a checkpoint folder" in bogus.output
+
+
+@pytest.mark.slow
+def test_train_cold_start_runs_the_sft_phase_first(tmp_path, tiny_model_dir):
+    ws = str(tmp_path / "ws")
+    args = [
+        "train",
+        "--cold-start",
+        "--cold-start-goals",
+        "2",
+        "--dagger-rounds",
+        "1",
+        "--dagger-goals",
+        "1",
+        "--sft-epochs",
+        "1",
+        "--cycles",
+        "1",
+        "--goals-per-cycle",
+        "1",
+        "--group-size",
+        "2",
+        "--eval-goals",
+        "1",
+        "--max-turns",
+        "6",
+        "--max-new-tokens",
+        "4",
+        "--run-name",
+        "cs",
+        "--workspace",
+        ws,
+        "--model",
+        str(tiny_model_dir),
+        "--no-skills",
+        "--threads",
+        "1",
+        "--constrained",
+    ]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "ws" / "runs" / "cs"
+    sft_state = json.loads((run / "sft" / "state.json").read_text())
+    assert sft_state["done"] and [r["round"] for r in sft_state["history"]] == [0, 1]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["cycle"] for r in rows] == [0, 1]
+    resumed = invoke(*args, "--resume")
+    assert resumed.exit_code == 0 and "already done" in resumed.output
