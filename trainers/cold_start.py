@@ -367,23 +367,19 @@ class ColdStartRun:
         return self._llm_agent(self.policy, temperature=t, seed=self.config.seed + round_index)
 
     def _llm_agent(self, policy: Any, *, temperature: float, seed: int | None) -> Any:
-        """Return the runtime agent, built as ``trainers.runtime.EpisodeRunner`` builds it."""
-        from skillrl.agents.llm import LLMAgent, LLMAgentConfig
-        from skillrl.policies.base import SamplingConfig
+        """Return the agent the trainer's runner plays ``policy`` with (same prompts)."""
+        from trainers.runtime import EpisodeRunner
 
-        sampling = SamplingConfig(
-            max_new_tokens=self.config.max_new_tokens,
-            temperature=temperature,
-            seed=None if temperature == 0 else seed,
-            stop=["</action>"],
-        )
-        return LLMAgent(
+        runner = EpisodeRunner(
             policy,
-            self.prompt_config,
+            env_id=self.config.env_id,
+            bank=self.bank if self.config.skills else None,
+            max_turns=self.config.max_turns,
+            max_new_tokens=self.config.max_new_tokens,
             constrained=self.config.constrained,
-            config=LLMAgentConfig(sampling=sampling),
-            uses_skills=self.config.skills,
+            prompt_config=self.prompt_config,
         )
+        return runner.make_agent(temperature, seed)
 
     def _train(self, round_index: int, state: ColdStartState) -> None:
         started, cpu = time.perf_counter(), time.process_time()

@@ -63,10 +63,9 @@ def test_example_prompt_is_the_rollout_engines_prompt_token_for_token(
     )
     played = runner.run([Start("train", 11, seed=11)], temperature=0.0, count_retrievals=False)[0]
     # DAgger on the same goal: the same greedy policy acts, the expert labels every state.
-    learner = LLMAgent(policy, PROMPT, constrained=constrained, config=runner_config(runner))
     agent = LabellingAgent(
-        LLMAgent(policy, PROMPT, constrained=constrained),
-        actor=learner,
+        runner.make_agent(0.0),
+        actor=runner.make_agent(0.0),
         labeller=ExpertLabeller(4),
         skills=True,
         constrained=constrained,
@@ -85,15 +84,6 @@ def test_example_prompt_is_the_rollout_engines_prompt_token_for_token(
         if constrained and example.action == turn.action and example.action.startswith("click"):
             # The constrained agent scores exactly these target tokens.
             assert tokens["input_ids"][prompt_length:] == turn.completion_token_ids
-
-
-def runner_config(runner):
-    from skillrl.agents.llm import LLMAgentConfig
-    from skillrl.policies.base import SamplingConfig
-
-    return LLMAgentConfig(
-        sampling=SamplingConfig(max_new_tokens=runner.max_new_tokens, stop=["</action>"])
-    )
 
 
 def expert_examples(policy, goals, constrained=True, max_turns=8):
