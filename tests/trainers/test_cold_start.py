@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_cycle_resume import EMBEDDER
 from tiny_checkpoint import write_tiny_checkpoint
 
@@ -15,7 +17,7 @@ from memory import BankConfig, SkillBank
 from skillrl.agent import AgentState
 from skillrl.agents.llm import LLMAgent
 from skillrl.distill import seed_bank_if_empty
-from skillrl.errors import ConfigError
+from skillrl.errors import ConfigError, DataFileError
 from skillrl.policies import PolicyConfig, load_policy
 from skillrl.prompts import PromptConfig
 from skillrl.rollout import EpisodeStart
@@ -24,7 +26,7 @@ from trainers.dagger import ExpertLabeller, LabellingAgent, collect_examples, su
 from trainers.runtime import EpisodeRunner, Start
 from trainers.sft import build_trainer
 from trainers.sft_config import ColdStartConfig
-from trainers.sft_data import read_examples, tokenize_example
+from trainers.sft_data import action_target, read_examples, tokenize_example
 
 PROMPT = PromptConfig(max_prompt_tokens=900)
 
@@ -286,3 +288,88 @@ def test_dataset_is_jsonl_that_datasets_reads(tiny_folder, tmp_path):
     assert loaded[0]["prompt"][0]["role"] == "system"
     assert loaded[0]["completion"][0]["role"] == "assistant"
     assert set(loaded["split"]) == {"train"}
+
+
+def test_bank_episodes_replay_into_the_same_examples_as_the_expert_gave(tiny_folder, bank):
+    policy = tiny_policy(tiny_folder)
+    demonstrated = expert_examples(policy, [3, 4, 5])
+    bank.save_episodes(demonstrated.episodes)
+    stored = [e for e in bank.episodes(env="webshop", split="train", success=True)]
+    assert stored
+    config = ColdStartConfig(sources=("bank",), skills=False, max_turns=8)
+    run = ColdStartRun(config, policy=policy, run_dir=bank.config.workspace / "r", bank=bank)
+    replayed, episodes = run._from_bank()
+    assert all(e.success for e in episodes) and len(episodes) == len(stored)
+    key = lambda e: (e.goal_id, e.turn)  # noqa: E731
+    expected = {key(e): e for e in demonstrated.examples}
+    assert {key(e) for e in replayed} == set(expected)
+    for example in replayed:
+        assert example.source == "bank"
+        assert example.prompt == expected[key(example)].prompt
+        assert example.completion == expected[key(example)].completion
+
+
+def test_teacher_turns_keep_the_teachers_action_and_thought(tiny_folder):
+    from fake_policy import ScriptedPolicy
+
+    policy = tiny_policy(tiny_folder)
+    teacher = LLMAgent(ScriptedPolicy(), PROMPT, constrained=False)
+    agent = LabellingAgent(
+        LLMAgent(policy, PROMPT), actor=teacher, labeller=None, skills=False, constrained=False
+    )
+    labelled = collect_examples(
+        agent,
+        [train_start(2, 4)],
+        bank=None,
+        source="teacher",
+        round_index=0,
+        max_turns=4,
+        keep=lambda record: True,
+    )
+    turns = [t for t in labelled.episodes[0].turns if t.action_valid]
+    assert [e.action for e in labelled.examples] == [t.action for t in turns]
+    for example in labelled.examples:
+        assert example.target == f"<think>go</think><action>{example.action}</action>"
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=300),
+        st.lists(JSON, max_size=4).map(lambda rows: "\n".join(json.dumps(r) for r in rows)),
+    )
+)
+def test_reading_a_dataset_file_never_fails_with_anything_but_a_data_file_error(text):
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "rows.jsonl"
+        path.write_text(text, encoding="utf-8")
+        try:
+            rows = read_examples(path)
+        except DataFileError:
+            return
+        assert len(rows) == sum(1 for line in text.splitlines() if line.strip())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_characters="[]"), max_size=40))
+def test_targets_rebuild_the_assistant_message(value):
+    state = AgentState("e", "webshop", "t", "c", "o", [f"click[{value}]"], 0)
+    for constrained in (True, False):
+        prefix, target = action_target(f"click[{value}]", state, constrained=constrained)
+        assert f"click[{value}]" in prefix + target
+        assert (prefix + target).endswith("</action>")
+    search = AgentState("e", "webshop", "t", "c", "o", ["search[<query>]"], 0)
+    prefix, target = action_target(f"search[{value}]", search, constrained=True)
+    assert prefix + target == f"<action>search[{value}]"
