@@ -118,3 +118,70 @@ def test_train_cold_start_runs_the_sft_phase_first(tmp_path, tiny_model_dir):
     assert [r["cycle"] for r in rows] == [0, 1]
     resumed = invoke(*args, "--resume")
     assert resumed.exit_code == 0 and "already done" in resumed.output
+
+
+class Killed(Exception):
+    pass
+
+
+def test_sft_killed_mid_way_and_resumed_ends_like_an_uninterrupted_run(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    import trainers.cold_start as cold_start
+
+    args = [
+        "sft",
+        "--goals",
+        "3",
+        "--dagger-rounds",
+        "1",
+        "--dagger-goals",
+        "2",
+        "--max-turns",
+        "6",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "2",
+        "--grad-accum",
+        "1",
+        "--save-steps",
+        "3",
+        "--no-skills",
+        "--model",
+        str(tiny_model_dir),
+        "--threads",
+        "1",
+        "--run-name",
+        "k",
+        "--json",
+    ]
+    straight = invoke(*args, "--workspace", str(tmp_path / "a"))
+    assert straight.exit_code == 0, straight.output
+
+    real = cold_start.train_round
+
+    def killed_in_round_one(*positional, on_save=None, **named):
+        def save(step):
+            on_save(step)
+            if positional[4].name == "round-0001":  # the round's trainer folder
+                raise Killed
+
+        return real(*positional, on_save=save, **named)
+
+    monkeypatch.setattr(cold_start, "train_round", killed_in_round_one)
+    with pytest.raises(Killed):
+        invoke(*args, "--workspace", str(tmp_path / "b"))
+    monkeypatch.setattr(cold_start, "train_round", real)
+    resumed = invoke(*args, "--resume", "--workspace", str(tmp_path / "b"))
+    assert resumed.exit_code == 0, resumed.output
+
+    def files(ws):
+        return ws / "runs" / "k" / "sft"
+
+    assert (files(tmp_path / "b") / "dataset.jsonl").read_bytes() == (
+        files(tmp_path / "a") / "dataset.jsonl"
+    ).read_bytes()
+    steps = [row["train.global_step"] for row in json.loads(resumed.stdout)]
+    assert steps == [row["train.global_step"] for row in json.loads(straight.stdout)]
+    assert steps[1] > 3
