@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillrl.errors import CheckpointError, ConfigError
 from skillrl.rollout import EpisodeStart
+from skillrl_core.errors import CheckpointError, ConfigError
 from trainers.checkpoint import atomic_write_json, atomic_write_text, save_checkpoint
 from trainers.dagger import ExpertLabeller, LabellingAgent, ReplayAgent, collect_examples, succeeded
 from trainers.sft import train_round

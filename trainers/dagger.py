@@ -24,10 +24,10 @@ from typing import Any
 
 from envs.webshop.expert import WebShopExpert
 from skillrl.agent import AgentDecision, AgentState
-from skillrl.errors import ConfigError
 from skillrl.parsing import parse_action
-from skillrl.records import EpisodeRecord
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
+from skillrl_core.errors import ConfigError
+from skillrl_core.records import EpisodeRecord
 from trainers.sft_config import TRAIN_SPLIT
 from trainers.sft_data import TurnExample, build_example
 

@@ -28,9 +28,9 @@ from typing import Any
 
 from skillrl.agent import AgentState
 from skillrl.agents.llm import CLICK_PREFIX, SEARCH_PREFIX
-from skillrl.errors import DataFileError
 from skillrl.parsing import is_search_page
 from skillrl.policies.base import Conversation, render_chat_ids
+from skillrl_core.errors import DataFileError
 from trainers.checkpoint import atomic_write_text
 
 

@@ -21,7 +21,7 @@ from skillrl.commands.options import (
     prompt_config_from,
     workspace_option,
 )
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
 
 
 @click.command("sft")

@@ -17,10 +17,10 @@ from memory import BankConfig, SkillBank
 from skillrl.agent import AgentState
 from skillrl.agents.llm import LLMAgent
 from skillrl.distill import seed_bank_if_empty
-from skillrl.errors import ConfigError, DataFileError
 from skillrl.policies import PolicyConfig, load_policy
 from skillrl.prompts import PromptConfig
 from skillrl.rollout import EpisodeStart
+from skillrl_core.errors import ConfigError, DataFileError
 from trainers.cold_start import ColdStartRun
 from trainers.dagger import ExpertLabeller, LabellingAgent, collect_examples, succeeded
 from trainers.runtime import EpisodeRunner, Start
