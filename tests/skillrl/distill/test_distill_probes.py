@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from skillrl.distill.probes import FaultyExpertAgent, faulty_action
+from envs.webshop.distill import faulty_action
+from skillrl.distill.probes import FaultyExpertAgent
 from skillrl_core.errors import ConfigError
 
 PRODUCT_PAGE = [
