@@ -24,7 +24,7 @@ class FaultyExpertAgent:
 
     uses_skills = False
 
-    def __init__(self, fault: str, max_turns: int = 15, *, env_id: str = "webshop") -> None:
+    def __init__(self, fault: str, max_turns: int = 15, *, env_id: str) -> None:
         self._adapter = distill_adapter_for(env_id)
         if fault not in self._adapter.faults:
             known = ", ".join(self._adapter.faults) or "none"
