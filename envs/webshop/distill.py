@@ -93,40 +93,26 @@ def is_option(action: str) -> bool:
 
 @dataclass
 class ShoppingFacts:
-    """How a WebShop episode went, without its specifics."""
+    """What a successful WebShop episode's steps show, without its specifics."""
 
     searches: int = 0
     pages_turned: int = 0
-    back_to_search: int = 0
-    products_opened: int = 0
-    details_viewed: int = 0
     option_clicks: list[str] = field(default_factory=list)
     """Option values clicked on product pages, in order."""
-    bought: bool = False
 
 
 def shopping_facts(episode: EpisodeRecord) -> ShoppingFacts:
-    """Count the kinds of step ``episode`` took (valid actions only)."""
+    """Count the searches, page turns and option clicks of ``episode`` (valid actions only)."""
     facts = ShoppingFacts()
     for turn in episode.turns:
+        verb, target = split_action(turn.action)
         if not turn.action_valid:
             continue
-        verb, target = split_action(turn.action)
         if verb == "search":
             facts.searches += 1
-        elif verb != "click":
-            continue
         elif target in PAGING:
             facts.pages_turned += 1
-        elif target == "back to search":
-            facts.back_to_search += 1
-        elif target in DETAILS:
-            facts.details_viewed += 1
-        elif target == BUY:
-            facts.bought = True
-        elif _ASIN.match(target):
-            facts.products_opened += 1
-        else:
+        elif is_option(turn.action):
             facts.option_clicks.append(target)
     return facts
 
