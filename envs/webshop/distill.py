@@ -217,9 +217,9 @@ class WebShopDistillAdapter(PlainDistillAdapter):
         LeakPattern(PRICE_IN_TEXT, "a literal price"),
     )
     specifics_rule = (
-        "never write product ids (like B09...), prices or other amounts of money, the "
-        "product's title, or long quotes of the task. Naming an option value the task asked "
-        "for (a size, a color) is fine when it makes a note precise."
+        "never write product ids (like B09...), prices or other amounts of money, or the "
+        "product's title. Naming an option value the task asked for (a size, a color) is fine "
+        "when it makes a note precise."
     )
     faults = FAULTS
 
