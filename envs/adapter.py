@@ -16,7 +16,8 @@ says:
   prefix, e.g. WebShop's search query after ``search[``), how that text becomes an action and
   when it is repaired, and otherwise the candidates scored (by default the admissible actions);
 - **episodes**: the episode score (always in [0, 1]) and success, split sizes, task categories,
-  and a scripted expert when the environment has one;
+  a scripted expert when the environment has one, and a short reason for an expert action
+  (cold-start examples that think before acting);
 - **human play**: how a person's typed shorthand becomes an action and how actions are shown.
 
 :class:`ActionListAdapter` implements the protocol for environments whose every action is one
@@ -130,7 +131,15 @@ class AgentAdapter(Protocol):
         ...
 
     def make_expert(self, max_turns: int) -> Expert | None:
-        """Return a scripted expert for one episode, or None when the environment has none."""
+        """Return a scripted expert for one episode, or None when the environment has none.
+
+        An expert that also has ``decide(observation, info) -> str`` and ``observe(action)`` can
+        label states it did not reach itself (DAgger); without them ``act`` labels.
+        """
+        ...
+
+    def action_thought(self, action: str) -> str:
+        """Return a short reason for an expert's ``action`` (cold-start examples think first)."""
         ...
 
     # -- human play --------------------------------------------------------------------------
@@ -253,6 +262,10 @@ class ActionListAdapter:
     def make_expert(self, max_turns: int) -> Expert | None:
         """Return the expert factory's expert for ``max_turns``, or None without a factory."""
         return None if self._expert is None else self._expert(max_turns)
+
+    def action_thought(self, action: str) -> str:
+        """Return a generic reason: the action moves towards the task."""
+        return f"{action} brings the task closer to done."
 
     def expand_typed(self, typed: str, available_actions: Sequence[str]) -> str:
         """Pick the numbered action for a number; take anything else as typed."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from envs.adapter import ActionListAdapter, AgentAdapter
 from envs.base import TextEnv
+from envs.distill_adapter import DistillAdapter, PlainDistillAdapter
 from skillrl_core.errors import ConfigError, UnknownEnvError
 
 EnvFactory = Callable[..., TextEnv]
@@ -21,6 +22,7 @@ _DESCRIPTIONS: dict[str, str] = {}
 _SKILLRL_CATEGORIES: dict[str, dict[str, str]] = {}
 _CONFIGS: dict[str, type] = {}
 _ADAPTERS: dict[str, AgentAdapter] = {}
+_DISTILL_ADAPTERS: dict[str, DistillAdapter] = {}
 
 
 def register(
@@ -31,6 +33,7 @@ def register(
     *,
     skillrl_categories: Mapping[str, str] | None = None,
     adapter: AgentAdapter | None = None,
+    distill_adapter: DistillAdapter | None = None,
 ) -> None:
     """Register ``factory(**config) -> TextEnv`` under ``env_id``.
 
@@ -40,6 +43,8 @@ def register(
     default table when a SkillRL bank is imported for ``env_id``).
     ``adapter``: what the agent runtime knows of the environment (its prompt, action grammar,
     score, expert; see :mod:`envs.adapter`); None: a plain :class:`ActionListAdapter`.
+    ``distill_adapter``: what the distiller may know about the environment (see
+    :mod:`envs.distill_adapter`); without one it sees only trajectories.
     """
     _FACTORIES[env_id] = factory
     _DESCRIPTIONS[env_id] = description
@@ -47,6 +52,8 @@ def register(
     if config_class is not None:
         _CONFIGS[env_id] = config_class
     _ADAPTERS[env_id] = adapter if adapter is not None else ActionListAdapter()
+    if distill_adapter is not None:
+        _DISTILL_ADAPTERS[env_id] = distill_adapter
 
 
 def adapter_for(env_id: str) -> AgentAdapter:
@@ -59,6 +66,12 @@ def skillrl_categories(env_id: str) -> dict[str, str]:
     """Return the SkillRL category -> ``env_id`` category table (empty when none is known)."""
     _load_builtins()
     return dict(_SKILLRL_CATEGORIES.get(env_id, {}))
+
+
+def distill_adapter_for(env_id: str) -> DistillAdapter:
+    """Return ``env_id``'s distill adapter (a trajectory-only one when it registered none)."""
+    check_id(env_id)
+    return _DISTILL_ADAPTERS.get(env_id) or PlainDistillAdapter(env_id)
 
 
 def registered() -> dict[str, str]:

@@ -7,6 +7,7 @@ from typing import Any
 from envs.registry import register
 from envs.sokoban.agent import SokobanAgentAdapter
 from envs.sokoban.config import DEFAULT_CATEGORIES, SokobanConfig
+from envs.sokoban.distill import SokobanDistillAdapter
 from envs.sokoban.env import SokobanEnv
 from envs.sokoban.outcome import SokobanStepOutcome
 
@@ -22,6 +23,7 @@ register(
     "Sokoban: push every box onto a target in generated rooms (6x6-1box, 7x7-2box, 8x8-3box).",
     config_class=SokobanConfig,
     adapter=SokobanAgentAdapter(),
+    distill_adapter=SokobanDistillAdapter(),
 )
 
 __all__ = [

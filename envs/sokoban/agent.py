@@ -85,6 +85,10 @@ class SokobanAgentAdapter(ActionListAdapter):
 
         return SokobanExpert(max_turns=max_turns)
 
+    def action_thought(self, action: str) -> str:
+        """Return the planner's reason: the move is the next step of a plan that solves the room."""
+        return f"Moving {action} follows a plan that gets every box onto a target."
+
     def expand_typed(self, typed: str, available_actions: Sequence[str]) -> str:
         """Pick the numbered move for a number; ``u/d/l/r`` (or ``w/a/s/d``) are initials."""
         text = typed.strip().lower()

@@ -8,6 +8,7 @@ from envs.registry import register
 from envs.webshop.agent import WebShopAgentAdapter
 from envs.webshop.categories import SKILLRL_CATEGORIES
 from envs.webshop.config import WebShopConfig
+from envs.webshop.distill import WebShopDistillAdapter
 from envs.webshop.env import WebShopEnv
 
 
@@ -23,6 +24,7 @@ register(
     config_class=WebShopConfig,
     skillrl_categories=SKILLRL_CATEGORIES,
     adapter=WebShopAgentAdapter(),
+    distill_adapter=WebShopDistillAdapter(),
 )
 
 __all__ = ["WebShopAgentAdapter", "WebShopConfig", "WebShopEnv", "make_webshop"]

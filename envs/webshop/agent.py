@@ -142,6 +142,23 @@ class WebShopAgentAdapter:
 
         return WebShopExpert(max_turns=max_turns)
 
+    def action_thought(self, action: str) -> str:
+        """Return a short reason for an expert action, by what the action does on the page."""
+        if action.startswith("search["):
+            return "Search with the product words of the task."
+        value = action[len("click[") : -1] if action.startswith("click[") else action
+        if value == "buy now":
+            return "The product and the wanted options match the task, so buy it."
+        if value in ("< prev", "back to search"):
+            return "This product does not fit the task, so go back."
+        if value in ("next >", "< prev page"):
+            return "Nothing on this page fits the task; try the next page."
+        if value in ("features", "description", "attributes", "reviews"):
+            return "Check the product details for the attributes of the task."
+        if len(value) == 10 and value.isalnum() and any(c.isdigit() for c in value):
+            return "Open the product whose title best matches the task."
+        return f"Choose the wanted option {value}."
+
     def expand_typed(self, typed: str, available_actions: Sequence[str]) -> str:
         """Pick by number, click a bare word's button, or search plain text on the search page."""
         text = typed.strip()

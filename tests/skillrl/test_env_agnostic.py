@@ -1,9 +1,9 @@
 """The runtime knows no environment: no WebShop word in skillrl/ or trainers/ code (issue 12).
 
 Environment knowledge (grammar, prompts, product ids, page markup) lives in ``envs/<name>/``
-behind the adapter protocols. Docstrings and comments may name WebShop as an example; code and
-string literals may not. ``skillrl/distill/`` is checked once its own adapter move lands
-(``envs/distill_adapter.py``); until then it is listed in :data:`PENDING`.
+behind the adapter protocols (``envs/adapter.py`` for the runtime, ``envs/distill_adapter.py``
+for the distiller). Docstrings and comments may name WebShop as an example; code and string
+literals may not.
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = re.compile(r"search\[|click\[|webshop|\basin\b|\[sep\]", re.IGNORECASE)
-PENDING = ("skillrl/distill/",)
-"""Folders whose environment knowledge moves in a separate change (the distiller's adapter)."""
+KNOWN: dict[str, set[str]] = {
+    # BootstrapConfig's default env id, to become envs.DEFAULT_ENV with the distiller's owner.
+    "skillrl/distill/bootstrap.py": {"webshop"},
+}
+"""Hits still to move, per file (a new one fails the test; a moved one should leave this)."""
 
 
 def _code_words(source: str) -> list[tuple[int, str]]:
@@ -61,16 +64,16 @@ def _code_words(source: str) -> list[tuple[int, str]]:
 
 
 def _runtime_files() -> list[Path]:
-    files = sorted((ROOT / "skillrl").rglob("*.py")) + sorted((ROOT / "trainers").rglob("*.py"))
-    return [f for f in files if not str(f.relative_to(ROOT)).startswith(PENDING)]
+    return sorted((ROOT / "skillrl").rglob("*.py")) + sorted((ROOT / "trainers").rglob("*.py"))
 
 
 @pytest.mark.parametrize("path", _runtime_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_runtime_code_names_no_environment(path):
+    known = KNOWN.get(str(path.relative_to(ROOT)), set())
     found = [
         f"{path.relative_to(ROOT)}:{line}: {text!r}"
         for line, text in _code_words(path.read_text())
-        if FORBIDDEN.search(text)
+        if FORBIDDEN.search(text) and text not in known
     ]
     assert not found, "environment knowledge outside envs/:\n" + "\n".join(found)
 
