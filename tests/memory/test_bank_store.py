@@ -6,8 +6,9 @@ import dataclasses
 
 import pytest
 
-from memory import RetrievalConfig, RetrievalQuery
-from skillrl_core.errors import InvalidEntryError, SkillNotFoundError
+from memory import RetrievalConfig, RetrievalQuery, SkillBank
+from memory.store import BankStore
+from skillrl_core.errors import BankError, InvalidEntryError, SkillNotFoundError
 from skillrl_core.records import EpisodeRecord, TurnRecord
 
 
@@ -175,6 +176,37 @@ def test_episodes_are_stored_once_and_update_entry_stats(bank, samples):
     with pytest.raises(SkillNotFoundError):
         bank.trajectories.mark_distilled(["e3", "missing"], distiller="analytic")
     assert [e.episode_id for e in bank.trajectories.episodes(distilled=False)] == ["e3"]
+
+
+def test_the_old_episode_methods_forward_to_bank_trajectories(bank, samples):
+    size = bank.add(samples.size).entry
+    bank.save_episodes(
+        [_episode("e1", True, [size.id]), _episode("e2", False, [], skills_enabled=False)]
+    )
+    assert [e.episode_id for e in bank.trajectories.episodes()] == ["e1", "e2"]
+    assert [e.episode_id for e in bank.episodes(success=False)] == ["e2"]
+    bank.mark_distilled(["e1"], distiller="analytic")
+    assert [e.episode_id for e in bank.trajectories.episodes(distilled=False)] == ["e2"]
+    assert bank.episode_totals() == bank.trajectories.episode_totals() == (2, 1)
+    assert bank.episode_totals(skills_only=True) == (1, 1)
+
+
+def test_a_read_only_bank_refuses_changes_through_every_store(bank, samples):
+    bank.add(samples.size)
+    store = bank.store
+    reader = SkillBank(BankStore(bank.config, store.engine, store.index, None, read_only=True))
+    changes = {
+        "add": lambda: reader.add(samples.price),
+        "save_episodes": lambda: reader.trajectories.save_episodes([_episode("e1", True, [])]),
+        "mark_distilled": lambda: reader.trajectories.mark_distilled(["e1"], distiller="x"),
+        "snapshot": lambda: reader.snapshots.create("s"),
+    }
+    for name, change in changes.items():
+        with pytest.raises(BankError, match="read-only"):
+            change()
+        assert reader.count() == 1, name
+    assert reader.trajectories.episodes() == [] and reader.snapshots.list() == []
+    assert not reader.store.embedder_loaded  # refused before any model was loaded
 
 
 def test_snapshots_list_and_diff(bank, samples):
