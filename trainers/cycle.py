@@ -146,7 +146,9 @@ class TrainingRun:
                 record_deferred(self.bank, events)
                 data["retrievals_recorded"] = True
                 self._save_rollout(cycle, data)
-            self.bank.trajectories.save_episodes(episodes)  # idempotent by episode id
+            # Idempotent by episode id. An episode that ended on an error is left out, as the
+            # rollout engine leaves it out elsewhere: its turns did not all happen.
+            self.bank.trajectories.save_episodes([e for e in episodes if not e.error])
         state.goal_cursor = data["cursor_end"]
         s = summarise(episodes)
         state.current.update(
@@ -158,6 +160,7 @@ class TrainingRun:
                 "train.invalid_action_rate": s.invalid_action_rate,
                 "groups.kept": len(data["kept_groups"]),
                 "groups.dropped": data["dropped_groups"],
+                "groups.failed": data.get("failed_groups", 0),
                 "rollout.seconds": data["seconds"],
             }
         )
@@ -208,6 +211,7 @@ class TrainingRun:
             "episodes": collection.rolled_out,
             "kept_groups": kept,
             "dropped_groups": collection.dropped_groups,
+            "failed_groups": collection.failed_groups,
             "goals_used": collection.goals_used,
             "cursor_end": cursor + len(collection.goals_used),
             "seconds": time.perf_counter() - started,

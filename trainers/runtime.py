@@ -112,23 +112,9 @@ class EpisodeRunner:
         appended to this list as :class:`trainers.retrieval_log.RetrievalEvent` (the trainer
         records them when its rollout phase commits, so a killed rollout counts nothing).
         """
-        from skillrl.agents.llm import LLMAgent, LLMAgentConfig
-        from skillrl.policies.base import SamplingConfig
         from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 
-        sampling = SamplingConfig(
-            max_new_tokens=self.max_new_tokens,
-            temperature=temperature,
-            seed=None if temperature == 0 else sampling_seed,
-            stop=["</action>"],  # nothing after the action is parsed, so stop generating there
-        )
-        agent = LLMAgent(
-            self.policy,
-            self.prompt_config,
-            constrained=self.constrained,
-            config=LLMAgentConfig(sampling=sampling, repair_queries=self.repair_queries),
-            uses_skills=self.bank is not None,
-        )
+        agent = self.make_agent(temperature, sampling_seed)
         config = RolloutConfig(
             max_turns=self.max_turns,
             max_parallel=self.max_parallel,
@@ -164,6 +150,29 @@ class EpisodeRunner:
         if isinstance(bank, DeferredRetrievals) and held_retrievals is not None:
             held_retrievals.extend(bank.events)
         return episodes
+
+    def make_agent(self, temperature: float, sampling_seed: int | None = None) -> Any:
+        """Return the ``LLMAgent`` this runner plays with (also what cold-start examples use).
+
+        The cold start builds its examples' prompts with this same agent, so the prompts it
+        trains on are the prompts these rollouts send.
+        """
+        from skillrl.agents.llm import LLMAgent, LLMAgentConfig
+        from skillrl.policies.base import SamplingConfig
+
+        sampling = SamplingConfig(
+            max_new_tokens=self.max_new_tokens,
+            temperature=temperature,
+            seed=None if temperature == 0 else sampling_seed,
+            stop=["</action>"],  # nothing after the action is parsed, so stop generating there
+        )
+        return LLMAgent(
+            self.policy,
+            self.prompt_config,
+            constrained=self.constrained,
+            config=LLMAgentConfig(sampling=sampling, repair_queries=self.repair_queries),
+            uses_skills=self.bank is not None,
+        )
 
     def _env_config(self) -> dict[str, Any]:
         return {**self.env_config, "max_turns": self.max_turns}

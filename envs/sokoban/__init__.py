@@ -6,6 +6,7 @@ from typing import Any
 
 from envs.registry import register
 from envs.sokoban.config import DEFAULT_CATEGORIES, SokobanConfig
+from envs.sokoban.distill import SokobanDistillAdapter
 from envs.sokoban.env import SokobanEnv
 from envs.sokoban.outcome import SokobanStepOutcome
 
@@ -20,6 +21,7 @@ register(
     make_sokoban,
     "Sokoban: push every box onto a target in generated rooms (6x6-1box, 7x7-2box, 8x8-3box).",
     config_class=SokobanConfig,
+    distill_adapter=SokobanDistillAdapter(),
 )
 
 __all__ = [

@@ -70,6 +70,16 @@ class SokobanStepOutcome:
                 data[key] = list(data[key])
         return data
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SokobanStepOutcome:
+        """Inverse of :meth:`to_dict` (unknown keys are ignored)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        for key in ("box_from", "box_to"):
+            if values.get(key) is not None:
+                values[key] = (int(values[key][0]), int(values[key][1]))
+        return cls(**values)
+
     def explain(self) -> str:
         """Describe the turn in one sentence, for notes and people."""
         if not self.valid:

@@ -7,6 +7,7 @@ from typing import Any
 from envs.registry import register
 from envs.webshop.categories import SKILLRL_CATEGORIES
 from envs.webshop.config import WebShopConfig
+from envs.webshop.distill import WebShopDistillAdapter
 from envs.webshop.env import WebShopEnv
 
 
@@ -21,6 +22,7 @@ register(
     "WebShop: search a product catalog, pick options, buy what the instruction asks for.",
     config_class=WebShopConfig,
     skillrl_categories=SKILLRL_CATEGORIES,
+    distill_adapter=WebShopDistillAdapter(),
 )
 
 __all__ = ["WebShopConfig", "WebShopEnv", "make_webshop"]
