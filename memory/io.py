@@ -221,7 +221,7 @@ def import_jsonl(bank: SkillBank, path: Path, *, author: str = "import") -> Impo
             f"{path}:{seen[first]}: an entry with id {first} is already in the bank "
             "(nothing was imported)"
         )
-    insert_entries(bank, entries, author=author)
+    insert_entries(bank.store, entries, author=author)
     return ImportReport(records=len(entries), added=[e.id for e in entries])
 
 

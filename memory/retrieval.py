@@ -50,7 +50,7 @@ def retrieve(
     """Embed every query in one pass, then :func:`retrieve_vectors`."""
     if not queries:
         return []
-    vectors = bank.embedder.embed([query_text(q) for q in queries])
+    vectors = bank.store.embedder.embed([query_text(q) for q in queries])
     return retrieve_vectors(bank, queries, vectors, config, record=record)
 
 
@@ -74,7 +74,7 @@ def _grouped_query(bank: SkillBank, vectors: np.ndarray, keys: list[Partition], 
     for key, positions in groups.items():
         fetch = k + 1
         while True:
-            hits = bank.index.query(vectors[positions], fetch, key)
+            hits = bank.store.index.query(vectors[positions], fetch, key)
             if not any(_tied_at_cut(row, k, fetch) for row in hits):
                 break
             fetch *= 2
@@ -139,7 +139,7 @@ def _task_hits(bank: SkillBank, queries: list[RetrievalQuery], vectors: np.ndarr
         if not query.category:
             open_positions[query.env].append(position)
     for env, positions in open_positions.items():
-        for key in bank.index.partitions("task", env):
+        for key in bank.store.index.partitions("task", env):
             if not key[2]:
                 continue  # the category-less partition was searched above
             hits = _grouped_query(bank, vectors[positions], [key] * len(positions), k)
@@ -157,7 +157,7 @@ def retrieve_vectors(
     record: bool,
 ) -> list[RetrievedSkills]:
     """Retrieve for queries whose embeddings are already computed."""
-    bank.sync_index()
+    bank.store.sync_index()
     hits = search_index(bank, queries, vectors, config)
     for kind, per_query in hits.items():
         if kind == "general":
@@ -235,7 +235,7 @@ def record_events(
         .where(table.c.id == bindparam("b_id"))
         .values(times_retrieved=table.c.times_retrieved + bindparam("b_n"))
     )
-    with bank.transaction() as (session, _undo):
+    with bank.store.transaction() as (session, _undo):
         connection = session.connection()
         connection.execute(insert(RetrievalEventRow.__table__), events)
         connection.execute(bump, [{"b_id": i, "b_n": n} for i, n in counts.items()])

@@ -148,7 +148,7 @@ class TrainingRun:
                 self._save_rollout(cycle, data)
             # Idempotent by episode id. An episode that ended on an error is left out, as the
             # rollout engine leaves it out elsewhere: its turns did not all happen.
-            self.bank.save_episodes([e for e in episodes if not e.error])
+            self.bank.trajectories.save_episodes([e for e in episodes if not e.error])
         state.goal_cursor = data["cursor_end"]
         s = summarise(episodes)
         state.current.update(
@@ -338,13 +338,13 @@ class TrainingRun:
 
     def _snapshot(self, cycle: int) -> dict[str, Any]:
         name = f"{self.files.root.name}-cycle-{cycle:04d}"
-        known = {s.name for s in self.bank.snapshots()}
+        known = {s.name for s in self.bank.snapshots.list()}
         if name not in known:
-            self.bank.snapshot(name)
+            self.bank.snapshots.create(name)
         row: dict[str, Any] = {"bank.size": self.bank.count(), "bank.snapshot": name}
         previous = f"{self.files.root.name}-cycle-{cycle - 1:04d}"
         if cycle > 0 and previous in known:
-            diff = self.bank.diff(previous, name)
+            diff = self.bank.snapshots.diff(previous, name)
             row["bank.churn"] = len(diff.added) + len(diff.removed) + len(diff.changed)
         return row
 

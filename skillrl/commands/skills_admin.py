@@ -119,7 +119,7 @@ def export(bank: Any, file: Path, fmt: str | None, env: str | None, as_json: boo
 @bank_options
 def snapshot(bank: Any, name: str, as_json: bool) -> None:
     """Save the bank's current entries as snapshot NAME."""
-    info = bank.snapshot(name)
+    info = bank.snapshots.create(name)
     if as_json:
         print_json(dataclasses.asdict(info))
     else:
@@ -131,7 +131,7 @@ def snapshot(bank: Any, name: str, as_json: bool) -> None:
 @bank_options
 def snapshots(bank: Any, as_json: bool) -> None:
     """List the saved snapshots."""
-    infos = bank.snapshots()
+    infos = bank.snapshots.list()
     if as_json:
         print_json([dataclasses.asdict(i) for i in infos])
     else:
@@ -145,7 +145,7 @@ def snapshots(bank: Any, as_json: bool) -> None:
 @bank_options
 def diff(bank: Any, a: str, b: str, as_json: bool) -> None:
     """Show what changed from snapshot A to snapshot B (default: the current bank)."""
-    result = bank.diff(a, b)
+    result = bank.snapshots.diff(a, b)
     if as_json:
         print_json(dataclasses.asdict(result))
     else:

@@ -38,7 +38,7 @@ def _worker(workspace: str, shared_id: str, index: int, barrier) -> None:
 
     torch.set_num_threads(1)
     with SkillBank.open(_config(Path(workspace))) as bank:
-        bank.embedder.embed(["warm up"])
+        bank.store.embedder.embed(["warm up"])
         barrier.wait(timeout=300)
         for title, principle in TOPICS[2 * index : 2 * index + 2]:
             bank.add(EntryDraft(kind="general", title=title, principle=principle))
@@ -49,8 +49,9 @@ def _worker(workspace: str, shared_id: str, index: int, barrier) -> None:
             bank.retrieve([query], RetrievalConfig(k_general=20, min_similarity=-1.0))
         turn = TurnRecord(turn=0, observation="o", available_actions=["a"], action="a",
                           action_valid=True, reward=1.0, retrieved_ids=[shared_id])  # fmt: skip
-        bank.save_episodes([EpisodeRecord("webshop", "g", "i", "footwear", turns=[turn],
-                                          success=index % 2 == 0)])  # fmt: skip
+        episode = EpisodeRecord("webshop", "g", "i", "footwear", turns=[turn],
+                                success=index % 2 == 0)  # fmt: skip
+        bank.trajectories.save_episodes([episode])
 
 
 @pytest.mark.slow

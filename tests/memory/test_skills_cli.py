@@ -25,7 +25,7 @@ def template_bank(tmp_path_factory, embedder):
         size = bank.add(SIZE_NOTE).entry
         bank.add(GENERAL)
         bank.edit(size.id, author="bob", title="Choose the right size")
-        bank.snapshot("before")
+        bank.snapshots.create("before")
     return workspace, size.id
 
 
@@ -49,8 +49,8 @@ def bank_state(workspace: Path, embedder) -> dict:
         return {
             "entries": [dataclasses.asdict(e) for e in entries],
             "history": {e.id: [dataclasses.asdict(r) for r in bank.history(e.id)] for e in entries},
-            "snapshots": [s.name for s in bank.snapshots()],
-            "index": sorted((r.id, r.metadata["revision"]) for r in bank.index.get()),
+            "snapshots": [s.name for s in bank.snapshots.list()],
+            "index": sorted((r.id, r.metadata["revision"]) for r in bank.store.index.get()),
         }
 
 

@@ -98,7 +98,7 @@ def test_subprocess_expert_run_records_into_a_seeded_bank(workspace):
     from memory import BankConfig, SkillBank
 
     with SkillBank.open(BankConfig(workspace=workspace)) as bank:
-        assert len(bank.episodes(env="webshop")) == 2 and bank.count() > 0
+        assert len(bank.trajectories.episodes(env="webshop")) == 2 and bank.count() > 0
 
 
 def test_a_person_plays_with_typed_shorthand(workspace):
