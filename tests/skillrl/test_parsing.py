@@ -193,3 +193,14 @@ def test_any_text_is_a_result_for_every_environment(adapter, text):
     parsed = parse_with(text, available, adapter)
     assert parsed.ok == (parsed.action in available)
     assert parsed.ok or parsed.error
+
+
+@settings(max_examples=200, deadline=timedelta(milliseconds=500))
+@given(st.lists(_PIECES | st.text(max_size=8)).map("".join), st.booleans())
+def test_any_written_query_becomes_one_well_formed_search(written, repair):
+    action, repaired = WEBSHOP.free_text_action(written, "buy a red ball", repair)
+    assert action.startswith("search[") and action.endswith("]")
+    assert "[" not in action[len("search[") : -1] and "]" not in action[len("search[") : -1]
+    assert repaired <= repair  # only ever repaired when asked
+    if repaired:
+        assert action == "search[buy a red ball]"
