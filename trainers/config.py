@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from envs.registry import DEFAULT_ENV
 from skillrl_core.errors import ConfigError
 from skillrl_core.validation import check_finite_fields, check_number
 
@@ -118,7 +119,7 @@ class GRPOConfig:
 class CycleConfig:
     """One ``skillrl train`` run: how many cycles, on which goals, with what."""
 
-    env_id: str = "webshop"
+    env_id: str = DEFAULT_ENV
     """Environment id (``envs.make``)."""
     cycles: int = 3
     """Improvement cycles to run (cycle 0 is the evaluation of the starting point)."""

@@ -7,11 +7,13 @@ builds the example from that very state: the skills retrieved for that turn, the
 history, the observation. Nothing about a turn is reconstructed afterwards.
 
 DAgger (Ross et al., 2011): the policy acts, the expert labels. :class:`ExpertLabeller` asks
-``WebShopExpert.decide`` for the expert's action at the learner's state and then tells it the
-action the learner took (``observe``), so the label is the expert's move *from where the learner
-is* (back from a wrong product, the option the learner skipped), not a replay of the expert's own
-path. Departure from the paper: no beta-mixture of expert and learner actions; round 0 is pure
-behaviour cloning and every later round rolls out the current policy only.
+the environment's expert (its adapter's ``make_expert``) to ``decide`` the expert's action at the
+learner's state and then tells it the action the learner took (``observe``); an expert without
+those two (Sokoban's re-plans from any grid) labels with ``act``. So the label is the expert's
+move *from where the learner is* (back from a wrong product, the option the learner skipped), not
+a replay of the expert's own path. Departure from the paper: no beta-mixture of expert and
+learner actions; round 0 is pure behaviour cloning and every later round rolls out the current
+policy only.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from envs.webshop.expert import WebShopExpert
+import envs
+from envs.adapter import Expert
 from skillrl.agent import AgentDecision, AgentState
-from skillrl.parsing import parse_action
+from skillrl.parsing import split_thinking
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
@@ -39,28 +42,41 @@ class ExpertLabeller:
 
     def __init__(self, max_turns: int = 15) -> None:
         self.max_turns = max_turns
-        self._experts: dict[str, WebShopExpert] = {}
+        self._reset_info: dict[str, dict[str, Any]] = {}
+        self._experts: dict[str, Expert] = {}
 
     def begin(self, episode_id: str, reset_info: dict[str, Any]) -> None:
-        """Start labelling an episode (``reset_info`` must carry the WebShop ``goal``)."""
-        if "goal" not in reset_info:
-            raise ConfigError("the expert labeller needs the WebShop goal in the reset info")
-        expert = WebShopExpert(max_turns=self.max_turns)
-        expert.reset(reset_info)
-        self._experts[episode_id] = expert
+        """Start labelling an episode (the expert is made at its first state: its env is known)."""
+        self._reset_info[episode_id] = dict(reset_info)
 
     def label(self, state: AgentState) -> str:
         """Return the expert's action at ``state``."""
+        expert = self._experts.get(state.episode_id) or self._start(state)
         info = {"available_actions": state.available_actions, **state.info}
-        return self._experts[state.episode_id].decide(state.observation, info)
+        decide = getattr(expert, "decide", None)
+        return decide(state.observation, info) if decide else expert.act(state.observation, info)
+
+    def _start(self, state: AgentState) -> Expert:
+        reset_info = self._reset_info.get(state.episode_id)
+        if reset_info is None:
+            raise ConfigError(f"episode {state.episode_id!r} was never begun")
+        expert = envs.adapter_for(state.env_id).make_expert(self.max_turns)
+        if expert is None:
+            raise ConfigError(f"environment {state.env_id!r} has no scripted expert to label")
+        expert.reset(reset_info)
+        self._experts[state.episode_id] = expert
+        return expert
 
     def observe(self, episode_id: str, action: str) -> None:
         """Tell the episode's expert which action was actually taken at the last labelled state."""
-        self._experts[episode_id].observe(action)
+        observe = getattr(self._experts.get(episode_id), "observe", None)
+        if observe is not None:
+            observe(action)
 
     def end(self, episode_id: str) -> None:
         """Forget an episode."""
         self._experts.pop(episode_id, None)
+        self._reset_info.pop(episode_id, None)
 
 
 class ReplayAgent:
@@ -78,11 +94,12 @@ class ReplayAgent:
         self._actions[episode_id] = list(self._queue.popleft())
 
     def act(self, states: list[AgentState]) -> list[AgentDecision]:
-        """Return each episode's stored action for its turn (``back to search`` past the end)."""
+        """Return each episode's stored action for its turn (the first admissible past the end)."""
         decisions = []
         for state in states:
             actions = self._actions[state.episode_id]
-            action = actions[state.turn] if state.turn < len(actions) else "click[back to search]"
+            fallback = state.available_actions[0] if state.available_actions else ""
+            action = actions[state.turn] if state.turn < len(actions) else fallback
             decisions.append(AgentDecision(action=action, model_output=action))
         return decisions
 
@@ -164,7 +181,7 @@ class LabellingAgent:
 
 def _thought(decision: AgentDecision, state: AgentState) -> str:
     """Return a teacher's own thought, when it wrote one (free decoding)."""
-    return parse_action(decision.model_output, state.available_actions).think[:300]
+    return split_thinking(decision.model_output)[0][:300]
 
 
 def collect_examples(

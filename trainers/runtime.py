@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from envs.registry import DEFAULT_ENV
 from skillrl_core.records import EpisodeRecord
 from trainers.retrieval_log import DeferredRetrievals
 
@@ -64,7 +65,7 @@ class EpisodeRunner:
     """Plays batches of episodes with one policy, with or without the skill bank."""
 
     policy: Any
-    env_id: str = "webshop"
+    env_id: str = DEFAULT_ENV
     bank: Any | None = None
     """The skill bank to retrieve from every turn (None: no skills)."""
     max_turns: int = 15
@@ -86,14 +87,10 @@ class EpisodeRunner:
     """Called as ``on_episode(finished, total)`` whenever an episode of a ``run`` ends."""
 
     def split_size(self, split: str) -> int:
-        """Return the number of goals in ``split`` of the environment."""
+        """Return the number of goals in ``split`` of the environment (its adapter knows)."""
         import envs
 
-        env = envs.make(self.env_id, **self._env_config())
-        world = getattr(env, "world", None)
-        if world is None or not hasattr(world, "split"):
-            return 1_000_000  # an environment without a goal list: indices are open-ended
-        return len(world.split(split))
+        return envs.adapter_for(self.env_id).split_size(split, self._env_config())
 
     def run(
         self,

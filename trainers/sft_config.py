@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from envs.registry import DEFAULT_ENV
 from skillrl_core.errors import ConfigError
 
 SOURCES: tuple[str, ...] = ("expert", "bank", "teacher")
@@ -24,8 +25,8 @@ TRAIN_SPLIT = "train"
 class ColdStartConfig:
     """One cold-start run: which examples, how many DAgger rounds, how to fine-tune."""
 
-    env_id: str = "webshop"
-    """Environment id (``envs.make``); the expert labeller needs ``webshop``."""
+    env_id: str = DEFAULT_ENV
+    """Environment id (``envs.make``); expert sources and DAgger need an adapter with an expert."""
     sources: tuple[str, ...] = ("expert",)
     """Behaviour-cloning sources of round 0, any of :data:`SOURCES`."""
     split: str = TRAIN_SPLIT

@@ -7,10 +7,10 @@ should follow it. The prompt is built by the agent itself (``LLMAgent.prompt_for
 policy sees at run time: task, the skills retrieved at that turn, history window, observation,
 admissible actions. The target is in the policy's own output format:
 
-- constrained decoding: the agent pre-fills the assistant turn (``<action>search[`` on a search
-  page, ``<action>`` elsewhere) and the model writes the query up to ``]`` or is scored on
-  ``click[...]</action>``; the pre-filled part is :attr:`TurnExample.assistant_prefix` (prompt,
-  no loss) and the rest is the target;
+- constrained decoding: the agent pre-fills the assistant turn (``<action>`` plus, on a free-text
+  turn, the environment adapter's prefix: WebShop's ``<action>search[``) and the model writes the
+  free text up to its stop (``]``) or is scored on ``<candidate></action>``; the pre-filled part
+  is :attr:`TurnExample.assistant_prefix` (prompt, no loss) and the rest is the target;
 - free decoding: ``<think>short thought</think><action>...</action>``, all of it the target.
 
 :func:`tokenize_example` turns an example into ``input_ids`` + ``completion_mask`` with the same
@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import envs
 from skillrl.agent import AgentState
-from skillrl.agents.llm import CLICK_PREFIX, SEARCH_PREFIX
-from skillrl.parsing import is_search_page
+from skillrl.agents.llm import ACTION_PREFIX
 from skillrl.policies.base import Conversation, render_chat_ids
 from skillrl_core.errors import DataFileError
 from trainers.checkpoint import atomic_write_text
@@ -80,31 +80,20 @@ def action_target(
     action: str, state: AgentState, *, constrained: bool, thought: str = ""
 ) -> tuple[str, str]:
     """Return ``(assistant_prefix, target)`` for ``action`` at ``state`` in the policy's format."""
+    adapter = envs.adapter_for(state.env_id)
     if constrained:
-        if is_search_page(state.available_actions) and action.startswith("search["):
-            # The model writes the query after the prefix and stops at "]".
-            return SEARCH_PREFIX, action[len("search[") :]
-        return CLICK_PREFIX, f"{action}</action>"
-    thought = thought or expert_thought(action)
+        free = adapter.free_text_prefix()
+        if free and adapter.is_free_text_turn(state.available_actions) and action.startswith(free):
+            # The model writes the free text after the prefix and stops at the adapter's stop.
+            return ACTION_PREFIX + free, action[len(free) :]
+        return ACTION_PREFIX, f"{action}</action>"
+    thought = thought or expert_thought(action, state.env_id)
     return "", f"<think>{thought}</think><action>{action}</action>"
 
 
-def expert_thought(action: str) -> str:
+def expert_thought(action: str, env_id: str) -> str:
     """Return a short reason for an expert action (free decoding asks for a thought first)."""
-    if action.startswith("search["):
-        return "Search with the product words of the task."
-    value = action[len("click[") : -1] if action.startswith("click[") else action
-    if value == "buy now":
-        return "The product and the wanted options match the task, so buy it."
-    if value in ("< prev", "back to search"):
-        return "This product does not fit the task, so go back."
-    if value in ("next >", "< prev page"):
-        return "Nothing on this page fits the task; try the next page."
-    if value in ("features", "description", "attributes", "reviews"):
-        return "Check the product details for the attributes of the task."
-    if len(value) == 10 and value.isalnum() and any(c.isdigit() for c in value):
-        return "Open the product whose title best matches the task."
-    return f"Choose the wanted option {value}."
+    return envs.adapter_for(env_id).action_thought(action)
 
 
 def build_example(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from envs.registry import register
+from envs.sokoban.agent import SokobanAgentAdapter
 from envs.sokoban.config import DEFAULT_CATEGORIES, SokobanConfig
 from envs.sokoban.distill import SokobanDistillAdapter
 from envs.sokoban.env import SokobanEnv
@@ -21,10 +22,12 @@ register(
     make_sokoban,
     "Sokoban: push every box onto a target in generated rooms (6x6-1box, 7x7-2box, 8x8-3box).",
     config_class=SokobanConfig,
+    adapter=SokobanAgentAdapter(),
     distill_adapter=SokobanDistillAdapter(),
 )
 
 __all__ = [
+    "SokobanAgentAdapter",
     "DEFAULT_CATEGORIES",
     "SokobanConfig",
     "SokobanEnv",

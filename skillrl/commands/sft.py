@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from envs.registry import DEFAULT_ENV
 from skillrl.commands.options import (
     json_option,
     max_new_tokens_option,
@@ -25,7 +26,7 @@ from skillrl_core.errors import ConfigError
 
 
 @click.command("sft")
-@click.option("--env", "env_id", default="webshop", show_default=True, help="Environment id.")
+@click.option("--env", "env_id", default=DEFAULT_ENV, show_default=True, help="Environment id.")
 @click.option(
     "--source",
     "sources",
@@ -159,9 +160,8 @@ from skillrl_core.errors import ConfigError
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of goals and training.")
 @click.option(
     "--run-name",
-    default="webshop-sft",
-    show_default=True,
-    help="Run folder under <workspace>/runs/ (files in its sft/ folder).",
+    default=None,
+    help="Run folder under <workspace>/runs/ (files in its sft/ folder); default <env>-sft.",
 )
 @click.option("--resume", is_flag=True, help="Continue the run from its last completed step.")
 @workspace_option
@@ -179,7 +179,7 @@ def sft(**options: Any) -> None:
 
     o = options
     config = cold_start_config(o)
-    folder = run_folder(o["workspace"], o["run_name"]) / "sft"
+    folder = run_folder(o["workspace"], o["run_name"] or f"{o['env_id']}-sft") / "sft"
     run_cold_start(config, o, folder)
     if o["as_json"]:
         state = json.loads((folder / "state.json").read_text(encoding="utf-8"))

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from envs.registry import DEFAULT_ENV
 from skillrl.commands.options import json_option
 from skillrl.commands.skills_options import author_option, bank_options
 from skillrl.commands.skills_view import (
@@ -36,14 +37,14 @@ def _format(path: Path, fmt: str | None) -> str:
     default=None,
     help="jsonl: full records of an export; skillrl: SkillRL's bank JSON. Default: by suffix.",
 )
-@click.option("--env", default="webshop", show_default=True, help="skillrl format: env of it.")
+@click.option("--env", default=DEFAULT_ENV, show_default=True, help="skillrl format: env of it.")
 @click.option(
     "--category-map",
     "category_map",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     default=None,
     help="skillrl format: YAML mapping 'skillrl_category: env_category' used instead of the "
-    "env's default table (e.g. webshop: apparel -> fashion).",
+    "env's default table (e.g. apparel: fashion).",
 )
 @click.option(
     "--map-category",

@@ -19,7 +19,7 @@ TEXT_FIELDS = (
     ("title", "Short name of the entry."),
     ("principle", "The rule itself, stated generally."),
     ("when_to_apply", "When the rule applies."),
-    ("env", "Environment id (task skills and notes), e.g. webshop."),
+    ("env", "Environment id (task skills and notes); skillrl envs lists them."),
     ("category", "Task category within the environment, e.g. fashion."),
     ("failure_point", "Notes only: where the episode went wrong."),
     ("flawed_action", "Notes only: the action that was wrong."),

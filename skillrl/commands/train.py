@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from envs.registry import DEFAULT_ENV
 from skillrl.commands.options import (
     constrained_from,
     decoding_line,
@@ -36,7 +37,7 @@ from skillrl_core.errors import CheckpointError, ConfigError
 
 
 @click.command("train")
-@click.option("--env", "env_id", default="webshop", show_default=True, help="Environment id.")
+@click.option("--env", "env_id", default=DEFAULT_ENV, show_default=True, help="Environment id.")
 @click.option(
     "--cycles",
     type=click.IntRange(1),
@@ -212,9 +213,8 @@ from skillrl_core.errors import CheckpointError, ConfigError
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of goals and sampling.")
 @click.option(
     "--run-name",
-    default="webshop",
-    show_default=True,
-    help="Run folder name under <workspace>/runs/.",
+    default=None,
+    help="Run folder name under <workspace>/runs/ (default: the environment id).",
 )
 @click.option(
     "--cold-start",
@@ -295,6 +295,7 @@ def train(**options: Any) -> None:
 
     o = options
     ctx = click.get_current_context()
+    o["run_name"] = o["run_name"] or o["env_id"]  # the default folder is named after the env
     folder = run_folder(o["workspace"], o["run_name"])
     if o["resume"]:
         fill_from_saved(ctx, o, folder)
