@@ -4,8 +4,8 @@ A :class:`TurnRewardFn` maps a batch of episodes to per-turn rewards (batched so
 model can score many turns in one call). :func:`compute_turn_rewards` sums the weighted outputs
 of several functions. Shipped functions:
 
-- :class:`EnvReward`: the environment's reward at each turn, with the final task reward (the
-  WebShop purchase score, 0 when nothing was bought) on the last turn;
+- :class:`EnvReward`: the environment's own reward at each turn (WebShop: 0 until the purchase
+  score on the buying turn; Sokoban: step cost, box on/off target and the solve bonus);
 - :class:`InvalidActionPenalty`: ``-penalty`` on every turn whose action was invalid;
 - :class:`TurnCost`: ``-cost`` on every turn, so that finishing in 3 turns beats needing 12;
 - :class:`LLMJudgeReward`: a judge model votes YES/NO on each turn, majority vote decides.
@@ -42,25 +42,18 @@ class TurnRewardFn(Protocol):
 
 @dataclass
 class EnvReward:
-    """The environment's per-turn reward; the last turn carries the episode's final score.
+    """The environment's per-turn reward, exactly as ``step`` paid it.
 
-    WebShop pays nothing before the purchase and the purchase score on the buying turn; taking the
-    last turn's value from ``EpisodeRecord.score`` makes a truncated episode (never bought) end
-    on 0 even if an environment paid something on its last step.
+    Not the episode's [0, 1] score: that is a summary for people (WebShop pays it on the buying
+    turn anyway), while an environment with per-turn rewards (Sokoban's step cost, +1 per box
+    onto a target, +10 when solved) gives turn-level credit the signal it was built for.
     """
 
     name: str = "env"
 
     def __call__(self, episodes: Sequence[EpisodeRecord]) -> TurnRewards:
-        """Return the env reward per turn, the final score on a terminating turn."""
-        out: TurnRewards = []
-        for episode in episodes:
-            rewards = [float(t.reward) for t in episode.turns]
-            if rewards:
-                last = episode.turns[-1]
-                rewards[-1] = float(episode.score) if last.terminated else float(last.reward)
-            out.append(rewards)
-        return out
+        """Return each turn's environment reward."""
+        return [[float(t.reward) for t in episode.turns] for episode in episodes]
 
 
 @dataclass

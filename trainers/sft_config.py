@@ -7,11 +7,11 @@ Field names follow TRL's ``SFTConfig`` where the meaning is the same (``learning
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from envs.registry import DEFAULT_ENV
 from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 SOURCES: tuple[str, ...] = ("expert", "bank", "teacher")
 """Where behaviour-cloning turns come from: the scripted expert on training goals, successful
@@ -87,6 +87,7 @@ class ColdStartConfig:
     """Seed of the goal order, LoRA init and data order."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.split != TRAIN_SPLIT:
             raise ConfigError(
                 f"split ({self.split!r}) must be {TRAIN_SPLIT!r}: only training goals may become "
@@ -109,9 +110,6 @@ class ColdStartConfig:
         for name in ("goals", "bank_episodes", "dagger_rounds", "dagger_goals"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 0")
-        for name in ("num_train_epochs", "learning_rate", "dagger_temperature", "lora_dropout"):
-            if not math.isfinite(getattr(self, name)):
-                raise ConfigError(f"{name} ({getattr(self, name)}) must be finite")
         if self.num_train_epochs <= 0 or self.learning_rate <= 0:
             raise ConfigError(
                 f"num_train_epochs ({self.num_train_epochs}) and learning_rate "

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs import distill_adapter_for
+from envs import DEFAULT_ENV, distill_adapter_for
 from memory.types import EntryDraft
 from skillrl.distill.base import Distiller, DistillReport
 from skillrl.distill.pipeline import PipelineConfig, distill_pending
@@ -27,8 +27,8 @@ from skillrl_core.validation import check_finite_fields
 class BootstrapConfig:
     """What ``skillrl bootstrap`` plays and distills."""
 
-    env: str = "webshop"
-    """Environment id (the expert exists for webshop only)."""
+    env: str = DEFAULT_ENV
+    """Environment id (any registered environment whose adapter has an expert)."""
     episodes: int = 120
     """Training goals to play (goal indices ``first_goal`` onwards of the train split)."""
     first_goal: int = 0

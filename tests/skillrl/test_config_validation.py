@@ -30,6 +30,7 @@ from skillrl_core.validation import check_number, float_fields
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.eval_run import EvalConfig
 from trainers.rewards import InvalidActionPenalty, LLMJudgeReward, TurnCost
+from trainers.sft_config import ColdStartConfig
 
 # Config class -> the arguments it needs besides the field under test.
 CONFIGS: dict[type, dict] = {
@@ -38,6 +39,7 @@ CONFIGS: dict[type, dict] = {
     UpkeepConfig: {}, SamplingConfig: {}, PolicyConfig: {}, PromptConfig: {}, RolloutConfig: {},
     CycleConfig: {}, GRPOConfig: {}, EvalConfig: {}, InvalidActionPenalty: {}, TurnCost: {},
     LLMJudgeReward: {"policy": None, "sampling": None}, WebShopConfig: {}, SokobanConfig: {},
+    ColdStartConfig: {},
 }  # fmt: skip
 CASES = [
     (cls, f.name, value)

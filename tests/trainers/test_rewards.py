@@ -26,6 +26,13 @@ def test_env_reward_puts_the_purchase_score_on_the_last_turn():
     assert EnvReward()([timed_out]) == [[0.0, 0.0]]
 
 
+def test_env_reward_keeps_per_turn_rewards_of_a_solved_room():
+    # Sokoban pays per turn: -0.1 a move, +1 box onto a target, +10 when solved. The solving
+    # turn keeps its 10.9, not the episode's [0, 1] score, so turn-level credit sees the bonus.
+    solved = episode(["l", "u", "r"], [-0.1, 0.9, 10.9], score=1.0)
+    assert EnvReward()([solved]) == [[-0.1, 0.9, 10.9]]
+
+
 def test_shaping_penalises_invalid_actions_and_every_turn():
     ep = episode(["s", "r", "p"], [0.0, 0.0, 1.0], valid=[True, False, True], score=1.0)
     rewards = compute_turn_rewards([ep], default_reward_functions(0.1, 0.01))
