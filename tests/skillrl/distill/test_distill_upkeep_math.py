@@ -36,6 +36,7 @@ class _Bank:
 
     def __init__(self, entries, totals):
         self._entries, self._totals, self.retired = entries, totals, []
+        self.trajectories = self  # the bank's trajectory store answers episode_totals
 
     def list(self, *, status):
         return list(self._entries)
