@@ -24,9 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import envs
-from envs.adapter import Expert
 from skillrl.agent import AgentDecision, AgentState
+from skillrl.agents.expert import EpisodeExperts, expert_info
 from skillrl.parsing import split_thinking
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 from skillrl_core.errors import ConfigError
@@ -41,42 +40,28 @@ class ExpertLabeller:
     """The scripted expert's action for any state of an episode, whoever takes the actions."""
 
     def __init__(self, max_turns: int = 15) -> None:
-        self.max_turns = max_turns
-        self._reset_info: dict[str, dict[str, Any]] = {}
-        self._experts: dict[str, Expert] = {}
+        self.experts = EpisodeExperts(max_turns)
 
     def begin(self, episode_id: str, reset_info: dict[str, Any]) -> None:
         """Start labelling an episode (the expert is made at its first state: its env is known)."""
-        self._reset_info[episode_id] = dict(reset_info)
+        self.experts.begin(episode_id, reset_info)
 
     def label(self, state: AgentState) -> str:
         """Return the expert's action at ``state``."""
-        expert = self._experts.get(state.episode_id) or self._start(state)
-        info = {"available_actions": state.available_actions, **state.info}
+        expert = self.experts.expert_for(state)
         decide = getattr(expert, "decide", None)
+        info = expert_info(state)
         return decide(state.observation, info) if decide else expert.act(state.observation, info)
-
-    def _start(self, state: AgentState) -> Expert:
-        reset_info = self._reset_info.get(state.episode_id)
-        if reset_info is None:
-            raise ConfigError(f"episode {state.episode_id!r} was never begun")
-        expert = envs.adapter_for(state.env_id).make_expert(self.max_turns)
-        if expert is None:
-            raise ConfigError(f"environment {state.env_id!r} has no scripted expert to label")
-        expert.reset(reset_info)
-        self._experts[state.episode_id] = expert
-        return expert
 
     def observe(self, episode_id: str, action: str) -> None:
         """Tell the episode's expert which action was actually taken at the last labelled state."""
-        observe = getattr(self._experts.get(episode_id), "observe", None)
+        observe = getattr(self.experts.started(episode_id), "observe", None)
         if observe is not None:
             observe(action)
 
     def end(self, episode_id: str) -> None:
         """Forget an episode."""
-        self._experts.pop(episode_id, None)
-        self._reset_info.pop(episode_id, None)
+        self.experts.end(episode_id)
 
 
 class ReplayAgent:

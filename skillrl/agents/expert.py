@@ -16,11 +16,12 @@ from skillrl.agent import AgentDecision, AgentState
 from skillrl_core.errors import ConfigError
 
 
-class ExpertAgent:
-    """Plays episodes with the environment's scripted expert (no model, no skills)."""
+class EpisodeExperts:
+    """One scripted expert per active episode, made on its first state (the env is known then).
 
-    name = "expert"
-    uses_skills = False
+    Shared by :class:`ExpertAgent` (the expert acts) and the DAgger labeller (the expert labels
+    the states a learner reaches).
+    """
 
     def __init__(self, max_turns: int = 15) -> None:
         if max_turns < 1:
@@ -29,21 +30,15 @@ class ExpertAgent:
         self._reset_info: dict[str, dict[str, Any]] = {}
         self._experts: dict[str, Expert] = {}
 
-    def begin_episode(self, episode_id: str, reset_info: dict[str, Any]) -> None:
-        """Remember the reset info; the expert is made on the first turn (its env is known then)."""
+    def begin(self, episode_id: str, reset_info: dict[str, Any]) -> None:
+        """Remember an episode's reset info (what its expert is reset with)."""
         self._reset_info[episode_id] = dict(reset_info)
 
-    def act(self, states: list[AgentState]) -> list[AgentDecision]:
-        """Return the expert's action for each active episode."""
-        decisions = []
-        for state in states:
-            expert = self._experts.get(state.episode_id) or self._start(state)
-            info = {"available_actions": state.available_actions, **state.info}
-            action = expert.act(state.observation, info)
-            decisions.append(AgentDecision(action=action, model_output=action))
-        return decisions
-
-    def _start(self, state: AgentState) -> Expert:
+    def expert_for(self, state: AgentState) -> Expert:
+        """Return the expert of ``state``'s episode, making it on the episode's first state."""
+        expert = self._experts.get(state.episode_id)
+        if expert is not None:
+            return expert
         reset_info = self._reset_info.get(state.episode_id)
         if reset_info is None:
             raise ConfigError(f"episode {state.episode_id!r} was never begun")
@@ -54,7 +49,47 @@ class ExpertAgent:
         self._experts[state.episode_id] = expert
         return expert
 
-    def end_episode(self, episode_id: str) -> None:
-        """Forget the episode's expert."""
+    def started(self, episode_id: str) -> Expert | None:
+        """Return the episode's expert if it was made already."""
+        return self._experts.get(episode_id)
+
+    def end(self, episode_id: str) -> None:
+        """Forget an episode and its expert."""
         self._experts.pop(episode_id, None)
         self._reset_info.pop(episode_id, None)
+
+
+def expert_info(state: AgentState) -> dict[str, Any]:
+    """Return the info an expert reads at ``state`` (the turn's info and admissible actions)."""
+    return {"available_actions": state.available_actions, **state.info}
+
+
+class ExpertAgent:
+    """Plays episodes with the environment's scripted expert (no model, no skills)."""
+
+    name = "expert"
+    uses_skills = False
+
+    def __init__(self, max_turns: int = 15) -> None:
+        self.experts = EpisodeExperts(max_turns)
+
+    @property
+    def max_turns(self) -> int:
+        """The turn limit the experts plan for."""
+        return self.experts.max_turns
+
+    def begin_episode(self, episode_id: str, reset_info: dict[str, Any]) -> None:
+        """Remember the reset info; the expert is made on the first turn (its env is known then)."""
+        self.experts.begin(episode_id, reset_info)
+
+    def act(self, states: list[AgentState]) -> list[AgentDecision]:
+        """Return the expert's action for each active episode."""
+        decisions = []
+        for state in states:
+            action = self.experts.expert_for(state).act(state.observation, expert_info(state))
+            decisions.append(AgentDecision(action=action, model_output=action))
+        return decisions
+
+    def end_episode(self, episode_id: str) -> None:
+        """Forget the episode's expert."""
+        self.experts.end(episode_id)
