@@ -133,9 +133,41 @@ def collate(samples: Sequence[TurnSample], pad_token_id: int) -> TurnBatch:
 
 
 def micro_batches(
-    samples: Sequence[TurnSample], size: int, generator: torch.Generator | None = None
+    samples: Sequence[TurnSample],
+    size: int,
+    generator: torch.Generator | None = None,
+    *,
+    sort_window: int = 1,
 ) -> list[list[TurnSample]]:
-    """Shuffle (with ``generator``) and cut into micro-batches of ``size`` samples."""
+    """Shuffle (with ``generator``) and cut into micro-batches of ``size`` samples.
+
+    With ``sort_window`` = k > 1, each run of k micro-batches (one optimizer step under gradient
+    accumulation of k) is sorted by length before it is cut, so rows of similar length share a
+    micro-batch and padding shrinks. Which samples land in which optimizer step is still the
+    shuffle's, so a step's summed gradient is unchanged for losses that sum over tokens or
+    sequences (``dapo``, and ``grpo``/``dr_grpo`` with full micro-batches); only the order
+    inside a step and the padding change. Equal prompts sort next to each other.
+    """
+    if sort_window < 1:
+        raise ValueError(f"sort_window ({sort_window}) must be at least 1")
     order = torch.randperm(len(samples), generator=generator).tolist()
     shuffled = [samples[i] for i in order]
+    if sort_window > 1:
+        span = size * sort_window
+        shuffled = [
+            sample
+            for start in range(0, len(shuffled), span)
+            for sample in sorted(shuffled[start : start + span], key=_length_key)
+        ]
     return [shuffled[i : i + size] for i in range(0, len(shuffled), size)]
+
+
+def _length_key(sample: TurnSample) -> tuple[int, int, list[int]]:
+    return (sample.num_tokens, len(sample.completion_ids), sample.prompt_ids)
+
+
+def padding_fraction(batches: Sequence[Sequence[TurnSample]]) -> float:
+    """Share of the forwarded positions that are padding, over micro-batches ``batches``."""
+    real = sum(s.num_tokens for batch in batches for s in batch)
+    total = sum(len(batch) * max(s.num_tokens for s in batch) for batch in batches if batch)
+    return 1.0 - real / total if total else 0.0
