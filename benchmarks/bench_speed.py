@@ -192,10 +192,10 @@ def main() -> None:
     parser.add_argument("--max-turns", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2, help="old/new rollout pairs (ABBA..)")
     parser.add_argument("--no-skills", action="store_true", help="no bank, no retrieval")
-    parser.add_argument("--train-samples", type=int, default=12, help="turns per GRPO step")
+    parser.add_argument("--train-samples", type=int, default=8, help="turns per GRPO step")
     parser.add_argument("--train-rounds", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--grad-accum", type=int, default=3)
+    parser.add_argument("--grad-accum", type=int, default=2)
     parser.add_argument("--free-episodes", type=int, default=4)
     parser.add_argument("--free-turns", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=32)
@@ -301,7 +301,8 @@ def print_report(report: dict, episodes: int) -> None:
         pol = ro[f"{side}_policy"]
         print(
             f"profile {side}: {ro[side + '_profile']}; prompts {int(pol['prompt_rows'])} asked, "
-            f"{int(pol['computed_rows'])} encoded, {int(pol['prefill_tokens'])} prompt tokens"
+            f"{int(pol['computed_rows'])} encoded, {int(pol['prefill_tokens'])} prompt tokens "
+            f"({int(pol['prefix_shareable_tokens'])} in batch-wide common prefixes)"
         )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,10 @@ class PolicyStats:
     """Candidate tokens fed to the model."""
     generated_tokens: int = 0
     """Generated tokens of the rows actually decoded (copies of a greedy row not counted)."""
+    prefix_shareable_tokens: int = 0
+    """Prompt tokens a batch-wide shared prefix would have saved: per call, the longest prefix
+    common to all encoded prompts times (encoded prompts - 1). Measures whether computing that
+    prefix once would pay (it is not done: see ``skillrl.policies.prefix_cache``)."""
 
     def reset(self) -> None:
         """Zero every field."""
@@ -182,18 +187,22 @@ class TransformersPolicy:
         batch = self._encode(conversations)
         self.stats.prompt_rows += len(conversations)
         if not self.fast:
-            self.stats.computed_rows += len(conversations)
-            self.stats.prefill_tokens += sum(len(r) for r in batch.prompt_ids)
+            self._count_encoded(batch.prompt_ids)
             return self._generate(batch, sampling, None)
         groups = dedupe([tuple(row) for row in batch.prompt_ids])
-        self.stats.computed_rows += len(groups.unique)
-        self.stats.prefill_tokens += sum(len(batch.prompt_ids[i]) for i in groups.unique)
+        self._count_encoded([batch.prompt_ids[i] for i in groups.unique])
         if sampling.greedy and groups.saved:
             distinct = self._generate(
                 batch.rows(groups.unique), sampling, dedupe(range(len(groups.unique)))
             )
             return [copy.deepcopy(distinct[j]) for j in groups.index]
         return self._generate(batch, sampling, groups)
+
+    def _count_encoded(self, prompts: list[list[int]]) -> None:
+        self.stats.computed_rows += len(prompts)
+        self.stats.prefill_tokens += sum(len(r) for r in prompts)
+        shared = len(os.path.commonprefix(prompts)) if len(prompts) > 1 else 0
+        self.stats.prefix_shareable_tokens += shared * (len(prompts) - 1)
 
     def _generate(
         self, batch: _Batch, sampling: SamplingConfig, groups: Dedupe | None
@@ -303,8 +312,7 @@ class TransformersPolicy:
         self.stats.prompt_rows += len(conversations)
         if self.fast:
             return self._score_packed(batch, continuations)
-        self.stats.computed_rows += len(conversations)
-        self.stats.prefill_tokens += sum(len(r) for r in batch.prompt_ids)
+        self._count_encoded(batch.prompt_ids)
         tick = time.perf_counter()
         # Only the last prompt position's logits are needed (saves the vocab projection elsewhere).
         prompt_out = self._forward(batch.input_ids, batch.attention_mask, None, None, keep=1)
@@ -373,8 +381,7 @@ class TransformersPolicy:
         """Each distinct prompt once; its distinct candidates packed side by side in one row."""
         groups = dedupe([tuple(row) for row in batch.prompt_ids])
         distinct = batch.rows(groups.unique)
-        self.stats.computed_rows += len(groups.unique)
-        self.stats.prefill_tokens += sum(len(r) for r in distinct.prompt_ids)
+        self._count_encoded(distinct.prompt_ids)
         tick = time.perf_counter()
         prompt_out = self._forward(distinct.input_ids, distinct.attention_mask, None, None, keep=1)
         first_lp = torch.log_softmax(prompt_out.logits[:, -1, :].float(), dim=-1)
