@@ -39,6 +39,7 @@ import torch  # noqa: E402
 from skillrl.agents.llm import LLMAgent, LLMAgentConfig  # noqa: E402
 from skillrl.policies import PolicyConfig, SamplingConfig, load_policy  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
+from trainers.batching import build_samples, micro_batches, padding_fraction  # noqa: E402
 from trainers.config import GRPOConfig  # noqa: E402
 from trainers.grpo import GRPOTrainer  # noqa: E402
 
@@ -157,7 +158,21 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
             seconds[fast] += metrics.seconds
             tokens[fast] += metrics.total_tokens
             print(f"  {mode} {'new' if fast else 'old'}: {metrics.seconds:.1f}s", flush=True)
+    samples = build_samples(episodes, advantages)
+    padding = {
+        fast: padding_fraction(
+            micro_batches(
+                samples,
+                args.batch_size,
+                torch.Generator().manual_seed(0),
+                sort_window=args.grad_accum if fast else 1,
+            )
+        )
+        for fast in (False, True)
+    }
     return {
+        "old_padding": padding[False],
+        "new_padding": padding[True],
         "old_tokens_per_s": tokens[False] / seconds[False],
         "new_tokens_per_s": tokens[True] / seconds[True],
         "ratio": (tokens[True] / seconds[True]) / (tokens[False] / seconds[False]),
@@ -283,7 +298,8 @@ def print_report(report: dict, episodes: int) -> None:
             print(
                 f"{'GRPO trained tokens/s ' + mode:<34}{tr['old_tokens_per_s']:>10.1f}"
                 f"{tr['new_tokens_per_s']:>10.1f}{tr['ratio']:>8.2f}x"
-                f"{tr['old_gflops']:>10.1f}{tr['new_gflops']:>10.1f}"
+                f"{tr['old_gflops']:>10.1f}{tr['new_gflops']:>10.1f}   (padding "
+                f"{100 * tr['old_padding']:.0f}% -> {100 * tr['new_padding']:.0f}%)"
             )
     fr = report.get("free")
     if fr:
