@@ -54,6 +54,7 @@ COMMANDS: dict[str, str] = {
     "distill": "skillrl.commands.distill:distill",
     "bootstrap": "skillrl.commands.bootstrap:bootstrap",
     "train": "skillrl.commands.train:train",
+    "sft": "skillrl.commands.sft:sft",
     "eval": "skillrl.commands.eval:eval_command",
     "runs": "skillrl.commands.runs:runs",
 }
@@ -65,6 +66,7 @@ HELP: dict[str, str] = {
     "distill": "Distill stored trajectories into skills and counterfactual notes.",
     "bootstrap": "Seed a skill bank from expert (or teacher) episodes.",
     "train": "Run recursive improvement cycles (roll out, distill, GRPO, evaluate, evolve).",
+    "sft": "Cold start: fine-tune the policy on expert turns (behaviour cloning + DAgger).",
     "eval": "Evaluate a checkpoint and bank: success, score, Pass@(K,T), timings.",
     "runs": "List training runs: cycles completed, best success, checkpoints.",
 }
@@ -88,7 +90,7 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         """Run the chosen subcommand."""
         # Errors users can cause become one clear line and exit code 1, not a traceback.
-        from skillrl.errors import SkillRLError
+        from skillrl_core.errors import SkillRLError
 
         try:
             return super().invoke(ctx)

@@ -76,7 +76,7 @@ def main() -> None:
         print(f"bootstrap: {boot.episodes} episodes -> {bank.count()} entries "
               f"in {time.perf_counter() - began:.1f}s")  # fmt: skip
         turns = held_out_turns(bank, args.train_goals, args.eval_goals)
-        sources = {e.episode_id: e for e in bank.episodes()}
+        sources = {e.episode_id: e for e in bank.trajectories.episodes()}
         count = smollm2_token_counter()
         full = measure_compression(turns, sources, count, "SmolLM2-135M-Instruct")
         shown = measure_compression(turns, sources, count, "SmolLM2-135M-Instruct",

@@ -68,11 +68,11 @@ def fill(bank: SkillBank, n: int, rng: np.random.Generator) -> tuple[np.ndarray,
             "created_at": now, "updated_at": now,
         })  # fmt: skip
     vectors = unit(rng, n)
-    with bank.transaction() as (session, _undo):
+    with bank.store.transaction() as (session, _undo):
         session.execute(insert(EntryRow), rows)
         metadata = [{"kind": r["kind"], "env": r["env"] or "", "category": r["category"] or "",
                      "revision": 1} for r in rows]  # fmt: skip
-        bank.index.upsert([r["id"] for r in rows], vectors, metadata)
+        bank.store.index.upsert([r["id"] for r in rows], vectors, metadata)
     return vectors, rows
 
 

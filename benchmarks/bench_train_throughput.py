@@ -29,7 +29,7 @@ def measure(args: argparse.Namespace) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from skillrl.records import EpisodeRecord, TurnRecord
+    from skillrl_core.records import EpisodeRecord, TurnRecord
     from trainers.config import GRPOConfig
     from trainers.grpo import GRPOTrainer
 

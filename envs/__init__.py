@@ -2,7 +2,32 @@
 
 from __future__ import annotations
 
+from envs.adapter import ActionListAdapter, ActionRead, AgentAdapter, Expert
 from envs.base import REQUIRED_INFO_KEYS, TextEnv
-from envs.registry import make, register, registered, skillrl_categories
+from envs.distill_adapter import DistillAdapter
+from envs.registry import (
+    DEFAULT_ENV,
+    adapter_for,
+    distill_adapter_for,
+    make,
+    register,
+    registered,
+    skillrl_categories,
+)
 
-__all__ = ["REQUIRED_INFO_KEYS", "TextEnv", "make", "register", "registered", "skillrl_categories"]
+__all__ = [
+    "DEFAULT_ENV",
+    "REQUIRED_INFO_KEYS",
+    "ActionListAdapter",
+    "ActionRead",
+    "AgentAdapter",
+    "DistillAdapter",
+    "Expert",
+    "TextEnv",
+    "adapter_for",
+    "distill_adapter_for",
+    "make",
+    "register",
+    "registered",
+    "skillrl_categories",
+]

@@ -7,15 +7,22 @@ import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from envs.adapter import ActionListAdapter, AgentAdapter
 from envs.base import TextEnv
-from skillrl.errors import ConfigError, UnknownEnvError
+from envs.distill_adapter import DistillAdapter, PlainDistillAdapter
+from skillrl_core.errors import ConfigError, UnknownEnvError
 
 EnvFactory = Callable[..., TextEnv]
+
+DEFAULT_ENV = "webshop"
+"""The environment the CLI and the trainer play when none is named."""
 
 _FACTORIES: dict[str, EnvFactory] = {}
 _DESCRIPTIONS: dict[str, str] = {}
 _SKILLRL_CATEGORIES: dict[str, dict[str, str]] = {}
 _CONFIGS: dict[str, type] = {}
+_ADAPTERS: dict[str, AgentAdapter] = {}
+_DISTILL_ADAPTERS: dict[str, DistillAdapter] = {}
 
 
 def register(
@@ -25,6 +32,8 @@ def register(
     config_class: type | None = None,
     *,
     skillrl_categories: Mapping[str, str] | None = None,
+    adapter: AgentAdapter | None = None,
+    distill_adapter: DistillAdapter | None = None,
 ) -> None:
     """Register ``factory(**config) -> TextEnv`` under ``env_id``.
 
@@ -32,18 +41,37 @@ def register(
     :func:`check_config` validate settings without building the environment).
     ``skillrl_categories`` maps SkillRL's skill-bank categories to this environment's (the
     default table when a SkillRL bank is imported for ``env_id``).
+    ``adapter``: what the agent runtime knows of the environment (its prompt, action grammar,
+    score, expert; see :mod:`envs.adapter`); None: a plain :class:`ActionListAdapter`.
+    ``distill_adapter``: what the distiller may know about the environment (see
+    :mod:`envs.distill_adapter`); without one it sees only trajectories.
     """
     _FACTORIES[env_id] = factory
     _DESCRIPTIONS[env_id] = description
     _SKILLRL_CATEGORIES[env_id] = dict(skillrl_categories or {})
     if config_class is not None:
         _CONFIGS[env_id] = config_class
+    _ADAPTERS[env_id] = adapter if adapter is not None else ActionListAdapter()
+    if distill_adapter is not None:
+        _DISTILL_ADAPTERS[env_id] = distill_adapter
+
+
+def adapter_for(env_id: str) -> AgentAdapter:
+    """Return the agent adapter registered with ``env_id`` (raises UnknownEnvError if none)."""
+    check_id(env_id)
+    return _ADAPTERS[env_id]
 
 
 def skillrl_categories(env_id: str) -> dict[str, str]:
     """Return the SkillRL category -> ``env_id`` category table (empty when none is known)."""
     _load_builtins()
     return dict(_SKILLRL_CATEGORIES.get(env_id, {}))
+
+
+def distill_adapter_for(env_id: str) -> DistillAdapter:
+    """Return ``env_id``'s distill adapter (a trajectory-only one when it registered none)."""
+    check_id(env_id)
+    return _DISTILL_ADAPTERS.get(env_id) or PlainDistillAdapter(env_id)
 
 
 def registered() -> dict[str, str]:
@@ -103,4 +131,5 @@ def check_config(env_id: str, settings: Mapping[str, Any]) -> dict[str, Any]:
 
 def _load_builtins() -> None:
     # Imported lazily so `import envs` stays cheap; each built-in registers itself on import.
+    import envs.sokoban  # noqa: F401
     import envs.webshop  # noqa: F401

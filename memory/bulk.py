@@ -17,7 +17,7 @@ from memory.revisions import add_revision
 from memory.types import Entry
 
 if TYPE_CHECKING:
-    from memory.bank import SkillBank
+    from memory.store import BankStore
 
 
 def _time(text: str) -> datetime:
@@ -59,13 +59,14 @@ def _provenance(entry: Entry) -> list[ProvenanceRow]:
     ]
 
 
-def insert_entries(bank: SkillBank, entries: list[Entry], *, author: str) -> None:
+def insert_entries(store: BankStore, entries: list[Entry], *, author: str) -> None:
     """Insert ``entries`` in one transaction and index the active ones (all or nothing)."""
+    store.require_writable()  # before loading the model
     rows = [_row(e) for e in entries]
     active = [r for r in rows if r.status == "active"]
     texts = [normalise_draft(e).text_for_embedding() for e in entries if e.status == "active"]
-    vectors = bank.embedder.embed(texts) if texts else np.zeros((0, 1), dtype=np.float32)
-    with bank.transaction() as (session, undo):
+    vectors = store.embedder.embed(texts) if texts else np.zeros((0, 1), dtype=np.float32)
+    with store.transaction() as (session, undo):
         session.add_all(rows)
         session.flush()
         for entry, row in zip(entries, rows, strict=True):
@@ -73,4 +74,4 @@ def insert_entries(bank: SkillBank, entries: list[Entry], *, author: str) -> Non
             session.add_all(_provenance(entry))
         session.flush()
         if active:
-            bank.index_upsert(active, vectors, undo)
+            store.index_upsert(active, vectors, undo)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 DATABASE_URL_ENV_VAR = "SKILLRL_DATABASE_URL"
 CHROMA_URL_ENV_VAR = "SKILLRL_CHROMA_URL"
@@ -38,6 +39,7 @@ class BankConfig:
     """How long an SQLite writer waits for another writer's lock before failing."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         self.workspace = Path(self.workspace).expanduser()
         if not 0.0 < self.merge_threshold <= 1.0:
             raise ConfigError(f"merge_threshold ({self.merge_threshold}) must be in (0, 1]")
@@ -84,6 +86,7 @@ class RetrievalConfig:
     skills are exempt: they are always included)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         for name in ("k_general", "k_task", "k_mistakes"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from memory.db import read_session
 from memory.entries import draft_of, index_metadata
 from memory.models import EntryRow, MetaRow
-from skillrl.errors import BankInconsistentError
+from skillrl_core.errors import BankInconsistentError
 
 if TYPE_CHECKING:
-    from memory.bank import SkillBank
+    from memory.store import BankStore
 
 logger = logging.getLogger(__name__)
 EMBEDDER_KEY = "embedder"
@@ -53,12 +54,12 @@ class ConsistencyReport:
         )
 
 
-def _compare(bank: SkillBank, session: Session) -> ConsistencyReport:
+def _compare(store: BankStore, session: Session) -> ConsistencyReport:
     rows = session.execute(
         select(EntryRow.id, EntryRow.revision).where(EntryRow.status == "active")
     ).all()
     active = {entry_id: revision for entry_id, revision in rows}
-    indexed = {r.id: r.metadata.get("revision") for r in bank.index.get()}
+    indexed = {r.id: r.metadata.get("revision") for r in store.index.get()}
     return ConsistencyReport(
         sql_active=len(active),
         index_count=len(indexed),
@@ -68,49 +69,72 @@ def _compare(bank: SkillBank, session: Session) -> ConsistencyReport:
     )
 
 
-def check(bank: SkillBank) -> ConsistencyReport:
-    """Compare SQL's active entries with the index (under the write lock)."""
-    with bank.transaction() as (session, _undo):
-        return _compare(bank, session)
+def check(store: BankStore) -> ConsistencyReport:
+    """Compare SQL's active entries with the index (under the write lock, unless read-only)."""
+    if store.read_only:  # no writer can be half-way through a change
+        with read_session(store.engine) as session:
+            return _compare(store, session)
+    with store.transaction() as (session, _undo):
+        return _compare(store, session)
 
 
-def _index_rows(bank: SkillBank, rows: list[EntryRow]) -> None:
+def _index_rows(store: BankStore, rows: list[EntryRow]) -> None:
     for start in range(0, len(rows), REINDEX_BATCH):
         chunk = rows[start : start + REINDEX_BATCH]
-        vectors = bank.embedder.embed([draft_of(r).text_for_embedding() for r in chunk])
-        bank.index.upsert([r.id for r in chunk], vectors, [index_metadata(r) for r in chunk])
+        vectors = store.embedder.embed([draft_of(r).text_for_embedding() for r in chunk])
+        store.index.upsert([r.id for r in chunk], vectors, [index_metadata(r) for r in chunk])
 
 
-def check_on_open(bank: SkillBank, *, repair: bool) -> None:
-    """Raise or repair (from SQL) when the stores disagree."""
-    with bank.transaction() as (session, _undo):
-        report = _compare(bank, session)
-        if report.ok:
-            return
-        if not repair:
-            raise BankInconsistentError(
-                f"the skill bank's SQL and index disagree ({report.summary()}); "
-                "run `skillrl skills reindex`"
-            )
-        logger.warning("repairing the skill-bank index from SQL: %s", report.summary())
-        bank.index.delete(report.extra)
-        ids = report.missing + report.stale
-        rows = list(session.scalars(select(EntryRow).where(EntryRow.id.in_(ids))))
-        _index_rows(bank, rows)
+def _disagreement(report: ConsistencyReport) -> BankInconsistentError:
+    return BankInconsistentError(
+        f"the skill bank's SQL and index disagree ({report.summary()}); "
+        "run `skillrl skills reindex`"
+    )
 
 
-def reindex(bank: SkillBank) -> int:
+def check_on_open(store: BankStore, *, repair: bool) -> None:
+    """Raise or repair (from SQL) when the stores disagree (a read-only bank only warns)."""
+    if store.read_only:  # nobody can be changing it, and nothing can be repaired
+        with read_session(store.engine) as session:
+            report = _compare(store, session)
+        if not report.ok and not repair:
+            raise _disagreement(report)
+        if not report.ok:
+            logger.warning("the read-only skill bank's index disagrees: %s", report.summary())
+        return
+    for attempt in range(2):
+        with store.transaction() as (session, _undo):
+            report = _compare(store, session)
+            if report.ok:
+                return
+            if not repair:
+                raise _disagreement(report)
+            if attempt == 1 or store.embedder_loaded or not (report.missing or report.stale):
+                logger.warning("repairing the skill-bank index from SQL: %s", report.summary())
+                store.index.delete(report.extra)
+                ids = report.missing + report.stale
+                rows = list(session.scalars(select(EntryRow).where(EntryRow.id.in_(ids))))
+                _index_rows(store, rows)
+                return
+        # Load the model outside the write lock (it can take seconds), then look again:
+        # another process may have repaired or changed the bank meanwhile.
+        store.embedder.embed(["load the model before taking the write lock"])
+
+
+def reindex(store: BankStore) -> int:
     """Drop the index and rebuild it from SQL's active entries; returns how many."""
-    with bank.transaction() as (session, _undo):
+    store.require_writable()
+    store.embedder.embed(["load the model before taking the write lock"])
+    with store.transaction() as (session, _undo):
         rows = list(
             session.scalars(
                 select(EntryRow).where(EntryRow.status == "active").order_by(EntryRow.id)
             )
         )
-        bank.index.clear()
-        _index_rows(bank, rows)
-        _set_meta(session, EMBEDDER_KEY, bank.config.embedder)
-    logger.info("reindexed %d entries with %s", len(rows), bank.config.embedder)
+        store.index.clear()
+        _index_rows(store, rows)
+        _set_meta(session, EMBEDDER_KEY, store.config.embedder)
+    logger.info("reindexed %d entries with %s", len(rows), store.config.embedder)
     return len(rows)
 
 
@@ -122,17 +146,23 @@ def _set_meta(session: Session, key: str, value: str) -> None:
         row.value = value
 
 
-def check_embedder(bank: SkillBank) -> None:
+def check_embedder(store: BankStore) -> None:
     """Refuse to mix vectors of two embedders: the index remembers which one built it."""
-    wanted = bank.config.embedder
-    with bank.transaction() as (session, _undo):
+    wanted = store.config.embedder
+    with read_session(store.engine) as session:
         row = session.get(MetaRow, EMBEDDER_KEY)
-        if row is None:
-            _set_meta(session, EMBEDDER_KEY, wanted)
-            return
-        if row.value != wanted:
-            raise BankInconsistentError(
-                f"the index was built with embedder {row.value!r} but {wanted!r} was asked for; "
-                f"open the bank with {row.value!r}, or run `skillrl skills reindex --embedder "
-                f"{wanted}` to rebuild it"
-            )
+        recorded = None if row is None else row.value
+    if recorded is None and not store.read_only:
+        # Only a new bank records its embedder; the common case above needs no write lock.
+        with store.transaction() as (session, _undo):
+            row = session.get(MetaRow, EMBEDDER_KEY)
+            if row is None:
+                _set_meta(session, EMBEDDER_KEY, wanted)
+                return
+            recorded = row.value
+    if recorded is not None and recorded != wanted:
+        raise BankInconsistentError(
+            f"the index was built with embedder {recorded!r} but {wanted!r} was asked for; "
+            f"open the bank with {recorded!r}, or run `skillrl skills reindex --embedder "
+            f"{wanted}` to rebuild it"
+        )

@@ -3,7 +3,12 @@
 Writers are serialised so that read-modify-write changes (edits, merges) never lose an update
 across processes: SQLite write transactions start with ``BEGIN IMMEDIATE`` (the database write
 lock is taken up front, so a second writer waits ``busy_timeout`` instead of failing on lock
-upgrade), PostgreSQL write transactions take one transaction-scoped advisory lock.
+upgrade), PostgreSQL write transactions take one transaction-scoped advisory lock. A writer that
+still finds the lock taken after ``busy_timeout`` tries again a few times, then gives up with a
+:class:`BankError` (one line, never a raw ``database is locked``).
+
+A bank whose SQLite file this process may not write is opened read-only (``mode=ro``): it serves
+every read, and a write fails with a :class:`BankError` that says the bank is read-only.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from alembic import command
 from alembic.config import Config
@@ -22,22 +28,36 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
-from skillrl.errors import BankError, ConfigError, DependencyNotInstalled
+from skillrl_core.errors import BankError, ConfigError, DependencyNotInstalled
 
 logger = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _WRITE = "skillrl_write"
+LOCK_ATTEMPTS = 3
+"""Times a writer waits ``busy_timeout`` for the write lock before giving up."""
 # Arbitrary constant shared by every skillrl process: the key of the PostgreSQL advisory lock.
 _PG_LOCK_KEY = 0x5C111B4A
 
 
-def make_engine(url: str, *, busy_timeout_s: float = 30.0) -> Engine:
+def read_only_sqlite_url(path: Path) -> str:
+    """URL opening the SQLite file at ``path`` without ever writing it (nor its folder).
+
+    ``mode=ro`` still needs the ``-shm`` file of a WAL database, which a read-only folder cannot
+    get; when no ``-wal`` file is there, every change is in the main file, so ``immutable=1``
+    (no locks, no shared memory) reads it as it is.
+    """
+    wal = Path(f"{path}-wal")
+    flags = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+    return f"sqlite:///file:{quote(str(path))}?{flags}&uri=true"
+
+
+def make_engine(url: str, *, busy_timeout_s: float = 30.0, read_only: bool = False) -> Engine:
     """Create the engine for ``url``; SQLite gets WAL, a busy timeout and explicit BEGINs."""
     try:
         if url.startswith("sqlite"):
             engine = create_engine(url, connect_args={"timeout": busy_timeout_s})
-            _configure_sqlite(engine, busy_timeout_s)
+            _configure_sqlite(engine, busy_timeout_s, read_only=read_only)
         else:
             engine = create_engine(url, pool_pre_ping=True)
     except NoSuchModuleError as e:
@@ -52,14 +72,15 @@ def make_engine(url: str, *, busy_timeout_s: float = 30.0) -> Engine:
     return engine
 
 
-def _configure_sqlite(engine: Engine, busy_timeout_s: float) -> None:
+def _configure_sqlite(engine: Engine, busy_timeout_s: float, *, read_only: bool) -> None:
     # pysqlite's own implicit transactions would defer the write lock; take BEGIN over
     # (SQLAlchemy's documented recipe) so write transactions can say IMMEDIATE.
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        if not read_only:  # the journal mode is stored in the file: setting it writes
+            cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
@@ -70,14 +91,62 @@ def _configure_sqlite(engine: Engine, busy_timeout_s: float) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
+def _busy(error: OperationalError) -> bool:
+    text_ = str(error.orig).lower()
+    return "database is locked" in text_ or "database is busy" in text_
+
+
+def _read_only(error: OperationalError) -> bool:
+    return "readonly database" in str(error.orig).lower()
+
+
+def store_error(engine: Engine, error: OperationalError) -> BankError:
+    """Return a one-line :class:`BankError` for a database error the user has to act on."""
+    if _read_only(error):
+        return BankError(
+            f"the skill bank {engine.url.database} is read-only (no write permission); "
+            "`list`, `show`, `search` and `export` still work, changes need a writable workspace"
+        )
+    return BankError(f"the skill-bank database {engine.url!r} failed: {error.orig}")
+
+
+def _begin_write(engine: Engine) -> tuple[Session, Any]:
+    """Open a session holding the write lock, waiting up to ``LOCK_ATTEMPTS`` busy timeouts."""
+    bind = engine.execution_options(**{_WRITE: True})
+    for attempt in range(1, LOCK_ATTEMPTS + 1):
+        session = Session(bind, expire_on_commit=False)
+        try:
+            transaction = session.begin()
+            session.connection()  # SQLite: BEGIN IMMEDIATE takes the write lock here
+            if engine.dialect.name == "postgresql":
+                session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+            return session, transaction
+        except OperationalError as e:
+            session.close()
+            if not _busy(e):
+                raise store_error(engine, e) from e
+            if attempt == LOCK_ATTEMPTS:
+                raise BankError(
+                    f"the skill bank is busy: another process kept the write lock of "
+                    f"{engine.url.database} through {attempt} waits of the busy timeout; "
+                    "try again when it has finished"
+                ) from e
+            # Info, not a warning: the user sees one line only if waiting finally fails.
+            logger.info("the skill bank is busy (another process is writing); still waiting")
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
 @contextmanager
 def write_session(engine: Engine) -> Iterator[Session]:
     """Open a session whose transaction holds the bank's write lock; commit on success."""
-    with Session(engine.execution_options(**{_WRITE: True}), expire_on_commit=False) as session:
-        with session.begin():
-            if engine.dialect.name == "postgresql":
-                session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+    session, transaction = _begin_write(engine)
+    try:
+        with session, transaction:
             yield session
+    except OperationalError as e:
+        if _read_only(e):
+            raise store_error(engine, e) from e
+        raise
 
 
 @contextmanager
@@ -87,7 +156,7 @@ def read_session(engine: Engine) -> Iterator[Session]:
         yield session
 
 
-def upgrade_schema(engine: Engine) -> None:
+def upgrade_schema(engine: Engine, *, read_only: bool = False) -> None:
     """Bring the schema to the newest migration (a no-op when it is already there)."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
@@ -97,6 +166,11 @@ def upgrade_schema(engine: Engine) -> None:
             current = MigrationContext.configure(connection).get_current_revision()
         if current == head:
             return
+        if read_only:
+            raise BankError(
+                f"the skill bank {engine.url.database} is read-only and its schema ({current}) "
+                f"needs migrating to {head}; open it once from a writable copy"
+            )
         with engine.execution_options(**{_WRITE: True}).begin() as connection:
             if engine.dialect.name == "postgresql":
                 connection.execute(

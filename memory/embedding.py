@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from memory.config import DEFAULT_EMBEDDER
-from skillrl.errors import DependencyNotInstalled, ModelLoadError
+from skillrl_core.errors import DependencyNotInstalled, ModelLoadError
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from memory.models import EntryRow, ProvenanceRow
 from memory.types import ENTRY_KINDS, Entry, EntryDraft
-from skillrl.errors import InvalidEntryError
+from skillrl_core.errors import InvalidEntryError
 
 CONTENT_FIELDS: tuple[str, ...] = (
     "kind",
@@ -35,6 +35,8 @@ STAT_FIELDS: tuple[str, ...] = (
     "success_episodes",
     "failure_episodes",
 )
+MISTAKE_ONLY: tuple[str, ...] = ("failure_point", "flawed_action", "correction")
+"""Fields only a counterfactual note has (a skill's text would silently never show them)."""
 MAX_TITLE = 300
 MAX_TEXT = 8000
 _OPTIONAL_STR = ("env", "category", "external_id")
@@ -50,6 +52,8 @@ def validate_draft(draft: EntryDraft) -> None:
             continue
         if not isinstance(value, str):
             raise InvalidEntryError(f"{name} must be text, got {type(value).__name__}")
+        if "\x00" in value:  # SQLite stores NUL, PostgreSQL refuses it: keep banks portable
+            raise InvalidEntryError(f"{name} contains a NUL character")
         if len(value) > MAX_TEXT:
             raise InvalidEntryError(f"{name} is {len(value)} characters long (max {MAX_TEXT})")
     if not draft.title.strip():
@@ -58,12 +62,19 @@ def validate_draft(draft: EntryDraft) -> None:
         raise InvalidEntryError(f"title is {len(draft.title)} characters long (max {MAX_TITLE})")
     if not draft.principle.strip():
         raise InvalidEntryError("principle must not be empty")
+    if draft.kind != "mistake":
+        for name in MISTAKE_ONLY:
+            if getattr(draft, name):
+                raise InvalidEntryError(
+                    f"{name} is for mistake notes only (this entry is a {draft.kind} skill); "
+                    "leave it empty"
+                )
     if draft.kind == "task" and not (draft.env and draft.category):
         raise InvalidEntryError("a task skill needs both env and category (e.g. webshop/apparel)")
     if not isinstance(draft.trajectory_ids, list) or not all(
-        isinstance(t, str) for t in draft.trajectory_ids
+        isinstance(t, str) and "\x00" not in t for t in draft.trajectory_ids
     ):
-        raise InvalidEntryError("trajectory_ids must be a list of episode ids")
+        raise InvalidEntryError("trajectory_ids must be a list of episode ids (text, no NUL)")
 
 
 def normalise_draft(draft: EntryDraft) -> EntryDraft:

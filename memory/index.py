@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
 
 from memory.config import BankConfig
-from skillrl.errors import BankError
+from skillrl_core.errors import BankError
 
 logger = logging.getLogger(__name__)
 
@@ -80,15 +84,42 @@ def _unpack(result: Any, *, nested: bool) -> list[list[IndexRecord]]:
     return out
 
 
+def _private_copy(source: Path) -> Path:
+    """Copy a read-only embedded index to a temporary folder, so that it can still be searched.
+
+    Embedded Chroma cannot open a folder it may not write, not even to read it.
+    """
+    target = Path(tempfile.mkdtemp(prefix="skillrl-index-")) / "chroma"
+    if source.is_dir():
+        # Plain copies: the source's read-only modes must not come along.
+        shutil.copytree(
+            source,
+            target,
+            ignore=shutil.ignore_patterns("skillrl.lock"),
+            copy_function=shutil.copyfile,
+        )
+        for folder, _dirs, _files in os.walk(target):
+            os.chmod(folder, 0o700)
+    logger.info("the index at %s is read-only; searching a private copy in %s", source, target)
+    return target
+
+
 class VectorIndex:
     """A Chroma collection in cosine space, holding one vector per active entry."""
 
-    def __init__(self, config: BankConfig):
+    def __init__(self, config: BankConfig, *, read_only: bool = False):
         self.config = config
         self.writes = 0
         """Index changes made through this object (the bank versions them across processes)."""
         self._lock_file: Any = None
-        self._connect()
+        self._private: Path | None = None
+        if read_only and not config.chroma_url:
+            self._private = _private_copy(config.chroma_path)
+        try:
+            self._connect()
+        except BaseException:
+            self._remove_private_copy()
+            raise
 
     @property
     def shared_by_processes_safely(self) -> bool:
@@ -101,9 +132,10 @@ class VectorIndex:
 
         config = self.config
         settings = Settings(anonymized_telemetry=False)
+        path = self._private or config.chroma_path
         if not config.chroma_url:
-            config.chroma_path.mkdir(parents=True, exist_ok=True)
-            self._lock_path = config.chroma_path / "skillrl.lock"
+            path.mkdir(parents=True, exist_ok=True)
+            self._lock_path = path / "skillrl.lock"
         try:
             with self._exclusive():
                 if config.chroma_url:
@@ -115,9 +147,7 @@ class VectorIndex:
                         settings=settings,
                     )
                 else:
-                    self._client = chromadb.PersistentClient(
-                        path=str(config.chroma_path), settings=settings
-                    )
+                    self._client = chromadb.PersistentClient(path=str(path), settings=settings)
                 self._name = config.collection
                 self._cache: dict[str, Any] | None = None
                 self._collections(refresh=True)
@@ -152,8 +182,8 @@ class VectorIndex:
         Embedded Chroma keeps the HNSW graph in memory per process, so another process's
         writes are invisible (and our next write would clobber theirs) until it is reloaded.
         """
-        if self.shared_by_processes_safely:
-            self._collections(refresh=True)
+        if self.shared_by_processes_safely or self._private is not None:
+            self._collections(refresh=True)  # nobody else writes a private copy
             return
         with self._exclusive():
             self._client.close()
@@ -164,6 +194,11 @@ class VectorIndex:
         self._client.close()
         if self._lock_file is not None:
             self._lock_file.close()
+        self._remove_private_copy()
+
+    def _remove_private_copy(self) -> None:
+        if self._private is not None:
+            shutil.rmtree(self._private.parent, ignore_errors=True)
 
     @property
     def max_batch(self) -> int:
@@ -197,6 +232,16 @@ class VectorIndex:
             )
             self._collections()[name] = found
         return found
+
+    def partitions(self, kind: str, env: str) -> list[Partition]:
+        """Every partition of ``kind`` in ``env`` that holds a collection (as last listed)."""
+        keys = []
+        with self._exclusive():
+            for collection in self._collections().values():
+                meta = collection.metadata or {}
+                if meta.get("kind") == kind and meta.get("env") == env:
+                    keys.append((kind, env, str(meta.get("category") or "")))
+        return sorted(keys)
 
     def count(self) -> int:
         """Return the number of vectors in the index."""

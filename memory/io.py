@@ -19,17 +19,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory.bulk import insert_entries
 from memory.entries import STAT_FIELDS, normalise_draft, validate_draft
 from memory.types import Entry, EntryDraft
-from skillrl.errors import DataFileError, ImportFormatError, InvalidEntryError
+from skillrl_core.errors import DataFileError, ImportFormatError, InvalidEntryError
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank
@@ -54,16 +56,26 @@ class ImportReport:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same folder and a rename."""
+    """Write ``text`` to ``path`` through a temp file in the same folder and a rename.
+
+    The folder must exist: creating folders from a mistyped path would hide the typo.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if not path.parent.is_dir():
+        raise DataFileError(f"cannot write {path}: the folder {path.parent} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise DataFileError(f"cannot write {path}: {e.strerror or e}") from e
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise DataFileError(f"cannot write {path}: {e.strerror or e}") from e
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -87,6 +99,78 @@ def export_jsonl(bank: SkillBank, path: Path, *, status: str | None = None) -> i
     return len(entries)
 
 
+PROVENANCE_TEXT = ("source", "author", "reason")
+PROVENANCE_KEYS = frozenset(PROVENANCE_TEXT + ("trajectory_ids", "external_id", "similarity",
+                                               "created_at"))  # fmt: skip
+POSITIVE_FIELDS = ("revision", "support_count")
+"""Counters that start at 1: a stored entry has at least its first revision and one source."""
+
+
+def _check_time(name: str, value: Any, where: str) -> None:
+    if not isinstance(value, str):
+        raise ImportFormatError(f"{where}: field {name!r} must be ISO-8601 text, got {value!r}")
+    if value:
+        try:
+            datetime.fromisoformat(value)
+        except ValueError as e:
+            raise ImportFormatError(
+                f"{where}: field {name!r} ({value!r}) is not an ISO-8601 time"
+            ) from e
+
+
+def _check_no_nul(name: str, value: Any, where: str) -> None:
+    # SQLite stores NUL characters, PostgreSQL refuses them: a bank must move between both.
+    if isinstance(value, str) and "\x00" in value:
+        raise ImportFormatError(f"{where}: field {name!r} contains a NUL character")
+
+
+def _check_provenance(records: Any, where: str) -> None:
+    if not isinstance(records, list):
+        raise ImportFormatError(
+            f"{where}: field 'provenance' must be a list of records, got {type(records).__name__}"
+        )
+    for i, record in enumerate(records):
+        at = f"provenance[{i}]"
+        if not isinstance(record, dict):
+            raise ImportFormatError(f"{where}: field {at!r} must be an object")
+        unknown = sorted(set(record) - PROVENANCE_KEYS)
+        if unknown:
+            raise ImportFormatError(
+                f"{where}: field {at!r} has unknown key(s) {', '.join(unknown)}"
+            )
+        for key in PROVENANCE_TEXT:
+            if not isinstance(record.get(key, ""), str):
+                raise ImportFormatError(f"{where}: field '{at}.{key}' must be text")
+            _check_no_nul(f"{at}.{key}", record.get(key), where)
+        ids = record.get("trajectory_ids", [])
+        if not isinstance(ids, list) or not all(isinstance(t, str) for t in ids):
+            raise ImportFormatError(f"{where}: field '{at}.trajectory_ids' must be a list of ids")
+        for t in ids:
+            _check_no_nul(f"{at}.trajectory_ids", t, where)
+        external = record.get("external_id")
+        if external is not None and not isinstance(external, str):
+            raise ImportFormatError(f"{where}: field '{at}.external_id' must be text or null")
+        _check_no_nul(f"{at}.external_id", external, where)
+        similarity = record.get("similarity")
+        if similarity is not None and (
+            isinstance(similarity, bool)
+            or not isinstance(similarity, (int, float))
+            or not math.isfinite(similarity)
+        ):
+            raise ImportFormatError(f"{where}: field '{at}.similarity' must be a number or null")
+        _check_time(f"{at}.created_at", record.get("created_at", ""), where)
+
+
+def _check_counters(data: dict[str, Any], where: str) -> None:
+    for name in STAT_FIELDS + ("revision",):
+        value = data.get(name, 1 if name in POSITIVE_FIELDS else 0)
+        low = 1 if name in POSITIVE_FIELDS else 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ImportFormatError(
+                f"{where}: field {name!r} ({value!r}) must be an integer >= {low}"
+            )
+
+
 def _entry_record(data: Any, where: str) -> Entry:
     if not isinstance(data, dict):
         raise ImportFormatError(f"{where}: expected a JSON object, got {type(data).__name__}")
@@ -97,11 +181,14 @@ def _entry_record(data: Any, where: str) -> Entry:
     for name in ("id", "kind", "title", "principle"):
         if not isinstance(data.get(name), str) or not data.get(name):
             raise ImportFormatError(f"{where}: field {name!r} is missing or not text")
-    for name in STAT_FIELDS + ("revision",):
-        if not isinstance(data.get(name, 0), int) or data.get(name, 0) < 0:
-            raise ImportFormatError(f"{where}: field {name!r} must be a non-negative integer")
+    for name, value in data.items():
+        _check_no_nul(name, value, where)
+    _check_counters(data, where)
     if data.get("status", "active") not in ("active", "retired"):
         raise ImportFormatError(f"{where}: status must be 'active' or 'retired'")
+    for name in ("created_at", "updated_at"):
+        _check_time(name, data.get(name, ""), where)
+    _check_provenance(data.get("provenance", []), where)
     try:
         entry = Entry(**data)
         validate_draft(normalise_draft(entry))
@@ -134,7 +221,7 @@ def import_jsonl(bank: SkillBank, path: Path, *, author: str = "import") -> Impo
             f"{path}:{seen[first]}: an entry with id {first} is already in the bank "
             "(nothing was imported)"
         )
-    insert_entries(bank, entries, author=author)
+    insert_entries(bank.store, entries, author=author)
     return ImportReport(records=len(entries), added=[e.id for e in entries])
 
 

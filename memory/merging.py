@@ -28,11 +28,11 @@ from memory.revisions import add_revision
 from memory.types import EntryDraft
 
 if TYPE_CHECKING:
-    from memory.bank import SkillBank
+    from memory.store import BankStore
 
 
 def place_drafts(
-    bank: SkillBank, session: Session, drafts: list[EntryDraft], vectors: np.ndarray, author: str
+    store: BankStore, session: Session, drafts: list[EntryDraft], vectors: np.ndarray, author: str
 ) -> tuple[list[tuple[str, bool, float | None]], list[EntryRow], list[np.ndarray]]:
     """Merge each draft into its best match above the threshold, or make a new row."""
     results: list[tuple[str, bool, float | None]] = []
@@ -42,7 +42,7 @@ def place_drafts(
     for draft, vector in zip(drafts, vectors, strict=False):
         key = _scope(draft.kind, draft.env, draft.category)
         if key not in stored:  # merges change no vector: one read per scope per batch
-            stored[key] = _stored_candidates(bank, session, draft)
+            stored[key] = _stored_candidates(store, session, draft)
         # Drafts earlier in this batch are not in the index yet: they are candidates too, after
         # the stored entries (so that a tie still goes to the oldest).
         earlier = [
@@ -50,7 +50,7 @@ def place_drafts(
             for row, other in zip(new_rows, new_vectors, strict=False)
             if _scope(row.kind, row.env, row.category) == key
         ]
-        target, similarity = _merge_target(bank, vector, stored[key] + earlier)
+        target, similarity = _merge_target(store, vector, stored[key] + earlier)
         if target is not None:
             session.execute(
                 update(EntryRow)
@@ -82,14 +82,14 @@ def place_drafts(
 
 
 def _merge_target(
-    bank: SkillBank, vector: np.ndarray, candidates: list[tuple[str, np.ndarray]]
+    store: BankStore, vector: np.ndarray, candidates: list[tuple[str, np.ndarray]]
 ) -> tuple[str | None, float | None]:
     """Pick the most similar candidate at or above the threshold; the first one wins a tie."""
     best_id: str | None = None
     best: float | None = None
     for entry_id, other in candidates:
         similarity = float(np.dot(other, vector))
-        if similarity >= bank.config.merge_threshold and (best is None or similarity > best):
+        if similarity >= store.config.merge_threshold and (best is None or similarity > best):
             best_id, best = entry_id, similarity
     return best_id, best
 
@@ -100,7 +100,7 @@ def _scope(kind: str, env: str | None, category: str | None) -> tuple[str, str, 
 
 
 def _stored_candidates(
-    bank: SkillBank, session: Session, draft: EntryDraft
+    store: BankStore, session: Session, draft: EntryDraft
 ) -> list[tuple[str, np.ndarray]]:
     """Active entries a draft may merge into, oldest first, with their indexed vectors."""
     query = select(EntryRow.id).where(EntryRow.status == "active", EntryRow.kind == draft.kind)
@@ -111,7 +111,7 @@ def _stored_candidates(
         )
     ids = list(session.scalars(query.order_by(EntryRow.created_at, EntryRow.id)))
     key = partition_of({"kind": draft.kind, "env": draft.env, "category": draft.category})
-    vectors = bank.index.vectors(ids, key)
+    vectors = store.index.vectors(ids, key)
     return [(entry_id, vectors[entry_id]) for entry_id in ids if entry_id in vectors]
 
 

@@ -2,13 +2,15 @@
 
 The index keeps one collection per partition (see ``memory.index.partition_of``), so every
 query is an unfiltered nearest-neighbour search: general skills once for the whole batch; task
-skills once per distinct (env, category) in the batch; counterfactual notes once per distinct
-env, plus once for env-agnostic notes, merged by similarity. Task skills and notes below
-``min_similarity`` are dropped; general skills never are: every turn gets the best ``k_general``
-of them, as SkillRL always puts its general skills in the prompt (they are phrased for any task,
-so their similarity to one turn's text is low by design and a cut-off would hide them all). The
-entries are read from SQL in one pass, and, when ``record`` is set, the retrieval
-events and ``times_retrieved`` counters are written in one transaction.
+skills once per distinct (env, category) in the batch (a query without a category searches every
+task category of its env: a person asking "what shoe size" should not have to name "footwear");
+counterfactual notes once per distinct env, plus once for env-agnostic notes, merged by
+similarity. Task skills and notes below ``min_similarity`` are dropped; general skills never are:
+every turn gets the best ``k_general`` of them, as SkillRL always puts its general skills in the
+prompt (they are phrased for any task, so their similarity to one turn's text is low by design
+and a cut-off would hide them all). The entries are read from SQL in one pass, and, when
+``record`` is set, the retrieval events and ``times_retrieved`` counters are written in one
+transaction.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def retrieve(
     """Embed every query in one pass, then :func:`retrieve_vectors`."""
     if not queries:
         return []
-    vectors = bank.embedder.embed([query_text(q) for q in queries])
+    vectors = bank.store.embedder.embed([query_text(q) for q in queries])
     return retrieve_vectors(bank, queries, vectors, config, record=record)
 
 
@@ -72,7 +74,7 @@ def _grouped_query(bank: SkillBank, vectors: np.ndarray, keys: list[Partition], 
     for key, positions in groups.items():
         fetch = k + 1
         while True:
-            hits = bank.index.query(vectors[positions], fetch, key)
+            hits = bank.store.index.query(vectors[positions], fetch, key)
             if not any(_tied_at_cut(row, k, fetch) for row in hits):
                 break
             fetch *= 2
@@ -120,12 +122,30 @@ def search_index(
     env_agnostic = _grouped_query(bank, vectors, [("mistake", "", "")] * n, k_notes)
     return {
         "general": _grouped_query(bank, vectors, [("general", "", "")] * n, limits["general"]),
-        "task": _grouped_query(
-            bank, vectors, [("task", q.env, q.category or "") for q in queries], limits["task"]
-        ),
+        "task": _task_hits(bank, queries, vectors, limits["task"]),
         # Both lists together; _settle orders them and keeps the best.
         "mistakes": [x + y for x, y in zip(mistakes_of_env, env_agnostic, strict=True)],
     }
+
+
+def _task_hits(bank: SkillBank, queries: list[RetrievalQuery], vectors: np.ndarray, k: int) -> Hits:
+    """Task-skill hits: the query's own category, or every category of its env when it has none.
+
+    Each category contributes its k best (plus ties); :func:`_settle` keeps the k best overall.
+    """
+    out = _grouped_query(bank, vectors, [("task", q.env, q.category or "") for q in queries], k)
+    open_positions: dict[str, list[int]] = defaultdict(list)
+    for position, query in enumerate(queries):
+        if not query.category:
+            open_positions[query.env].append(position)
+    for env, positions in open_positions.items():
+        for key in bank.store.index.partitions("task", env):
+            if not key[2]:
+                continue  # the category-less partition was searched above
+            hits = _grouped_query(bank, vectors[positions], [key] * len(positions), k)
+            for position, row in zip(positions, hits, strict=True):
+                out[position] = out[position] + row
+    return out
 
 
 def retrieve_vectors(
@@ -137,7 +157,7 @@ def retrieve_vectors(
     record: bool,
 ) -> list[RetrievedSkills]:
     """Retrieve for queries whose embeddings are already computed."""
-    bank.sync_index()
+    bank.store.sync_index()
     hits = search_index(bank, queries, vectors, config)
     for kind, per_query in hits.items():
         if kind == "general":
@@ -215,7 +235,7 @@ def record_events(
         .where(table.c.id == bindparam("b_id"))
         .values(times_retrieved=table.c.times_retrieved + bindparam("b_n"))
     )
-    with bank.transaction() as (session, _undo):
+    with bank.store.transaction() as (session, _undo):
         connection = session.connection()
         connection.execute(insert(RetrievalEventRow.__table__), events)
         connection.execute(bump, [{"b_id": i, "b_n": n} for i, n in counts.items()])

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from memory.entries import content_of, iso
 from memory.models import EntryRow, RevisionRow
 from memory.types import Revision
-from skillrl.errors import SkillNotFoundError
+from skillrl_core.errors import SkillNotFoundError
 
 
 def add_revision(session: Session, row: EntryRow, *, author: str, reason: str) -> None:

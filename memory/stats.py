@@ -75,7 +75,7 @@ class ScopeTotals:
         scope = utility_scope(entry)
         if scope not in self._cache:
             env, category = scope
-            self._cache[scope] = self._bank.episode_totals(
+            self._cache[scope] = self._bank.trajectories.episode_totals(
                 env=env, category=category, skills_only=True
             )
         return self._cache[scope]

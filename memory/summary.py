@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def bank_summary(bank: SkillBank, *, top: int = 5) -> dict[str, Any]:
     """Entries per kind/status and per env/category, episodes, most retrieved, index check."""
-    with read_session(bank.engine) as session:
+    with read_session(bank.store.engine) as session:
         by_kind = session.execute(
             select(EntryRow.kind, EntryRow.status, func.count()).group_by(
                 EntryRow.kind, EntryRow.status

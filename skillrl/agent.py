@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from memory.types import RetrievedSkills
-from skillrl.records import TurnRecord
+from skillrl_core.records import TurnRecord
 
 
 @dataclass

@@ -24,16 +24,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import envs
+from envs.adapter import AgentAdapter
 from memory.types import RetrievalQuery, RetrievedSkills
 from skillrl.agent import Agent, AgentDecision, AgentState
-from skillrl.errors import ConfigError, SkillRLError
-from skillrl.records import EpisodeRecord, TurnRecord
+from skillrl_core.errors import ConfigError, SkillRLError
+from skillrl_core.records import EpisodeRecord, TurnRecord
+from skillrl_core.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
 
 TRAINING_SPLIT = "train"
 """The split whose episodes count towards entries' usage statistics by default."""
-_INFO_LEFT_OUT = ("available_actions", "instruction", "goal", "reward_breakdown", "category")
+# Kept out of each turn's info: they are on the turn or the episode already. The per-turn
+# reward_breakdown stays (Sokoban explains every move's reward; the distiller reads it).
+_INFO_LEFT_OUT = ("available_actions", "instruction", "goal", "category")
 
 
 @dataclass
@@ -82,6 +86,7 @@ class RolloutConfig:
     ``count_retrievals`` is on)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.max_turns < 1:
             raise ConfigError(f"max_turns ({self.max_turns}) must be at least 1")
         if self.max_parallel < 1:
@@ -327,7 +332,7 @@ class RolloutEngine:
         self.stats.generated_tokens += turn.completion_tokens
         done = terminated or truncated
         if done:
-            _finish(live.record, info, reward, terminated)
+            _finish(live.record, info, reward, terminated, envs.adapter_for(live.record.env_id))
         live.observation, live.info = observation, info
         return TurnEvent(live.slot, live.record, turn, skills, decision, observation, done)
 
@@ -382,11 +387,21 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:500]
 
 
-def _finish(record: EpisodeRecord, info: dict[str, Any], reward: float, terminated: bool) -> None:
-    record.success = bool(info.get("success", False))
+def _finish(
+    record: EpisodeRecord,
+    info: dict[str, Any],
+    reward: float,
+    terminated: bool,
+    adapter: AgentAdapter,
+) -> None:
+    """Score and judge the episode the environment's way (the score is in [0, 1])."""
+    record.success = adapter.episode_success(info)
     breakdown = info.get("reward_breakdown")
     record.reward_breakdown = breakdown if isinstance(breakdown, dict) else None
-    record.score = float(reward) if terminated else 0.0
+    score = float(adapter.episode_score(float(reward), bool(terminated), info))
+    if not 0.0 <= score <= 1.0:  # the contract says [0, 1]; a broken adapter must not skew means
+        raise ConfigError(f"episode score ({score}) of {record.env_id!r} must be in [0, 1]")
+    record.score = score
 
 
 def _jsonable(value: Any) -> bool:

@@ -24,8 +24,8 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-from skillrl.errors import ConfigError
-from skillrl.records import EpisodeRecord
+from skillrl_core.errors import ConfigError
+from skillrl_core.records import EpisodeRecord
 
 _EQUAL_TOL = 1e-9
 

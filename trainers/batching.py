@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from skillrl.records import EpisodeRecord
+from skillrl_core.records import EpisodeRecord
 
 
 @dataclass

@@ -22,7 +22,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from skillrl.errors import CheckpointError
+from skillrl_core.errors import CheckpointError
 
 PARAMS_FILE = "trainable.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"

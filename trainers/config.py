@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from skillrl.errors import ConfigError
+from envs.registry import DEFAULT_ENV
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields, check_number
 
 LOSS_TYPES: tuple[str, ...] = ("dapo", "bnpo", "grpo", "dr_grpo")
 SCALE_REWARDS: tuple[str, ...] = ("group", "none")
@@ -71,6 +73,7 @@ class GRPOConfig:
     """Warn when the mean |old - recomputed| log-prob gap on generated tokens exceeds this."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.loss_type not in LOSS_TYPES:
             raise ConfigError(f"loss_type ({self.loss_type!r}) must be one of {LOSS_TYPES}")
         if self.scale_rewards not in SCALE_REWARDS:
@@ -102,6 +105,9 @@ class GRPOConfig:
                 raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 1")
         if self.max_grad_norm < 0:
             raise ConfigError(f"max_grad_norm ({self.max_grad_norm}) must be >= 0")
+        check_number("weight_decay", self.weight_decay, low=0.0)
+        check_number("lora_dropout", self.lora_dropout, low=0.0, high=1.0, high_open=True)
+        check_number("logprob_gap_warn", self.logprob_gap_warn, low=0.0)
 
     @property
     def clip_high(self) -> float:
@@ -113,7 +119,7 @@ class GRPOConfig:
 class CycleConfig:
     """One ``skillrl train`` run: how many cycles, on which goals, with what."""
 
-    env_id: str = "webshop"
+    env_id: str = DEFAULT_ENV
     """Environment id (``envs.make``)."""
     cycles: int = 3
     """Improvement cycles to run (cycle 0 is the evaluation of the starting point)."""
@@ -163,6 +169,7 @@ class CycleConfig:
     """Extra ``envs.make`` keyword arguments (``max_turns`` is set from this config)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         for name in ("cycles", "goals_per_cycle", "group_size", "max_turns", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 1")

@@ -30,8 +30,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from skillrl.errors import CheckpointError
-from skillrl.records import EpisodeRecord
+from skillrl_core.errors import CheckpointError
+from skillrl_core.records import EpisodeRecord
 from trainers.advantages import compute_advantages
 from trainers.checkpoint import (
     load_trainer_state,
@@ -146,7 +146,9 @@ class TrainingRun:
                 record_deferred(self.bank, events)
                 data["retrievals_recorded"] = True
                 self._save_rollout(cycle, data)
-            self.bank.save_episodes(episodes)  # idempotent by episode id
+            # Idempotent by episode id. An episode that ended on an error is left out, as the
+            # rollout engine leaves it out elsewhere: its turns did not all happen.
+            self.bank.trajectories.save_episodes([e for e in episodes if not e.error])
         state.goal_cursor = data["cursor_end"]
         s = summarise(episodes)
         state.current.update(
@@ -158,6 +160,7 @@ class TrainingRun:
                 "train.invalid_action_rate": s.invalid_action_rate,
                 "groups.kept": len(data["kept_groups"]),
                 "groups.dropped": data["dropped_groups"],
+                "groups.failed": data.get("failed_groups", 0),
                 "rollout.seconds": data["seconds"],
             }
         )
@@ -208,6 +211,7 @@ class TrainingRun:
             "episodes": collection.rolled_out,
             "kept_groups": kept,
             "dropped_groups": collection.dropped_groups,
+            "failed_groups": collection.failed_groups,
             "goals_used": collection.goals_used,
             "cursor_end": cursor + len(collection.goals_used),
             "seconds": time.perf_counter() - started,
@@ -334,13 +338,13 @@ class TrainingRun:
 
     def _snapshot(self, cycle: int) -> dict[str, Any]:
         name = f"{self.files.root.name}-cycle-{cycle:04d}"
-        known = {s.name for s in self.bank.snapshots()}
+        known = {s.name for s in self.bank.snapshots.list()}
         if name not in known:
-            self.bank.snapshot(name)
+            self.bank.snapshots.create(name)
         row: dict[str, Any] = {"bank.size": self.bank.count(), "bank.snapshot": name}
         previous = f"{self.files.root.name}-cycle-{cycle - 1:04d}"
         if cycle > 0 and previous in known:
-            diff = self.bank.diff(previous, name)
+            diff = self.bank.snapshots.diff(previous, name)
             row["bank.churn"] = len(diff.added) + len(diff.removed) + len(diff.changed)
         return row
 

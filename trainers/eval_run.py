@@ -12,7 +12,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields, check_number
 from trainers.evaluation import EpisodeSummary, pass_at_k_t, summarise
 from trainers.runtime import EpisodeRunner, Start, Timings
 
@@ -37,6 +38,7 @@ class EvalConfig:
     """Env and sampling seed."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.goals < 1 or self.samples < 1:
             raise ConfigError(f"goals ({self.goals}) and samples ({self.samples}) must be >= 1")
         if not self.ks or not self.ts or min(self.ks) < 1 or min(self.ts) < 1:
@@ -45,6 +47,7 @@ class EvalConfig:
             raise ConfigError(
                 f"K ({max(self.ks)}) must not exceed samples per goal ({self.samples})"
             )
+        check_number("temperature", self.temperature, low=0.0)
         if self.samples > 1 and self.temperature <= 0:
             raise ConfigError(f"sampling {self.samples} episodes needs temperature > 0")
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from math import comb
+from math import comb, sqrt
 
-from skillrl.errors import ConfigError
-from skillrl.records import EpisodeRecord
+from skillrl_core.errors import ConfigError
+from skillrl_core.records import EpisodeRecord
 
 
 @dataclass
@@ -90,3 +90,21 @@ def pass_at_k_t(
             ]
             table[(k, t)] = sum(values) / len(values)
     return table
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a success rate (Wilson 1927; z = 1.96 gives 95%).
+
+    centre = (p + z^2 / 2n) / (1 + z^2 / n),
+    half-width = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / 4n^2), with p = successes / n.
+    Unlike the normal approximation it stays inside [0, 1] and is not empty at 0 or n successes.
+    """
+    if n < 1 or not 0 <= successes <= n:
+        raise ConfigError(
+            f"a Wilson interval needs n ({n}) >= 1 and 0 <= successes ({successes}) <= n"
+        )
+    p = successes / n
+    scale = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / scale
+    half = z / scale * sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)

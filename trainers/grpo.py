@@ -28,7 +28,7 @@ import torch
 from accelerate import Accelerator
 from trl.trainer.utils import selective_log_softmax
 
-from skillrl.records import EpisodeRecord
+from skillrl_core.records import EpisodeRecord
 from trainers.batching import TurnBatch, build_samples, collate, micro_batches
 from trainers.config import GRPOConfig
 from trainers.loss import LossOutput, policy_loss

@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from skillrl.errors import ConfigError
-from skillrl.records import EpisodeRecord, TurnRecord
+from skillrl_core.errors import ConfigError
+from skillrl_core.records import EpisodeRecord, TurnRecord
+from skillrl_core.validation import check_finite_fields, check_number
 
 TurnRewards = list[list[float]]
 """Per episode, per turn rewards (same shape as the episodes' turns)."""
@@ -70,6 +71,7 @@ class InvalidActionPenalty:
     name: str = "invalid_action"
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.penalty < 0:
             raise ConfigError(f"invalid-action penalty ({self.penalty}) must be >= 0")
 
@@ -86,6 +88,7 @@ class TurnCost:
     name: str = "turn_cost"
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.cost < 0:
             raise ConfigError(f"per-turn cost ({self.cost}) must be >= 0")
 
@@ -159,8 +162,10 @@ class LLMJudgeReward:
     """Votes that were neither YES nor NO so far (a health figure for the judge)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.votes < 1:
             raise ConfigError(f"judge votes ({self.votes}) must be >= 1")
+        check_number("scale", self.scale, low=0.0)
 
     def __call__(self, episodes: Sequence[EpisodeRecord]) -> TurnRewards:
         """Ask the judge ``votes`` times per turn (one batched call) and score the majority."""

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillrl.errors import CheckpointError
-from skillrl.records import EpisodeRecord
+from skillrl_core.errors import CheckpointError
+from skillrl_core.records import EpisodeRecord
 from trainers.checkpoint import atomic_write_json, atomic_write_text
 
 logger = logging.getLogger(__name__)

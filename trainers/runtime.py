@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from skillrl.records import EpisodeRecord
+from envs.registry import DEFAULT_ENV
+from skillrl_core.records import EpisodeRecord
 from trainers.retrieval_log import DeferredRetrievals
 
 
@@ -64,7 +65,7 @@ class EpisodeRunner:
     """Plays batches of episodes with one policy, with or without the skill bank."""
 
     policy: Any
-    env_id: str = "webshop"
+    env_id: str = DEFAULT_ENV
     bank: Any | None = None
     """The skill bank to retrieve from every turn (None: no skills)."""
     max_turns: int = 15
@@ -86,14 +87,10 @@ class EpisodeRunner:
     """Called as ``on_episode(finished, total)`` whenever an episode of a ``run`` ends."""
 
     def split_size(self, split: str) -> int:
-        """Return the number of goals in ``split`` of the environment."""
+        """Return the number of goals in ``split`` of the environment (its adapter knows)."""
         import envs
 
-        env = envs.make(self.env_id, **self._env_config())
-        world = getattr(env, "world", None)
-        if world is None or not hasattr(world, "split"):
-            return 1_000_000  # an environment without a goal list: indices are open-ended
-        return len(world.split(split))
+        return envs.adapter_for(self.env_id).split_size(split, self._env_config())
 
     def run(
         self,
@@ -112,23 +109,9 @@ class EpisodeRunner:
         appended to this list as :class:`trainers.retrieval_log.RetrievalEvent` (the trainer
         records them when its rollout phase commits, so a killed rollout counts nothing).
         """
-        from skillrl.agents.llm import LLMAgent, LLMAgentConfig
-        from skillrl.policies.base import SamplingConfig
         from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 
-        sampling = SamplingConfig(
-            max_new_tokens=self.max_new_tokens,
-            temperature=temperature,
-            seed=None if temperature == 0 else sampling_seed,
-            stop=["</action>"],  # nothing after the action is parsed, so stop generating there
-        )
-        agent = LLMAgent(
-            self.policy,
-            self.prompt_config,
-            constrained=self.constrained,
-            config=LLMAgentConfig(sampling=sampling, repair_queries=self.repair_queries),
-            uses_skills=self.bank is not None,
-        )
+        agent = self.make_agent(temperature, sampling_seed)
         config = RolloutConfig(
             max_turns=self.max_turns,
             max_parallel=self.max_parallel,
@@ -164,6 +147,29 @@ class EpisodeRunner:
         if isinstance(bank, DeferredRetrievals) and held_retrievals is not None:
             held_retrievals.extend(bank.events)
         return episodes
+
+    def make_agent(self, temperature: float, sampling_seed: int | None = None) -> Any:
+        """Return the ``LLMAgent`` this runner plays with (also what cold-start examples use).
+
+        The cold start builds its examples' prompts with this same agent, so the prompts it
+        trains on are the prompts these rollouts send.
+        """
+        from skillrl.agents.llm import LLMAgent, LLMAgentConfig
+        from skillrl.policies.base import SamplingConfig
+
+        sampling = SamplingConfig(
+            max_new_tokens=self.max_new_tokens,
+            temperature=temperature,
+            seed=None if temperature == 0 else sampling_seed,
+            stop=["</action>"],  # nothing after the action is parsed, so stop generating there
+        )
+        return LLMAgent(
+            self.policy,
+            self.prompt_config,
+            constrained=self.constrained,
+            config=LLMAgentConfig(sampling=sampling, repair_queries=self.repair_queries),
+            uses_skills=self.bank is not None,
+        )
 
     def _env_config(self) -> dict[str, Any]:
         return {**self.env_config, "max_turns": self.max_turns}

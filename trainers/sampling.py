@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from skillrl.records import EpisodeRecord
+from skillrl_core.records import EpisodeRecord
 
 _EQUAL_TOL = 1e-9
 
@@ -34,6 +34,9 @@ class GroupCollection:
     kept_groups: int = 0
     dropped_groups: int = 0
     """Groups dropped for carrying no signal (all returns equal)."""
+    failed_groups: int = 0
+    """Groups dropped because one of their episodes ended on an error (``EpisodeRecord.error``):
+    its turns did not all happen, so its return would bias the whole group's baseline."""
     rounds: int = 0
     goals_used: list[int] = field(default_factory=list)
 
@@ -42,8 +45,12 @@ def signal_groups(episodes: Sequence[EpisodeRecord], returns: Sequence[float]) -
     """For each group id: whether its returns differ (max - min > 0) and so carry signal."""
     by_group: dict[str, list[float]] = defaultdict(list)
     for episode, value in zip(episodes, returns, strict=True):
-        by_group[episode.group_id or episode.episode_id].append(float(value))
+        by_group[_group_of(episode)].append(float(value))
     return {g: max(v) - min(v) > _EQUAL_TOL for g, v in by_group.items()}
+
+
+def _group_of(episode: EpisodeRecord) -> str:
+    return episode.group_id or episode.episode_id
 
 
 def collect_groups(
@@ -68,11 +75,12 @@ def collect_groups(
         result.goals_used.extend(batch)
         episodes = rollout(batch)
         result.rolled_out.extend(episodes)
+        failed = {_group_of(e) for e in episodes if e.error}
         signal = signal_groups(episodes, returns(episodes)) if dynamic else {}
-        for episode in episodes:
-            if signal.get(episode.group_id or episode.episode_id, True):
-                result.episodes.append(episode)
-        kept = sum(signal.values()) if dynamic else len({e.group_id for e in episodes})
-        result.kept_groups += kept
-        result.dropped_groups += (len(signal) - kept) if dynamic else 0
+        groups = {_group_of(e) for e in episodes}
+        keep = {g for g in groups - failed if signal.get(g, True)}
+        result.episodes.extend(e for e in episodes if _group_of(e) in keep)
+        result.kept_groups += len(keep)
+        result.failed_groups += len(failed)
+        result.dropped_groups += len(groups) - len(keep) - len(failed)
     return result

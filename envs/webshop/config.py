@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 OBSERVATION_MODES = ("text", "text_rich")
 GOAL_SOURCES = ("auto", "synthetic", "human")
@@ -39,6 +40,7 @@ class WebShopConfig:
     """Seed of the goal shuffle that fixes the splits (the original uses 233)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.observation_mode not in OBSERVATION_MODES:
             raise ConfigError(
                 f"observation_mode ({self.observation_mode!r}) must be one of {OBSERVATION_MODES}"

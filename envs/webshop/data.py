@@ -23,7 +23,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from skillrl.errors import DataFileError
+from skillrl_core.errors import DataFileError
 
 EMBEDDED_DIR = Path(__file__).resolve().parent / "data"
 EMBEDDED_PRODUCTS = EMBEDDED_DIR / "items_shuffle_embedded.json.gz"

@@ -39,7 +39,7 @@ from envs.webshop.parse import parse_action
 from envs.webshop.render import render
 from envs.webshop.reward import get_reward
 from envs.webshop.world import World, shared_world
-from skillrl.errors import ConfigError, EnvStateError
+from skillrl_core.errors import ConfigError, EnvStateError
 
 SEARCH_ACTION = "search[<query>]"
 

@@ -5,6 +5,11 @@ the untried product whose title names the most goal attributes and whose listed 
 bound (else go to the next page); on the item page, go back if the price is over the bound or a
 wanted option is not offered, read the Features page once when the title misses an attribute,
 click each wanted option, then buy. Near the turn limit it buys what it has.
+
+It can act from any state, not only from its own path: :meth:`WebShopExpert.decide` reads the
+page, and :meth:`WebShopExpert.observe` remembers the action actually taken (by the expert or by
+a learner whose states it labels, as in DAgger). On a product page that a learner opened although
+the results offered one naming more goal attributes, it goes back to the results.
 """
 
 from __future__ import annotations
@@ -18,6 +23,16 @@ from rapidfuzz import fuzz, utils
 _MONEY = re.compile(r"\$(\d+(?:\.\d+)?)")
 _ASIN = re.compile(r"^[a-z0-9]{10}$")
 _RICH_MARK = re.compile(r"\[(?:clicked )?button_?\]")
+_ITEM_NAVIGATION = frozenset(
+    {
+        "click[< prev]",
+        "click[back to search]",
+        "click[buy now]",
+        "click[description]",
+        "click[reviews]",
+        "click[attributes]",
+    }
+)
 
 
 def split_observation(observation: str) -> list[str]:
@@ -56,6 +71,10 @@ class _Episode:
     features: str = ""
     read_features: bool = False
     turn: int = 0
+    page: str = ""
+    """Page of the state last passed to ``decide`` (what ``observe`` interprets actions on)."""
+    best_left: int = -1
+    """Title hits of the best untried product of the last results page (-1: none seen)."""
 
 
 class WebShopExpert:
@@ -76,10 +95,20 @@ class WebShopExpert:
         )
 
     def act(self, observation: str, info: dict[str, Any]) -> str:
-        """Choose the next action."""
+        """Choose the next action and remember it as taken."""
+        action = self.decide(observation, info)
+        self.observe(action)
+        return action
+
+    def decide(self, observation: str, info: dict[str, Any]) -> str:
+        """Choose the next action from this state, whoever took the earlier actions."""
         actions = list(info.get("available_actions", []))
-        self.episode.turn += 1
+        turn = info.get("turn")
+        # The env's turn counter when it is known, so labelling a learner's states keeps the
+        # turn-limit logic right even though the expert did not take those turns.
+        self.episode.turn = int(turn) + 1 if turn is not None else self.episode.turn + 1
         page = info.get("page") or self._guess_page(actions)
+        self.episode.page = page
         texts = split_observation(observation)
         if page == "search":
             return f"search[{search_query(self.episode.instruction)}]"
@@ -91,6 +120,21 @@ class WebShopExpert:
             self.episode.features = " ".join(texts).lower()
             return "click[< prev]"
         return actions[0] if actions else "click[back to search]"
+
+    def observe(self, action: str) -> None:
+        """Remember ``action`` as taken from the state last passed to :meth:`decide`."""
+        ep = self.episode
+        if not action.startswith("click[") or not action.endswith("]"):
+            return
+        value = action[len("click[") : -1]
+        if ep.page == "results" and _ASIN.match(value):
+            ep.current = value
+            ep.tried.add(value)
+        elif ep.page == "item":
+            if action == "click[features]":
+                ep.read_features = True
+            elif action not in _ITEM_NAVIGATION:
+                ep.chosen.add(action)
 
     @staticmethod
     def _guess_page(actions: list[str]) -> str:
@@ -121,9 +165,8 @@ class WebShopExpert:
             score = (self._title_hits(texts[i + 1]), int(affordable), asin)
             if best is None or score[:2] > best[:2]:
                 best = score
+        ep.best_left = -1 if best is None else best[0]
         if best is not None:
-            ep.current = best[2]
-            ep.tried.add(best[2])
             return f"click[{best[2]}]"
         return "click[next >]" if "click[next >]" in actions else "click[back to search]"
 
@@ -153,13 +196,13 @@ class WebShopExpert:
             if action not in ep.chosen:
                 pending.append(action)
         last_turns = ep.turn >= self.max_turns - 1
-        if pending and not last_turns:
-            ep.chosen.add(pending[0])
-            return pending[0]
         at = texts.index(price_text) if price_text in texts else 0
         title = texts[at - 1] if at > 0 else ""
+        if self._title_hits(title) < ep.best_left and not last_turns:
+            return "click[< prev]"  # opened (by a learner) although a better match was listed
+        if pending and not last_turns:
+            return pending[0]
         missing = self._title_hits(title) < len(ep.attributes)
         if missing and not ep.read_features and not last_turns and ep.turn < self.max_turns - 4:
-            ep.read_features = True
             return "click[features]"
         return "click[buy now]"

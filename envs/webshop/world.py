@@ -20,7 +20,7 @@ from envs.webshop.data import (
 )
 from envs.webshop.goals import Goal, build_goals, split_bounds
 from envs.webshop.search import SearchIndex
-from skillrl.errors import DataFileError
+from skillrl_core.errors import DataFileError
 
 logger = logging.getLogger(__name__)
 

@@ -1,21 +1,23 @@
-"""``ExpertAgent``: the scripted WebShop expert behind the :class:`skillrl.agent.Agent` contract.
+"""``ExpertAgent``: an environment's scripted expert behind the :class:`~skillrl.agent.Agent` API.
 
-One :class:`envs.webshop.expert.WebShopExpert` per active episode; it reads only each turn's
-observation and info plus the goal in the reset info, so its episodes are recorded exactly like
-a model's (and seed the first skill bank).
+One expert per active episode, made by the environment's adapter (``make_expert``); it reads only
+each turn's observation and info plus the reset info, so its episodes are recorded exactly like
+a model's (and seed the first skill bank). The environment is known from the first turn's state,
+so one agent plays episodes of any environment that has an expert.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from envs.webshop.expert import WebShopExpert
+import envs
+from envs.adapter import Expert
 from skillrl.agent import AgentDecision, AgentState
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
 
 
 class ExpertAgent:
-    """Plays WebShop episodes with the scripted expert (no model, no skills)."""
+    """Plays episodes with the environment's scripted expert (no model, no skills)."""
 
     name = "expert"
     uses_skills = False
@@ -24,30 +26,35 @@ class ExpertAgent:
         if max_turns < 1:
             raise ConfigError(f"max_turns ({max_turns}) must be at least 1")
         self.max_turns = max_turns
-        self._experts: dict[str, WebShopExpert] = {}
+        self._reset_info: dict[str, dict[str, Any]] = {}
+        self._experts: dict[str, Expert] = {}
 
     def begin_episode(self, episode_id: str, reset_info: dict[str, Any]) -> None:
-        """Start an expert for ``episode_id``; ``reset_info`` must carry the WebShop ``goal``."""
-        if "goal" not in reset_info:
-            raise ConfigError(
-                "the expert agent needs the WebShop goal in the reset info (only webshop has one)"
-            )
-        expert = WebShopExpert(max_turns=self.max_turns)
-        expert.reset(reset_info)
-        self._experts[episode_id] = expert
+        """Remember the reset info; the expert is made on the first turn (its env is known then)."""
+        self._reset_info[episode_id] = dict(reset_info)
 
     def act(self, states: list[AgentState]) -> list[AgentDecision]:
         """Return the expert's action for each active episode."""
         decisions = []
         for state in states:
-            expert = self._experts.get(state.episode_id)
-            if expert is None:
-                raise ConfigError(f"episode {state.episode_id!r} was never begun")
+            expert = self._experts.get(state.episode_id) or self._start(state)
             info = {"available_actions": state.available_actions, **state.info}
             action = expert.act(state.observation, info)
             decisions.append(AgentDecision(action=action, model_output=action))
         return decisions
 
+    def _start(self, state: AgentState) -> Expert:
+        reset_info = self._reset_info.get(state.episode_id)
+        if reset_info is None:
+            raise ConfigError(f"episode {state.episode_id!r} was never begun")
+        expert = envs.adapter_for(state.env_id).make_expert(self.max_turns)
+        if expert is None:
+            raise ConfigError(f"environment {state.env_id!r} has no scripted expert")
+        expert.reset(reset_info)
+        self._experts[state.episode_id] = expert
+        return expert
+
     def end_episode(self, episode_id: str) -> None:
         """Forget the episode's expert."""
         self._experts.pop(episode_id, None)
+        self._reset_info.pop(episode_id, None)

@@ -2,10 +2,10 @@
 
 The agent itself does no terminal I/O: it asks an injected ``ask(state) -> str`` function (the
 CLI supplies one that shows the page and reads a line), so the library never prints. Typed
-shortcuts are expanded: a number picks that admissible action, a bare word picks the matching
-``click[...]``, and on a search page plain text becomes ``search[text]``. Picking the search box
-itself (its number, or ``search``) carries no words: :func:`picks_search_box` tells the CLI to
-ask for them rather than send the placeholder ``search[<query>]``.
+shorthand (a number from the list, a word) is expanded by the environment's adapter
+(:meth:`envs.adapter.AgentAdapter.expand_typed`) and read with its grammar, so a person plays
+every registered environment the same way. Picking a free-text box itself carries no words:
+:meth:`~envs.adapter.AgentAdapter.wants_free_text` tells the CLI to ask for them.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import envs
 from skillrl.agent import AgentDecision, AgentState
-from skillrl.parsing import is_search_page, parse_action
+from skillrl.parsing import ParsedAction, parse_action
 
 Ask = Callable[[AgentState], str]
 
@@ -40,32 +41,15 @@ class HumanAgent:
         decisions = []
         for state in states:
             typed = self.ask(state).strip()
-            action = expand_typed_action(typed, state.available_actions)
-            parsed = parse_action(action, state.available_actions)
+            parsed = read_typed_action(typed, state)
             decisions.append(
                 AgentDecision(action=parsed.action, model_output=typed, parse_ok=parsed.ok)
             )
         return decisions
 
 
-def expand_typed_action(typed: str, available_actions: list[str]) -> str:
-    """Turn a person's shorthand into an action string (unchanged if it already is one)."""
-    text = typed.strip()
-    lowered = text.lower()
-    if lowered.startswith(("search[", "click[")):
-        return text
-    if text.isdigit() and 1 <= int(text) <= len(available_actions):
-        return available_actions[int(text) - 1]
-    if is_search_page(available_actions):
-        return f"search[{text}]"
-    return f"click[{lowered}]"
-
-
-def picks_search_box(typed: str, available_actions: list[str]) -> bool:
-    """Whether a person chose the search box itself (its number or ``search``), not words."""
-    if not is_search_page(available_actions):
-        return False
-    text = typed.strip().lower()
-    if text.isdigit() and 1 <= int(text) <= len(available_actions):
-        return available_actions[int(text) - 1].startswith("search[")
-    return text in ("search", "search[]", "search[<query>]")
+def read_typed_action(typed: str, state: AgentState) -> ParsedAction:
+    """Expand a person's shorthand with the environment's adapter and read the action."""
+    adapter = envs.adapter_for(state.env_id)
+    action = adapter.expand_typed(typed, state.available_actions)
+    return parse_action(action, state.available_actions, adapter)

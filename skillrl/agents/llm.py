@@ -4,18 +4,19 @@ Each turn it builds one prompt per active episode (with that turn's retrieved sk
 one batched policy call. Free decoding parses ``<think>..</think><action>..</action>`` leniently;
 anything unparsable or inadmissible becomes an invalid action, recorded and never raised.
 
-Constrained decoding makes every action admissible: on a search page the model writes only the
-query (the prompt is continued after ``<action>search[``), elsewhere each admissible click is
-scored by the model and the most likely one is taken (mean log-prob per token by default, so long
-product ids are not penalised for their length). When the sampling config samples (temperature
-above 0, as in training rollouts and Pass@K evaluation), the click is instead drawn from the
-softmax of those same scores divided by the temperature, so G episodes of a group explore
-different clicks; greedy decoding is its zero-temperature limit.
+Constrained decoding makes every action admissible. On a free-text turn (the environment's
+adapter says which: WebShop's search page) the model writes only the text, after the adapter's
+prefix (``<action>search[``); elsewhere each of the adapter's candidates (the admissible
+actions) is scored by the model and the most likely one is taken (mean log-prob per token by
+default, so long candidates are not penalised for their length). When the sampling config
+samples (temperature above 0, as in training rollouts and Pass@K evaluation), the candidate is
+instead drawn from the softmax of those same scores divided by the temperature, so G episodes of
+a group explore different actions; greedy decoding is its zero-temperature limit.
 
-A generated query that shares no word with the task (empty, or a copied placeholder) is replaced
-by the task's first words only when decoding greedily (evaluation, interactive runs), and the
-decision says so (``action_substituted``). Sampled turns (training rollouts) execute what the
-model wrote, so the tokens a trainer learns from are the tokens that produced the action.
+Free text that cannot work (WebShop: a query sharing no word with the task) is repaired by the
+adapter only when decoding greedily (evaluation, interactive runs), and the decision says so
+(``action_substituted``). Sampled turns (training rollouts) execute what the model wrote, so the
+tokens a trainer learns from are the tokens that produced the action.
 """
 
 from __future__ import annotations
@@ -23,22 +24,20 @@ from __future__ import annotations
 import logging
 import math
 import random
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import envs
 from skillrl.agent import AgentDecision, AgentState
-from skillrl.errors import ConfigError
-from skillrl.parsing import is_search_page, parse_action
+from skillrl.parsing import parse_action
 from skillrl.policies.base import ChatPolicy, Generation, SamplingConfig
 from skillrl.prompts import BuiltPrompt, PromptConfig, build_prompt, estimate_tokens
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
 
-SEARCH_PREFIX = "<action>search["
-CLICK_PREFIX = "<action>"
-_TAG = re.compile(r"</?\w+>")
-_WORD = re.compile(r"[a-z0-9]{2,}")
+ACTION_PREFIX = "<action>"
 
 
 @dataclass
@@ -50,14 +49,16 @@ class LLMAgentConfig:
     )
     """Sampling for free decoding (greedy by default)."""
     query_tokens: int = 24
-    """Most tokens of a generated search query (constrained decoding)."""
+    """Most tokens of generated free text, e.g. a search query (constrained decoding)."""
     length_normalize: bool = True
-    """Constrained clicks: rank by mean per-token log-prob instead of the sum."""
+    """Constrained candidates: rank by mean per-token log-prob instead of the sum."""
     repair_queries: bool | None = None
-    """Replace a generated query that shares no word with the task by the task's first words.
-    None: only when decoding greedily; sampled turns (training) always send what was written."""
+    """Let the environment repair free text that cannot work (WebShop: a query sharing no word
+    with the task). None: only when decoding greedily; sampled turns (training) always send
+    what was written."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.query_tokens < 1:
             raise ConfigError(f"query_tokens ({self.query_tokens}) must be at least 1")
 
@@ -92,7 +93,7 @@ class LLMAgent:
 
     def prompt_for(self, state: AgentState) -> BuiltPrompt:
         """Return the prompt this agent would send for ``state``."""
-        return build_prompt(state, self.prompt_config, self._count)
+        return build_prompt(state, self.prompt_config, self._count, envs.adapter_for(state.env_id))
 
     def act(self, states: list[AgentState]) -> list[AgentDecision]:
         """Decide one action per state (one batched policy call per decoding mode)."""
@@ -100,14 +101,18 @@ class LLMAgent:
         if not self.constrained:
             return self._act_free(states, prompts)
         decisions: list[AgentDecision | None] = [None] * len(states)
-        search = [i for i, s in enumerate(states) if is_search_page(s.available_actions)]
-        click = [i for i, s in enumerate(states) if i not in set(search)]
+        free = [
+            i
+            for i, s in enumerate(states)
+            if envs.adapter_for(s.env_id).is_free_text_turn(s.available_actions)
+        ]
+        scored = [i for i in range(len(states)) if i not in set(free)]
         for i, decision in zip(
-            search, self._act_search([(states[i], prompts[i]) for i in search]), strict=True
+            free, self._act_free_text([(states[i], prompts[i]) for i in free]), strict=True
         ):
             decisions[i] = decision
         for i, decision in zip(
-            click, self._act_click([(states[i], prompts[i]) for i in click]), strict=True
+            scored, self._act_candidates([(states[i], prompts[i]) for i in scored]), strict=True
         ):
             decisions[i] = decision
         return [d for d in decisions if d is not None]
@@ -119,44 +124,46 @@ class LLMAgent:
         generations = self.policy.generate([p.messages for p in prompts], sampling)
         decisions = []
         for state, prompt, generation in zip(states, prompts, generations, strict=True):
-            parsed = parse_action(generation.text, state.available_actions)
+            adapter = envs.adapter_for(state.env_id)
+            parsed = parse_action(generation.text, state.available_actions, adapter)
             if not parsed.ok:
                 logger.debug("invalid action in episode %s: %s", state.episode_id, parsed.error)
             decisions.append(_decision(parsed.action, parsed.ok, generation, prompt))
         return decisions
 
-    def _act_search(self, items: list[tuple[AgentState, BuiltPrompt]]) -> list[AgentDecision]:
+    def _act_free_text(self, items: list[tuple[AgentState, BuiltPrompt]]) -> list[AgentDecision]:
         if not items:
             return []
+        adapters = [envs.adapter_for(s.env_id) for s, _ in items]
+        prefixes = [ACTION_PREFIX + a.free_text_prefix() for a in adapters]
         conversations = [
-            [*p.messages, {"role": "assistant", "content": SEARCH_PREFIX}] for _, p in items
+            [*p.messages, {"role": "assistant", "content": prefix}]
+            for (_, p), prefix in zip(items, prefixes, strict=True)
         ]
         base = self._sampling([s for s, _ in items])
-        sampling = SamplingConfig(
-            max_new_tokens=self.config.query_tokens,
-            temperature=base.temperature,
-            top_p=base.top_p,
-            seed=base.seed,
-            stop=["]"],
-        )
-        decisions = []
-        for (state, prompt), generation in zip(
-            items, self.policy.generate(conversations, sampling), strict=True
-        ):
-            # Brackets would break the search[...] syntax (the model sometimes opens another).
-            text = _TAG.sub(" ", generation.text.split("]")[0]).replace("[", " ")
-            query = " ".join(text.split())
-            substituted = self._repairs(sampling) and not _shares_a_word(query, state.instruction)
-            if substituted:
-                # A query with no word of the task (empty, or a copied placeholder, which the
-                # 135M model does) cannot find the product: search with the task's words. The
-                # tokens did not write this query, so the decision is marked for the trainer.
-                query = " ".join(state.instruction.split()[:12])
-            generation.text = SEARCH_PREFIX + generation.text
-            decision = _decision(f"search[{query}]", True, generation, prompt)
-            decision.action_substituted = substituted
-            decisions.append(decision)
-        return decisions
+        # One batched call per stop text (every built-in environment has one).
+        decisions: list[AgentDecision | None] = [None] * len(items)
+        for stop in sorted({a.free_text_stop() for a in adapters}):
+            group = [i for i, a in enumerate(adapters) if a.free_text_stop() == stop]
+            sampling = SamplingConfig(
+                max_new_tokens=self.config.query_tokens,
+                temperature=base.temperature,
+                top_p=base.top_p,
+                seed=base.seed,
+                stop=[stop],
+            )
+            generations = self.policy.generate([conversations[i] for i in group], sampling)
+            for i, generation in zip(group, generations, strict=True):
+                state, prompt = items[i]
+                action, repaired = adapters[i].free_text_action(
+                    generation.text, state.instruction, self._repairs(sampling)
+                )
+                # A repaired action is not what the tokens wrote: marked for the trainer.
+                generation.text = prefixes[i] + generation.text
+                decision = _decision(action, True, generation, prompt)
+                decision.action_substituted = repaired
+                decisions[i] = decision
+        return [d for d in decisions if d is not None]
 
     def _repairs(self, sampling: SamplingConfig) -> bool:
         """Whether an unusable query is replaced (by default only when decoding greedily)."""
@@ -164,38 +171,38 @@ class LLMAgent:
             return sampling.greedy
         return self.config.repair_queries
 
-    def _act_click(self, items: list[tuple[AgentState, BuiltPrompt]]) -> list[AgentDecision]:
+    def _act_candidates(self, items: list[tuple[AgentState, BuiltPrompt]]) -> list[AgentDecision]:
         if not items:
             return []
         conversations = [
-            [*p.messages, {"role": "assistant", "content": CLICK_PREFIX}] for _, p in items
+            [*p.messages, {"role": "assistant", "content": ACTION_PREFIX}] for _, p in items
         ]
-        candidates = [[f"{a}</action>" for a in s.available_actions] for s, _ in items]
+        actions = [envs.adapter_for(s.env_id).candidates(s.available_actions) for s, _ in items]
+        candidates = [[f"{a}</action>" for a in row] for row in actions]
         detailed = getattr(self.policy, "score_continuations_detailed", None)
         sampling = self._sampling([s for s, _ in items])
         # One generator per batch, seeded like the batch's generation: a seeded run repeats.
         rng = random.Random(sampling.seed)
         decisions = []
         if detailed is not None:
-            for (state, prompt), scored in zip(
-                items, detailed(conversations, candidates), strict=True
+            for (_, prompt), row, scored in zip(
+                items, actions, detailed(conversations, candidates), strict=True
             ):
                 best = _choose([self._rank(c) for c in scored], sampling, rng)
                 choice = scored[best]
                 generation = Generation(
-                    text=CLICK_PREFIX + choice.text,
+                    text=ACTION_PREFIX + choice.text,
                     prompt_token_ids=choice.prompt_token_ids,
                     completion_token_ids=choice.token_ids,
                     logprobs=choice.token_logprobs,
                 )
-                decisions.append(_decision(state.available_actions[best], True, generation, prompt))
+                decisions.append(_decision(row[best], True, generation, prompt))
             return decisions
         sums = self.policy.score_continuations(conversations, candidates)
-        for (state, prompt), row in zip(items, sums, strict=True):
-            best = _choose(row, sampling, rng)
-            action = state.available_actions[best]
+        for (_, prompt), row, scores in zip(items, actions, sums, strict=True):
+            action = row[_choose(scores, sampling, rng)]
             decisions.append(
-                _decision(action, True, Generation(text=CLICK_PREFIX + action), prompt)
+                _decision(action, True, Generation(text=ACTION_PREFIX + action), prompt)
             )
         return decisions
 
@@ -241,8 +248,3 @@ def _decision(action: str, ok: bool, generation: Generation, prompt: BuiltPrompt
         token_counts=dict(prompt.token_counts),
         skill_ids=list(prompt.skill_ids),
     )
-
-
-def _shares_a_word(query: str, instruction: str) -> bool:
-    words = set(_WORD.findall(query.lower()))
-    return bool(words & set(_WORD.findall(instruction.lower())))

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from envs.registry import DEFAULT_ENV
 from skillrl.commands.distill import load_teacher, make_distiller, teacher_options
 from skillrl.commands.options import env_config_from, env_option, json_option
 from skillrl.commands.skills import bank_options
@@ -33,7 +34,7 @@ def _agent(bank: Any, agent: str, teacher: dict[str, Any]) -> Any:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--env", default="webshop", show_default=True, help="Environment to bootstrap.")
+@click.option("--env", default=DEFAULT_ENV, show_default=True, help="Environment to bootstrap.")
 @click.option(
     "--episodes",
     type=click.IntRange(1),
@@ -80,13 +81,15 @@ def bootstrap(bank: Any, env: str, episodes: int, first_goal: int, probe_fractio
               agent: str, max_turns: int, export_path: Path | None, as_json: bool,
               env_options: dict[str, Any], **teacher: Any) -> None:  # fmt: skip
     """Play training goals with the expert (or a teacher model) and distill a starting bank."""
+    import envs
     from skillrl.distill.bootstrap import BootstrapConfig, active_drafts, bootstrap_bank
     from skillrl.distill.seeding import write_starting_bank
 
-    if env != "webshop" and (agent == "expert" or probe_fraction > 0):
+    envs.registry.check_id(env)
+    has_expert = envs.adapter_for(env).make_expert(max_turns) is not None
+    if not has_expert and (agent == "expert" or probe_fraction > 0):
         raise click.UsageError(
-            f"the scripted expert exists for webshop only; for {env} use "
-            "--agent teacher --probe-fraction 0"
+            f"environment {env!r} has no scripted expert; use --agent teacher --probe-fraction 0"
         )
     env_config = env_config_from(env, env_options)  # before a teacher model loads
     config = BootstrapConfig(env=env, episodes=episodes, first_goal=first_goal,

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from skillrl.errors import ConfigError, DataFileError
+from skillrl_core.errors import ConfigError, DataFileError
 
 
 def parse_category_pair(text: str) -> tuple[str, str]:

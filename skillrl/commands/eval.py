@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from envs.registry import DEFAULT_ENV
 from skillrl.commands.options import (
     AUTO_MODEL,
     MODEL_HELP,
@@ -42,7 +43,7 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
 
 
 @click.command("eval")
-@click.option("--env", "env_id", default="webshop", show_default=True, help="Environment id.")
+@click.option("--env", "env_id", default=DEFAULT_ENV, show_default=True, help="Environment id.")
 @click.option("--split", default="test", show_default=True, help="Split of the goals.")
 @click.option(
     "--goals",

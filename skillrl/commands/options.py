@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from skillrl.errors import ConfigError
 from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_ENV_VAR
+from skillrl_core.errors import ConfigError
 
 workspace_option = click.option(
     "--workspace",
@@ -156,7 +156,7 @@ def env_option(command: Any) -> Any:
         metavar="KEY=VALUE",
         callback=_parse_env_options,
         help="An environment setting, repeatable: a field of the environment's config, e.g. "
-        "observation_mode=text_rich or data_dir=~/webshop/data (values are YAML scalars).",
+        "max_turns=20 (values are YAML scalars; a wrong key lists the valid ones).",
     )(command)
 
 

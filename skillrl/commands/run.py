@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from envs.registry import DEFAULT_ENV
 from skillrl.commands.options import (
     AUTO_MODEL,
     MODEL_HELP,
@@ -35,7 +36,7 @@ from skillrl.commands.options import (
 
 
 @click.command("run")
-@click.option("--env", "env_id", default="webshop", show_default=True, help="Environment id.")
+@click.option("--env", "env_id", default=DEFAULT_ENV, show_default=True, help="Environment id.")
 @click.option(
     "--policy",
     "policy_kind",
@@ -189,8 +190,11 @@ def _seed(bank: Any, env_id: str, console: Console) -> None:
 
 def _agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
     if o["policy_kind"] == "expert":
+        import envs
         from skillrl.agents.expert import ExpertAgent
 
+        if envs.adapter_for(o["env_id"]).make_expert(o["max_turns"]) is None:
+            raise click.UsageError(f"environment {o['env_id']!r} has no scripted expert")
         return ExpertAgent(max_turns=o["max_turns"])
     if o["policy_kind"] == "human":
         from skillrl.agents.human import HumanAgent
@@ -232,10 +236,11 @@ def _agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
 
 
 def _starts(o: dict[str, Any]) -> list[Any]:
+    from envs.registry import config_fields
     from skillrl.rollout import EpisodeStart
 
     env_config = dict(o["env_config"])
-    if o["env_id"] == "webshop":
+    if "max_turns" in config_fields(o["env_id"]) and "max_turns" not in env_config:
         env_config["max_turns"] = o["max_turns"]
     goal = o["goal"].strip()
     starts = []
@@ -285,9 +290,8 @@ def _show_turn(console: Console, human: bool) -> Any:
 
 
 def _reviewer(console: Console) -> Any:
-    from skillrl.agents.human import expand_typed_action
+    from skillrl.agents.human import read_typed_action
     from skillrl.commands.run_display import ask_step
-    from skillrl.parsing import parse_action
 
     def review(state: Any, decision: Any) -> Any:
         typed = ask_step(console, state, decision).strip()
@@ -296,9 +300,7 @@ def _reviewer(console: Console) -> Any:
         if not typed:
             return decision
         typed = _with_query(console, state, typed)
-        parsed = parse_action(
-            expand_typed_action(typed, state.available_actions), state.available_actions
-        )
+        parsed = read_typed_action(typed, state)
         decision.action, decision.parse_ok = parsed.action, parsed.ok
         decision.model_output = f"{decision.model_output}\n[overridden by a person: {typed}]"
         decision.completion_token_ids = decision.completion_logprobs = None  # not the model's
@@ -319,14 +321,17 @@ def _typed_action(console: Console, state: Any, prompt: str) -> str:
 
 
 def _with_query(console: Console, state: Any, typed: str) -> str:
-    from skillrl.agents.human import picks_search_box
+    """When a person picked a free-text box itself (e.g. a search box), ask for the words."""
+    import envs
 
-    if not picks_search_box(typed, state.available_actions):
+    adapter = envs.adapter_for(state.env_id)
+    if not adapter.wants_free_text(typed, state.available_actions):
         return typed
-    query = ""
-    while not query:
-        query = _read(console, "search for> ").strip()
-    return f"search[{query}]"
+    words = ""
+    while not words:
+        words = _read(console, "your words> ").strip()
+    action, _ = adapter.free_text_action(words, state.instruction, repair=False)
+    return action
 
 
 def _read(console: Console, prompt: str) -> str:

@@ -1,13 +1,12 @@
 """Rich rendering for ``skillrl run``: per-turn panels, the step prompt, the summary table.
 
-Text from the environment, the model or the bank is never read as rich markup: WebShop's
-clickables (``[ginger]``-like option values, ``text_rich``'s ``[button]``) would vanish. It goes
-into :class:`Text` objects or through :func:`rich.markup.escape`.
+Text from the environment, the model or the bank is never read as rich markup: bracketed
+text in observations and actions would vanish. It goes into :class:`Text` objects or through
+:func:`rich.markup.escape`. How actions are labelled for a person is the environment adapter's.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rich.console import Console, Group
@@ -16,15 +15,13 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+import envs
 from skillrl.agent import AgentDecision, AgentState
-from skillrl.parsing import is_search_page, parse_action
-from skillrl.records import EpisodeRecord
+from skillrl.parsing import split_thinking
 from skillrl.rollout import TurnEvent
+from skillrl_core.records import EpisodeRecord
 
 OBSERVATION_CHARS = 600
-HINT_CHARS = 100
-_ID_LIKE = re.compile(r"^(?=.*\d)\S{8,}$")
-_RICH_MARKERS = re.compile(r"\[(?:clicked )?button_?\]")
 
 
 def turn_panel(event: TurnEvent, *, with_observation: bool = True) -> Panel:
@@ -47,7 +44,7 @@ def turn_panel(event: TurnEvent, *, with_observation: bool = True) -> Panel:
         parts.append(table)
     elif event.record.skills_enabled:
         parts.append(Text("no skills retrieved", style="dim"))
-    think = parse_action(event.turn.model_output, event.turn.available_actions).think
+    think = split_thinking(event.turn.model_output)[0]
     if think:
         parts.append(Text.assemble(("thinking: ", "bold"), (think, "italic")))
     style = "bold green" if event.turn.action_valid else "bold red"
@@ -101,48 +98,24 @@ def show_page(console: Console, state: AgentState) -> None:
         titles = ", ".join(r.entry.title for r in state.skills.all)
         console.print(Text.assemble(("skills: ", "bold"), titles))
     console.print(action_list(state))
-    if is_search_page(state.available_actions):
-        help_text = "type the words to search for (or 1, then the words); q quits"
-    else:
-        help_text = "type a number, or the words of a button (e.g. buy now); q quits"
+    help_text = envs.adapter_for(state.env_id).play_help(state.available_actions)
     console.print(Text(help_text, style="dim"))
 
 
 def action_list(state: AgentState) -> Text:
     """Return the admissible actions, numbered as a person may type them, with hints."""
-    hints = _hints(state.observation)
+    shown = envs.adapter_for(state.env_id).present_actions(
+        state.observation, state.available_actions
+    )
     lines = Text(no_wrap=True, overflow="ellipsis")  # one line per action, cut at the edge
-    for number, action in enumerate(state.available_actions, start=1):
+    for number, (label, hint) in enumerate(shown, start=1):
         lines.append(f"  {number:>2}. ", style="bold")
-        if action.startswith("search["):
-            lines.append("search", style="cyan")
-            lines.append("  (the search box: asks for the words)", style="dim")
-        else:
-            label = action[len("click[") : -1] if action.startswith("click[") else action
-            lines.append(label, style="cyan")
-            hint = hints.get(label.lower())
-            if hint:
-                lines.append(f"  {hint}", style="dim")
+        lines.append(label, style="cyan")
+        if hint:
+            lines.append(f"  {hint}", style="dim")
         lines.append("\n")
     lines.rstrip()
     return lines
-
-
-def _hints(observation: str) -> dict[str, str]:
-    """Id-like clickables (product ids) with the text that follows them on the page (a title)."""
-    if " [SEP] " in observation:
-        segments = observation.split(" [SEP] ")
-    else:  # text_rich: one text per line, buttons marked
-        segments = [_RICH_MARKERS.sub("", line).strip() for line in observation.splitlines()]
-        segments = [s for s in segments if s]
-    hints = {}
-    for text, following in zip(segments, segments[1:], strict=False):
-        if _ID_LIKE.match(text.strip()):
-            hint = following.strip()
-            if len(hint) > HINT_CHARS:
-                hint = hint[: HINT_CHARS - 3] + "..."
-            hints[text.strip().lower()] = hint
-    return hints
 
 
 def summary_table(records: list[EpisodeRecord]) -> Table:

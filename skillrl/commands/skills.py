@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from envs.registry import DEFAULT_ENV
 from skillrl.commands.options import json_option
 from skillrl.commands.skills_admin import ADMIN_COMMANDS
 from skillrl.commands.skills_options import (
@@ -97,7 +98,7 @@ def show(bank: Any, entry_id: str, as_json: bool) -> None:
 
 @skills.command("search")
 @click.argument("text")
-@click.option("--env", default="webshop", show_default=True, help="Environment of the query.")
+@click.option("--env", default=DEFAULT_ENV, show_default=True, help="Environment of the query.")
 @click.option("--category", help="Task category of the query (selects task skills).")
 @click.option("--observation", default="", help="Observation text to add to the query.")
 @click.option("--k-general", type=int, default=2, show_default=True, help="General skills.")
@@ -176,7 +177,7 @@ def _edit_in_editor(bank: Any, entry_id: str) -> dict[str, Any]:
     import yaml
 
     from memory.entries import EDITABLE_FIELDS
-    from skillrl.errors import InvalidEntryError
+    from skillrl_core.errors import InvalidEntryError
 
     entry = bank.get(entry_id)
     current = {name: getattr(entry, name) for name in sorted(EDITABLE_FIELDS)}

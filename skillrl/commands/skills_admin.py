@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from envs.registry import DEFAULT_ENV
 from skillrl.commands.options import json_option
 from skillrl.commands.skills_options import author_option, bank_options
 from skillrl.commands.skills_view import (
@@ -36,14 +37,14 @@ def _format(path: Path, fmt: str | None) -> str:
     default=None,
     help="jsonl: full records of an export; skillrl: SkillRL's bank JSON. Default: by suffix.",
 )
-@click.option("--env", default="webshop", show_default=True, help="skillrl format: env of it.")
+@click.option("--env", default=DEFAULT_ENV, show_default=True, help="skillrl format: env of it.")
 @click.option(
     "--category-map",
     "category_map",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     default=None,
     help="skillrl format: YAML mapping 'skillrl_category: env_category' used instead of the "
-    "env's default table (e.g. webshop: apparel -> fashion).",
+    "env's default table (e.g. apparel: fashion).",
 )
 @click.option(
     "--map-category",
@@ -118,7 +119,7 @@ def export(bank: Any, file: Path, fmt: str | None, env: str | None, as_json: boo
 @bank_options
 def snapshot(bank: Any, name: str, as_json: bool) -> None:
     """Save the bank's current entries as snapshot NAME."""
-    info = bank.snapshot(name)
+    info = bank.snapshots.create(name)
     if as_json:
         print_json(dataclasses.asdict(info))
     else:
@@ -130,7 +131,7 @@ def snapshot(bank: Any, name: str, as_json: bool) -> None:
 @bank_options
 def snapshots(bank: Any, as_json: bool) -> None:
     """List the saved snapshots."""
-    infos = bank.snapshots()
+    infos = bank.snapshots.list()
     if as_json:
         print_json([dataclasses.asdict(i) for i in infos])
     else:
@@ -144,7 +145,7 @@ def snapshots(bank: Any, as_json: bool) -> None:
 @bank_options
 def diff(bank: Any, a: str, b: str, as_json: bool) -> None:
     """Show what changed from snapshot A to snapshot B (default: the current bank)."""
-    result = bank.diff(a, b)
+    result = bank.snapshots.diff(a, b)
     if as_json:
         print_json(dataclasses.asdict(result))
     else:

@@ -9,15 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import click
+from sqlalchemy.exc import OperationalError
 
 from skillrl.commands.options import workspace_option
+from skillrl_core.errors import BankError, InvalidEntryError
 
 KINDS = ("general", "task", "mistake")
 TEXT_FIELDS = (
     ("title", "Short name of the entry."),
     ("principle", "The rule itself, stated generally."),
     ("when_to_apply", "When the rule applies."),
-    ("env", "Environment id (task skills and notes), e.g. webshop."),
+    ("env", "Environment id (task skills and notes); skillrl envs lists them."),
     ("category", "Task category within the environment, e.g. fashion."),
     ("failure_point", "Notes only: where the episode went wrong."),
     ("flawed_action", "Notes only: the action that was wrong."),
@@ -71,12 +73,43 @@ def bank_options(command: Callable[..., Any]) -> Callable[..., Any]:
             chroma_url=chroma_url,
             embedder=embedder,
         )
-        with SkillBank.open(config, verify=command.__name__ != "reindex") as bank:
-            if "entry_id" in kw:
-                kw["entry_id"] = bank.resolve_id(kw["entry_id"])
-            return command(bank=bank, **kw)
+        if kw.get("env"):
+            check_env(kw["env"], command.__name__)
+        try:
+            with SkillBank.open(config, verify=command.__name__ != "reindex") as bank:
+                if command.__name__ in CHANGING_COMMANDS:
+                    bank.require_writable()  # before an editor or a confirmation prompt opens
+                if "entry_id" in kw:
+                    kw["entry_id"] = bank.resolve_id(kw["entry_id"])
+                return command(bank=bank, **kw)
+        except OperationalError as e:  # what the bank did not already explain
+            raise BankError(f"the skill-bank database failed: {e.orig}") from e
 
     return wrapper
+
+
+WRITING_COMMANDS = frozenset({"add", "edit"})
+"""Commands that write an entry's env (and so check it is registered)."""
+CHANGING_COMMANDS = WRITING_COMMANDS | {
+    "retire", "restore", "rm", "revert", "import_command", "snapshot", "reindex",
+}  # fmt: skip
+"""Commands (by function name) that change the bank: a read-only bank refuses them up front."""
+
+
+def check_env(env: str, command: str) -> None:
+    """Refuse an entry for an environment that is not registered (a typo would hide it).
+
+    Only commands that write entries check: listing or searching by an env that no longer
+    exists is harmless and lets old entries be found.
+    """
+    from envs.registry import registered
+
+    known = registered()
+    if command in WRITING_COMMANDS and env not in known:
+        raise InvalidEntryError(
+            f"env ({env!r}) is not a registered environment; known: {', '.join(sorted(known))} "
+            "(see `skillrl envs`)"
+        )
 
 
 def author_option(text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

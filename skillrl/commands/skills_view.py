@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 def console() -> Console:
@@ -21,29 +23,124 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
+TEXT_COLUMNS: dict[str, int] = {
+    "title": 6, "reason": 3, "fields": 4, "env/category": 2, "author": 1, "when": 2, "source": 1,
+}  # fmt: skip
+"""Free-text columns and their share of the width the short columns leave over."""
+MIN_TEXT_WIDTH = 6
+WRAPPED_COLUMNS = frozenset({"title", "fields"})
+"""Text columns that wrap onto more lines (at word breaks) instead of ending in '…'."""
+MIN_WRAPPED_WIDTH = 20
+SHORT_ID = 8
+"""Characters of an id tables show (``skills show`` etc. accept any unique prefix of 6+)."""
+
+
+def fit_widths(
+    natural: list[int], shares: list[int], minimum: list[int], available: int
+) -> list[int]:
+    """Split ``available`` cells among text columns: each gets at most its natural width.
+
+    Columns are filled by share (water-filling): one that needs less than its share keeps its
+    natural width and the rest is shared again; none goes below its ``minimum`` (or its
+    natural width, when that is smaller).
+    """
+    widths = [0] * len(natural)
+    open_ = [i for i in range(len(natural))]
+    left = max(available, 0)
+    while open_:
+        total = sum(shares[i] for i in open_)
+        settled = [i for i in open_ if natural[i] <= left * shares[i] // total]
+        if not settled:
+            for i in open_:
+                widths[i] = max(left * shares[i] // total, min(natural[i], minimum[i]))
+            break
+        for i in settled:
+            widths[i] = natural[i]
+            left -= natural[i]
+            open_.remove(i)
+    # Raising a column to its minimum may overshoot: take the excess from the widest others.
+    floor = [min(n, m) for n, m in zip(natural, minimum, strict=True)]
+    excess = sum(widths) - max(available, sum(floor))
+    while excess > 0:
+        widest = max(range(len(widths)), key=lambda i: widths[i] - floor[i])
+        widths[widest] -= 1
+        excess -= 1
+    return widths
+
+
+def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:
+    """Build a table that fits the terminal: short columns keep their width, text ones shrink.
+
+    Letting rich wrap every column (its default) put a title one word per line in an 80-column
+    terminal. Short columns never wrap, the title column wraps at word breaks and gets most of
+    the room, other text columns end in '…'.
+    """
+    natural = [
+        max([cell_len(name)] + [cell_len(Text.from_markup(r[i]).plain) for r in rows])
+        for i, name in enumerate(columns)
+    ]
+    text = [i for i, name in enumerate(columns) if name in TEXT_COLUMNS]
+    borders = 3 * len(columns) - 1  # one space of padding either side, one rule between
+    available = console().width - borders - sum(w for i, w in enumerate(natural) if i not in text)
+    fitted = dict(
+        zip(
+            text,
+            fit_widths(
+                [natural[i] for i in text],
+                [TEXT_COLUMNS[columns[i]] for i in text],
+                [_minimum(columns[i]) for i in text],
+                available,
+            ),
+            strict=True,
+        )
+    )
+    table = Table(title=title, show_edge=False)
+    for i, name in enumerate(columns):
+        wraps = name in WRAPPED_COLUMNS
+        table.add_column(
+            name,
+            width=fitted.get(i, natural[i]),
+            no_wrap=not wraps,
+            overflow="fold" if wraps else "ellipsis",
+        )
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _minimum(column: str) -> int:
+    return MIN_WRAPPED_WIDTH if column in WRAPPED_COLUMNS else MIN_TEXT_WIDTH
+
+
 def _short(text: str | None, width: int = 60) -> str:
     text = (text or "").replace("\n", " ")
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def print_entries(entries: list[Any], utility: dict[str, float]) -> None:
-    """Print one row per entry."""
-    table = Table(title=f"{len(entries)} entries")
-    for column in ("id", "kind", "env/category", "title", "status", "used", "ok/fail", "utility"):
-        table.add_column(column, overflow="fold")
-    for e in entries:
-        scope = "/".join(p for p in (e.env, e.category) if p) or "-"
-        table.add_row(
-            e.id[:12],
+    """Print one row per entry (a status column only when the statuses differ)."""
+    columns = ("id", "kind", "env/category", "title", "status", "used", "ok/fail", "utility")
+    rows = [
+        (
+            e.id[:SHORT_ID],
             e.kind,
-            scope,
+            "/".join(p for p in (e.env, e.category) if p) or "-",
             _short(e.title),
             e.status,
             str(e.times_retrieved),
             f"{e.success_episodes}/{e.failure_episodes}",
             f"{utility.get(e.id, 0.0):+.2f}",
         )
-    console().print(table)
+        for e in entries
+    ]
+    statuses = {e.status for e in entries}
+    title = f"{len(entries)} entries"
+    if len(statuses) == 1:
+        title = f"{len(entries)} {statuses.pop()} entries"
+        keep = [i for i, name in enumerate(columns) if name != "status"]
+        columns = tuple(columns[i] for i in keep)
+        rows = [tuple(row[i] for i in keep) for row in rows]
+    console().print(_table(title, columns, rows))
 
 
 def print_entry(entry: Any, history: list[Any]) -> None:
@@ -62,37 +159,35 @@ def print_entry(entry: Any, history: list[Any]) -> None:
         value = getattr(entry, name)
         table.add_row(name, "" if value is None else str(value))
     out.print(table)
-    prov = Table(title="provenance")
-    for column in ("when", "source", "author", "trajectories", "similarity", "reason"):
-        prov.add_column(column, overflow="fold")
-    for p in entry.provenance:
-        sim = "" if p["similarity"] is None else f"{p['similarity']:.3f}"
-        prov.add_row(p["created_at"], p["source"], p["author"], str(len(p["trajectory_ids"])),
-                     sim, _short(p["reason"], 40))  # fmt: skip
-    out.print(prov)
+    rows = [
+        (p["created_at"], p["source"], p["author"], str(len(p["trajectory_ids"])),
+         "" if p["similarity"] is None else f"{p['similarity']:.3f}", _short(p["reason"], 40))
+        for p in entry.provenance
+    ]  # fmt: skip
+    columns = ("when", "source", "author", "trajectories", "similarity", "reason")
+    out.print(_table("provenance", columns, rows))
     print_history(history)
 
 
 def print_history(revisions: list[Any]) -> None:
     """Print one row per revision."""
-    table = Table(title="revisions")
-    for column in ("rev", "when", "author", "status", "title", "reason"):
-        table.add_column(column, overflow="fold")
-    for r in revisions:
-        table.add_row(str(r.revision), r.created_at, r.author, r.data.get("status", ""),
-                      _short(r.data.get("title"), 40), _short(r.reason, 40))  # fmt: skip
-    console().print(table)
+    rows = [
+        (str(r.revision), r.created_at, r.author, r.data.get("status", ""),
+         _short(r.data.get("title"), 40), _short(r.reason, 40))
+        for r in revisions
+    ]  # fmt: skip
+    columns = ("rev", "when", "author", "status", "title", "reason")
+    console().print(_table("revisions", columns, rows))
 
 
 def print_retrieved(result: Any) -> None:
     """Print what retrieval returned, per kind."""
-    table = Table(title="retrieval")
-    for column in ("kind", "similarity", "id", "title"):
-        table.add_column(column, overflow="fold")
-    for kind in ("general", "task", "mistakes"):
-        for r in getattr(result, kind):
-            table.add_row(kind, f"{r.similarity:.3f}", r.entry.id[:12], _short(r.entry.title))
-    console().print(table)
+    rows = [
+        (kind, f"{r.similarity:.3f}", r.entry.id[:SHORT_ID], _short(r.entry.title))
+        for kind in ("general", "task", "mistakes")
+        for r in getattr(result, kind)
+    ]
+    console().print(_table("retrieval", ("kind", "similarity", "id", "title"), rows))
 
 
 def print_snapshots(infos: list[Any]) -> None:
@@ -111,18 +206,15 @@ def print_diff(result: Any) -> None:
     if result.empty:
         out.print(f"no differences between {result.a} and {result.b}")
         return
-    table = Table(title=f"{result.a} -> {result.b}")
-    for column in ("change", "id", "title", "fields"):
-        table.add_column(column, overflow="fold")
-    for e in result.added:
-        table.add_row("[green]added[/]", e["id"][:12], _short(e["title"]), "")
-    for e in result.removed:
-        table.add_row("[red]removed[/]", e["id"][:12], _short(e["title"]), "")
+    rows = [("[green]added[/]", e["id"][:SHORT_ID], _short(e["title"]), "") for e in result.added]
+    rows += [
+        ("[red]removed[/]", e["id"][:SHORT_ID], _short(e["title"]), "") for e in result.removed
+    ]
     for c in result.changed:
         detail = "; ".join(f"{k}: {_short(str(a), 30)} -> {_short(str(b), 30)}"
                            for k, (a, b) in c.fields.items())  # fmt: skip
-        table.add_row("[yellow]changed[/]", c.entry_id[:12], _short(c.title), detail)
-    out.print(table)
+        rows.append(("[yellow]changed[/]", c.entry_id[:SHORT_ID], _short(c.title), detail))
+    out.print(_table(f"{result.a} -> {result.b}", ("change", "id", "title", "fields"), rows))
 
 
 def print_stats(summary: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from envs.registry import DEFAULT_ENV
 from skillrl.commands.options import (
     constrained_from,
     decoding_line,
@@ -32,11 +33,11 @@ from skillrl.commands.train_config import (
     resolved_settings,
     save_settings,
 )
-from skillrl.errors import CheckpointError, ConfigError
+from skillrl_core.errors import CheckpointError, ConfigError
 
 
 @click.command("train")
-@click.option("--env", "env_id", default="webshop", show_default=True, help="Environment id.")
+@click.option("--env", "env_id", default=DEFAULT_ENV, show_default=True, help="Environment id.")
 @click.option(
     "--cycles",
     type=click.IntRange(1),
@@ -212,9 +213,58 @@ from skillrl.errors import CheckpointError, ConfigError
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of goals and sampling.")
 @click.option(
     "--run-name",
-    default="webshop",
+    default=None,
+    help="Run folder name under <workspace>/runs/ (default: the environment id).",
+)
+@click.option(
+    "--cold-start",
+    is_flag=True,
+    help="First fine-tune the policy on expert turns of training goals (behaviour cloning, then "
+    "--dagger-rounds), as its own resumable phase in <run>/sft/; cycle 0 then evaluates the "
+    "cold-started policy and GRPO starts from it (see `skillrl sft --help`).",
+)
+@click.option(
+    "--cold-start-goals",
+    type=click.IntRange(1),
+    default=64,
     show_default=True,
-    help="Run folder name under <workspace>/runs/.",
+    help="Training goals the expert plays for the cold start's behaviour cloning.",
+)
+@click.option(
+    "--dagger-rounds",
+    type=click.IntRange(0),
+    default=1,
+    show_default=True,
+    help="DAgger rounds of the cold start (policy rolls out, expert labels, train again).",
+)
+@click.option(
+    "--dagger-goals",
+    type=click.IntRange(1),
+    default=32,
+    show_default=True,
+    help="Training goals per DAgger round of the cold start.",
+)
+@click.option(
+    "--sft-epochs",
+    type=click.FloatRange(0, min_open=True),
+    default=2.0,
+    show_default=True,
+    help="Epochs of each cold-start fine-tuning round.",
+)
+@click.option(
+    "--sft-learning-rate",
+    type=click.FloatRange(0, min_open=True),
+    default=2e-4,
+    show_default=True,
+    help="Learning rate of the cold start (a LoRA adapter, merged after each round).",
+)
+@click.option(
+    "--init",
+    "init_checkpoint",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Start the run from this checkpoint folder (e.g. a `skillrl sft` round) instead of "
+    "--model; not with --cold-start.",
 )
 @click.option(
     "--resume",
@@ -245,6 +295,7 @@ def train(**options: Any) -> None:
 
     o = options
     ctx = click.get_current_context()
+    o["run_name"] = o["run_name"] or o["env_id"]  # the default folder is named after the env
     folder = run_folder(o["workspace"], o["run_name"])
     if o["resume"]:
         fill_from_saved(ctx, o, folder)
@@ -259,6 +310,7 @@ def train(**options: Any) -> None:
     if o["backend"] != "trl-vllm" and o["base_url"] is not None:
         raise ConfigError("--base-url is only used with --backend trl-vllm")
     o["constrained"] = constrained_from(o)
+    o = {**o, "model": _starting_model(o)}
     cycle = CycleConfig(
         env_id=o["env_id"],
         cycles=o["cycles"],
@@ -302,6 +354,39 @@ def train(**options: Any) -> None:
     state = run_with_progress(cycle, grpo, o)
     if o["as_json"]:
         click.echo(json.dumps(state.history, indent=2, sort_keys=True))
+
+
+def _starting_model(o: dict[str, Any]) -> str:
+    """Return the model GRPO starts from: --init, the cold-started one, or --model."""
+    if o["init_checkpoint"] is not None and o["cold_start"]:
+        raise ConfigError("--init and --cold-start both choose the starting model: pick one")
+    if o["init_checkpoint"] is not None:
+        folder = Path(o["init_checkpoint"]).expanduser()
+        if not (folder / "config.json").is_file():
+            raise ConfigError(
+                f"--init ({folder}) is not a checkpoint folder (no config.json); pass one that "
+                "`skillrl train`, `skillrl sft` or save_pretrained wrote"
+            )
+        return str(folder)
+    if not o["cold_start"]:
+        return o["model"]
+    from skillrl.commands.sft import run_cold_start
+    from trainers.sft_config import ColdStartConfig
+
+    config = ColdStartConfig(
+        env_id=o["env_id"],
+        goals=o["cold_start_goals"],
+        dagger_rounds=o["dagger_rounds"],
+        dagger_goals=o["dagger_goals"],
+        skills=o["skills"],
+        constrained=o["constrained"],
+        max_turns=o["max_turns"],
+        max_new_tokens=o["max_new_tokens"],
+        num_train_epochs=o["sft_epochs"],
+        learning_rate=o["sft_learning_rate"],
+        seed=o["seed"],
+    )
+    return str(run_cold_start(config, o, run_folder(o["workspace"], o["run_name"]) / "sft"))
 
 
 def run_folder(workspace: str, run_name: str) -> Path:
@@ -413,7 +498,8 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
             run.trainer.on_progress = show("  optimizer steps")
             if o["resume"] and run.files.exists():  # the bar starts at the phases already done
                 progress.update(task, completed=_phases_done(run.files.load_state(), cycle.cycles))
-            state = run.run(resume=o["resume"])
+            # A run whose cold start finished but whose cycles never began has no state yet.
+            state = run.run(resume=o["resume"] and run.files.exists())
         console.print(
             f"[green]done[/]: metrics {run.files.metrics_path}, curve {run.files.curve_path}"
         )

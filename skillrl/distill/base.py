@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from memory.types import EntryDraft
-from skillrl.records import EpisodeRecord
+from skillrl_core.records import EpisodeRecord
 
 
 @runtime_checkable

@@ -13,11 +13,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from envs import distill_adapter_for
 from memory.types import EntryDraft
 from skillrl.distill.base import Distiller, DistillReport
 from skillrl.distill.pipeline import PipelineConfig, distill_pending
-from skillrl.distill.probes import FAULTS, FaultyExpertAgent
+from skillrl.distill.probes import FaultyExpertAgent
 from skillrl.distill.upkeep import UpkeepConfig, upkeep
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 
 @dataclass
@@ -38,14 +41,15 @@ class BootstrapConfig:
     """Environment settings (``envs.make`` keyword arguments, e.g. ``data_dir``)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.episodes < 1:
-            raise ValueError(f"episodes ({self.episodes}) must be >= 1")
+            raise ConfigError(f"episodes ({self.episodes}) must be >= 1")
         if self.first_goal < 0:
-            raise ValueError(f"first_goal ({self.first_goal}) must be >= 0")
+            raise ConfigError(f"first_goal ({self.first_goal}) must be >= 0")
         if not 0.0 <= self.probe_fraction < 1.0:
-            raise ValueError(f"probe_fraction ({self.probe_fraction}) must be in [0, 1)")
+            raise ConfigError(f"probe_fraction ({self.probe_fraction}) must be in [0, 1)")
         if self.max_turns < 1:
-            raise ValueError(f"max_turns ({self.max_turns}) must be >= 1")
+            raise ConfigError(f"max_turns ({self.max_turns}) must be >= 1")
 
     @property
     def probes(self) -> int:
@@ -89,13 +93,16 @@ def play(bank: Any, config: BootstrapConfig, agent: Any | None = None) -> Bootst
 
         agent = ExpertAgent(max_turns=config.max_turns)
     rollout = RolloutConfig(max_turns=config.max_turns, record=True)
-    honest = config.episodes - config.probes
+    faults = distill_adapter_for(config.env).faults
+    probes = config.probes if faults else 0  # an environment without faults plays honestly
+    honest = config.episodes - probes
     plan = [(agent, range(honest))]
-    per_fault = -(-config.probes // len(FAULTS))  # ceil: every fault gets its share
-    for n, fault in enumerate(FAULTS):
+    per_fault = -(-probes // len(faults)) if faults else 0  # ceil: every fault gets its share
+    for n, fault in enumerate(faults):
         share = range(honest + n * per_fault, min(honest + (n + 1) * per_fault, config.episodes))
-        plan.append((FaultyExpertAgent(fault, max_turns=config.max_turns), share))
-    report = BootstrapReport(probes=config.probes)
+        player = FaultyExpertAgent(fault, max_turns=config.max_turns, env_id=config.env)
+        plan.append((player, share))
+    report = BootstrapReport(probes=probes)
     started = time.perf_counter()
     for player, indices in plan:
         if len(indices):

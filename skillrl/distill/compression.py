@@ -18,8 +18,8 @@ from statistics import fmean
 
 from memory.types import Entry
 from skillrl.distill.trajectory import render_trajectory
-from skillrl.errors import DependencyNotInstalled
-from skillrl.records import EpisodeRecord
+from skillrl_core.errors import DependencyNotInstalled
+from skillrl_core.records import EpisodeRecord
 
 TokenCounter = Callable[[str], int]
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -17,7 +17,9 @@ from memory.types import EntryDraft
 from skillrl.distill.analytic import fold_duplicates
 from skillrl.distill.base import Distiller
 from skillrl.distill.leakage import draft_leaks
-from skillrl.records import EpisodeRecord
+from skillrl_core.errors import ConfigError
+from skillrl_core.records import EpisodeRecord
+from skillrl_core.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
 AUTHOR = "evolution"
@@ -39,13 +41,14 @@ class EvolveConfig:
     """The split whose failed episodes are analysed (never the validation episodes' own)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if not self.train_split:
-            raise ValueError("train_split must name a split")
+            raise ConfigError("train_split must name a split")
         if not 0.0 < self.threshold <= 1.0:
-            raise ValueError(f"threshold ({self.threshold}) must be in (0, 1]")
+            raise ConfigError(f"threshold ({self.threshold}) must be in (0, 1]")
         for name in ("max_new_entries", "max_failures", "min_validation_episodes"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} ({getattr(self, name)}) must be >= 1")
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 1")
 
 
 @dataclass

@@ -1,65 +1,51 @@
 """Reject entries that leak episode specifics into the bank.
 
-A bank entry must transfer to other goals, so it may not carry what only one episode knew:
-product ids (Amazon ASINs such as ``B09ABC1234``), literal prices, long verbatim spans of the
-episode's instruction, the purchased product's title, or episode/goal ids. Option values named by
-the goal (``large``, ``navy blue``) are allowed: a precise note needs them.
+A bank entry must transfer to other goals, so it may not carry what only one episode knew: long
+verbatim spans of the episode's instruction, its episode or goal id, and whatever its environment
+names as specific (:attr:`~envs.distill_adapter.DistillAdapter.leak_patterns` and
+:meth:`~envs.distill_adapter.DistillAdapter.episode_leaks`). Text checked without an environment
+(a general entry, a shipped file) is held to every registered environment's patterns.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
+from envs import distill_adapter_for, registered
+from envs.distill_adapter import DistillAdapter, has_span, words
 from memory.types import EntryDraft
-from skillrl.records import EpisodeRecord
-
-# ASINs are 10 characters starting with B0; WebShop lowercases them in actions (click[b09...]).
-_ASIN = re.compile(r"\bb0[0-9a-z]{8}\b", re.IGNORECASE)
-# "$12", "$ 12.50", "12.99 dollars", "12 usd", a bare "24.99": a literal amount of money. A
-# decimal followed by a unit ("2.65 ounce", "25.3 fl oz") is a size, not a price.
-_UNIT = (
-    r"(?:ounces?|oz|fl|inch(?:es)?|in|cm|mm|m|lbs?|pounds?|kg|g|ml|l|liters?|feet|ft|count|pack|x)"
-)
-_PRICE = re.compile(
-    rf"\$\s?\d|\b\d+(?:[.,]\d+)?\s?(?:dollars?|usd|bucks)\b|\b\d+\.\d{{2}}\b(?!\s?{_UNIT}\b)",
-    re.IGNORECASE,
-)
-_WORD = re.compile(r"[a-z0-9]+")
+from skillrl_core.records import EpisodeRecord
 
 SPAN_WORDS = 7
 """A verbatim run of this many instruction words counts as copying the episode."""
 
 
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
+def _adapters(env_ids: Iterable[str]) -> list[DistillAdapter]:
+    wanted = list(dict.fromkeys(env_ids)) or list(registered())
+    return [distill_adapter_for(env_id) for env_id in wanted]
 
 
-def _has_span(haystack: list[str], needle: list[str], size: int) -> bool:
-    if len(needle) < size:
-        return False
-    joined = " " + " ".join(haystack) + " "
-    return any(
-        " " + " ".join(needle[i : i + size]) + " " in joined for i in range(len(needle) - size + 1)
-    )
+def find_leaks(
+    text: str, episodes: Iterable[EpisodeRecord] = (), env: str | None = None
+) -> list[str]:
+    """Return why ``text`` leaks episode specifics (empty when it is clean).
 
-
-def find_leaks(text: str, episodes: Iterable[EpisodeRecord] = ()) -> list[str]:
-    """Return why ``text`` leaks episode specifics (empty when it is clean)."""
+    Patterns come from ``env`` and the episodes' environments, or from every registered
+    environment when neither is given.
+    """
+    episodes = list(episodes)
     reasons: list[str] = []
-    if match := _ASIN.search(text):
-        reasons.append(f"contains a product id ({match.group(0)})")
-    if match := _PRICE.search(text):
-        reasons.append(f"contains a literal price ({match.group(0).strip()})")
-    words = _words(text)
+    env_ids = ([env] if env else []) + [episode.env_id for episode in episodes]
+    for adapter in _adapters(env_ids):
+        for leak in adapter.leak_patterns:
+            if match := leak.pattern.search(text):
+                reasons.append(f"contains {leak.what} ({match.group(0).strip()})")
+    text_words = words(text)
     lowered = text.lower()
     for episode in episodes:
-        if _has_span(words, _words(episode.instruction), SPAN_WORDS):
+        if has_span(text_words, words(episode.instruction), SPAN_WORDS):
             reasons.append(f"copies {SPAN_WORDS}+ words of episode {episode.episode_id}'s task")
-        purchased = (episode.reward_breakdown or {}).get("purchased") or {}
-        title_words = _words(str(purchased.get("title", "")))
-        if len(title_words) >= 4 and _has_span(words, title_words, min(5, len(title_words))):
-            reasons.append("names the purchased product's title")
+        reasons += distill_adapter_for(episode.env_id).episode_leaks(text, episode)
         for ident in (episode.episode_id, episode.goal_id):
             if ident and len(ident) >= 6 and ident.lower() in lowered:
                 reasons.append(f"contains the id {ident}")
@@ -78,4 +64,4 @@ def draft_leaks(draft: EntryDraft, episodes: Iterable[EpisodeRecord] = ()) -> li
             draft.correction,
         ]
     )
-    return find_leaks(text, list(episodes))
+    return find_leaks(text, list(episodes), env=draft.env)

@@ -21,7 +21,9 @@ from memory.types import EntryDraft
 from skillrl.distill.analytic import fold_duplicates
 from skillrl.distill.base import Distiller, DistillReport, Rejection
 from skillrl.distill.leakage import draft_leaks
-from skillrl.records import EpisodeRecord
+from skillrl_core.errors import ConfigError
+from skillrl_core.records import EpisodeRecord
+from skillrl_core.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
 
@@ -41,12 +43,13 @@ class PipelineConfig:
     """Distill at most this many episodes in this pass (None: all pending)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.batch_size < 1:
-            raise ValueError(f"batch_size ({self.batch_size}) must be >= 1")
+            raise ConfigError(f"batch_size ({self.batch_size}) must be >= 1")
         if self.limit is not None and self.limit < 1:
-            raise ValueError(f"limit ({self.limit}) must be >= 1 or None")
+            raise ConfigError(f"limit ({self.limit}) must be >= 1 or None")
         if self.splits is not None and not self.splits:
-            raise ValueError("splits must name at least one split, or be None for all")
+            raise ConfigError("splits must name at least one split, or be None for all")
 
 
 def pending_episodes(bank: Any, config: PipelineConfig) -> list[EpisodeRecord]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from memory.types import ENTRY_KINDS, EntryDraft
 from skillrl.distill.leakage import find_leaks
-from skillrl.errors import DataFileError
+from skillrl_core.errors import DataFileError
 
 FORMAT = "skillrl-starting-bank"
 VERSION = 1

@@ -1,11 +1,12 @@
 """The teacher-model distiller: any chat policy writes the entries, this module keeps them honest.
 
-The prompts are package data (``skillrl/distill/prompts/*.txt``). Each episode gets one
-conversation; all pending conversations go to the policy in one batched ``generate`` call per
-attempt. A reply that is not valid JSON of the schema, or whose entries leak episode specifics, is
-answered with the exact problem and retried (up to ``max_retries`` times); if an episode still has
-no valid reply, :class:`~skillrl.errors.DistillError` is raised and nothing is returned, so the
-pipeline writes nothing for that batch.
+The prompts are package data (``skillrl/distill/prompts/*.txt``); what the episode's judge found,
+its steps, and what counts as specific come from its environment's distill adapter. Each
+episode gets one conversation; all pending conversations go to the policy in one batched
+``generate`` call per attempt. A reply that is not valid JSON of the schema, or whose entries
+leak episode specifics, is answered with the exact problem and retried (up to ``max_retries``
+times); if an episode still has no valid reply, :class:`~skillrl_core.errors.DistillError` is
+raised and nothing is returned, so the pipeline writes nothing for that batch.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from importlib import resources
 from string import Template
 from typing import Any, Protocol
 
+from envs import distill_adapter_for
 from memory.types import EntryDraft
 from skillrl.distill.leakage import draft_leaks
 from skillrl.distill.schema import ENTRIES_SCHEMA, SchemaViolation, parse_entries
 from skillrl.distill.trajectory import render_trajectory
-from skillrl.errors import DistillError
-from skillrl.records import EpisodeRecord
+from skillrl_core.errors import ConfigError, DistillError
+from skillrl_core.records import EpisodeRecord
+from skillrl_core.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
 
@@ -52,14 +55,15 @@ class TeacherConfig:
     """Observations are cut to this length in the prompt."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.max_retries < 0:
-            raise ValueError(f"max_retries ({self.max_retries}) must be >= 0")
+            raise ConfigError(f"max_retries ({self.max_retries}) must be >= 0")
         if self.max_new_tokens < 16:
-            raise ValueError(f"max_new_tokens ({self.max_new_tokens}) must be >= 16")
+            raise ConfigError(f"max_new_tokens ({self.max_new_tokens}) must be >= 16")
         if self.temperature < 0:
-            raise ValueError(f"temperature ({self.temperature}) must be >= 0")
+            raise ConfigError(f"temperature ({self.temperature}) must be >= 0")
         if self.max_observation_chars < 20:
-            raise ValueError(f"max_observation_chars ({self.max_observation_chars}) must be >= 20")
+            raise ConfigError(f"max_observation_chars ({self.max_observation_chars}) must be >= 20")
 
 
 def load_prompt(name: str) -> Template:
@@ -68,28 +72,9 @@ def load_prompt(name: str) -> Template:
     return Template(path.read_text(encoding="utf-8"))
 
 
-def describe_breakdown(breakdown: dict[str, Any] | None) -> str:
-    """Describe the judge's findings without ids or prices the teacher could copy."""
-    if not breakdown:
-        return "- nothing was bought (the episode ran out of turns or stopped)"
-    options = breakdown.get("options") or {}
-    chosen = ", ".join(f"{k}={v}" for k, v in (options.get("chosen") or {}).items()) or "none"
-    return "\n".join(
-        [
-            f"- product type matched: {'yes' if breakdown.get('r_type', 1) >= 1 else 'no'}",
-            f"- options asked for: {', '.join(options.get('wanted') or []) or 'none'}",
-            f"- options chosen: {chosen}",
-            f"- options missed: {', '.join(options.get('missed') or []) or 'none'}",
-            "- attributes missed: "
-            + (", ".join((breakdown.get("attributes") or {}).get("missed") or []) or "none"),
-            "- price within the bound: "
-            + ("yes" if (breakdown.get("price") or {}).get("ok", True) else "no"),
-        ]
-    )
-
-
 def build_conversation(episode: EpisodeRecord, config: TeacherConfig) -> list[dict[str, str]]:
     """Build the system and user messages that ask for ``episode``'s lessons."""
+    adapter = distill_adapter_for(episode.env_id)
     trajectory = render_trajectory(episode, max_observation_chars=config.max_observation_chars)
     template = load_prompt("success" if episode.success else "failure")
     user = template.substitute(
@@ -97,12 +82,11 @@ def build_conversation(episode: EpisodeRecord, config: TeacherConfig) -> list[di
         category=episode.category,
         score=f"{episode.score:.1f}",
         trajectory=trajectory,
-        breakdown=describe_breakdown(episode.reward_breakdown),
+        steps=adapter.summarise_actions(episode),
+        breakdown=adapter.explain(episode),
     )
-    return [
-        {"role": "system", "content": load_prompt("system").template},
-        {"role": "user", "content": user},
-    ]
+    system = load_prompt("system").substitute(specifics=adapter.specifics_rule)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 class TeacherDistiller:

@@ -21,6 +21,8 @@ from typing import Any
 
 from memory.stats import PRIOR_STRENGTH, ScopeTotals, utility_from_counts
 from memory.types import Entry
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
 AUTHOR = "upkeep"
@@ -45,16 +47,17 @@ class UpkeepConfig:
     """Most active general entries."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.prior_strength <= 0:
-            raise ValueError(f"prior_strength ({self.prior_strength}) must be > 0")
+            raise ConfigError(f"prior_strength ({self.prior_strength}) must be > 0")
         if self.min_evidence < 1:
-            raise ValueError(f"min_evidence ({self.min_evidence}) must be >= 1")
+            raise ConfigError(f"min_evidence ({self.min_evidence}) must be >= 1")
         if self.min_baseline < 1:
-            raise ValueError(f"min_baseline ({self.min_baseline}) must be >= 1")
+            raise ConfigError(f"min_baseline ({self.min_baseline}) must be >= 1")
         if not -1.0 < self.retire_below <= 0.0:
-            raise ValueError(f"retire_below ({self.retire_below}) must be in (-1, 0]")
+            raise ConfigError(f"retire_below ({self.retire_below}) must be in (-1, 0]")
         if self.cap_per_category < 1 or self.cap_general < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"cap_per_category ({self.cap_per_category}) and cap_general "
                 f"({self.cap_general}) must be >= 1"
             )

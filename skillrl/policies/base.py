@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 Conversation = list[dict[str, str]]
 
@@ -55,6 +56,7 @@ class SamplingConfig:
     as ``response_format``); other backends ignore it, so callers still validate the reply."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens ({self.max_new_tokens}) must be at least 1")
         if self.temperature < 0:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 BACKENDS: tuple[str, ...] = ("transformers", "openai", "vllm", "trl-vllm")
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
@@ -44,6 +45,7 @@ class PolicyConfig:
     """CPU threads for torch (default: torch's own choice)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend ({self.backend!r}) must be one of {', '.join(BACKENDS)}")
         if self.dtype not in DTYPES:

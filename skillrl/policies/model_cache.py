@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from skillrl.errors import DependencyNotInstalled, ModelLoadError
+from skillrl_core.errors import DependencyNotInstalled, ModelLoadError
 
 logger = logging.getLogger(__name__)
 

@@ -25,9 +25,9 @@ from typing import Any
 
 import httpx
 
-from skillrl.errors import BackendError
 from skillrl.policies.base import Conversation, Generation, SamplingConfig
 from skillrl.policies.config import PolicyConfig
+from skillrl_core.errors import BackendError
 
 logger = logging.getLogger(__name__)
 

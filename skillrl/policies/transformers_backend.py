@@ -21,7 +21,6 @@ from typing import Any
 
 import torch
 
-from skillrl.errors import ModelLoadError
 from skillrl.policies.base import (
     Conversation,
     Generation,
@@ -42,6 +41,7 @@ from skillrl.policies.prefix_cache import (
     pack_candidates,
     select_rows,
 )
+from skillrl_core.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
 

@@ -40,7 +40,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from skillrl.errors import BackendError, DependencyNotInstalled, ModelLoadError
 from skillrl.policies.base import (
     Conversation,
     Generation,
@@ -50,6 +49,7 @@ from skillrl.policies.base import (
 )
 from skillrl.policies.config import PolicyConfig
 from skillrl.policies.model_cache import Progress
+from skillrl_core.errors import BackendError, DependencyNotInstalled, ModelLoadError
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from skillrl.errors import DependencyNotInstalled, ModelLoadError
 from skillrl.policies.base import (
     Conversation,
     Generation,
@@ -21,6 +20,7 @@ from skillrl.policies.base import (
 )
 from skillrl.policies.config import PolicyConfig
 from skillrl.policies.model_cache import Progress
+from skillrl_core.errors import DependencyNotInstalled, ModelLoadError
 
 logger = logging.getLogger(__name__)
 

@@ -1,11 +1,15 @@
 """Build one compact chat prompt per turn, within a token budget.
 
-The prompt holds the task, this turn's retrieved skills (general, task-specific, mistakes to
-avoid), a short window of recent turns, the current observation and the admissible actions. The
-policy is small (135M parameters on two CPU cores), so every part is kept short and the whole is
-capped at :attr:`PromptConfig.max_prompt_tokens`: when over, history shrinks first (oldest turn
-first), then skills (mistakes, then task skills, then general ones, lowest-ranked first), then the
-observation is cut.
+What stays the same leads, so that a KV cache can share it (issue 11): the system message holds
+the environment's role and grammar and the reply format (the same for every episode of an
+environment), the user message opens with the task (the same on every turn of an episode); then
+come the per-turn parts: this turn's retrieved skills (general, task-specific, mistakes to
+avoid), a short window of recent turns, the current observation and the admissible actions.
+Everything environment-specific comes from the environment's :class:`envs.adapter.AgentAdapter`
+(looked up by ``state.env_id``). The policy is small (135M parameters on two CPU cores), so
+every part is kept short and the whole is capped at :attr:`PromptConfig.max_prompt_tokens`: when
+over, history shrinks first (oldest turn first), then skills (mistakes, then task skills, then
+general ones, lowest-ranked first), then the observation is cut.
 """
 
 from __future__ import annotations
@@ -13,24 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import envs
+from envs.adapter import AgentAdapter
 from memory.types import RetrievedEntry
 from skillrl.agent import AgentState
-from skillrl.errors import ConfigError
-from skillrl.parsing import is_search_page
 from skillrl.policies.base import Conversation
+from skillrl_core.errors import ConfigError
+from skillrl_core.validation import check_finite_fields
 
 CountTokens = Callable[[str], int]
-PARTS: tuple[str, ...] = ("system", "task", "skills", "history", "observation", "actions", "format")
-
-SYSTEM_PROMPT = (
-    "You are a web shopping agent. Buy the product that best matches the task: search, open a "
-    "matching product, click the wanted options, then click buy now. Use the skills given."
-)
-FORMAT_FREE = (
-    "Reply with a short thought and exactly one admissible action, like:\n"
-    "<think>reason</think><action>click[...]</action>"
-)
-FORMAT_SEARCH = "Reply with <action>search[key words]</action> using the product words of the task."
+PARTS: tuple[str, ...] = ("system", "format", "task", "skills", "history", "observation", "actions")
+"""The prompt's parts, in prompt order: the fixed ones first, the per-turn ones after."""
 
 
 @dataclass
@@ -51,6 +48,7 @@ class PromptConfig:
     """Ask for a ``<think>`` section before the action (free decoding only)."""
 
     def __post_init__(self) -> None:
+        check_finite_fields(self)
         if self.max_prompt_tokens < 16:
             raise ConfigError(f"max_prompt_tokens ({self.max_prompt_tokens}) must be at least 16")
         for name in ("history_turns", "max_observation_tokens", "max_actions", "max_skill_chars"):
@@ -76,16 +74,29 @@ class BuiltPrompt:
         return sum(self.token_counts.values())
 
 
-def build_prompt(state: AgentState, config: PromptConfig, count: CountTokens) -> BuiltPrompt:
-    """Build the prompt for ``state`` within ``config.max_prompt_tokens``."""
+def build_prompt(
+    state: AgentState,
+    config: PromptConfig,
+    count: CountTokens,
+    adapter: AgentAdapter | None = None,
+) -> BuiltPrompt:
+    """Build the prompt for ``state`` within ``config.max_prompt_tokens``.
+
+    ``adapter``: the environment's (default: the one registered for ``state.env_id``).
+    """
+    adapter = adapter if adapter is not None else envs.adapter_for(state.env_id)
     skills = list(state.skills.all) if state.skills is not None else []
     history = state.history[-config.history_turns :] if config.history_turns else []
-    observation = _cut_tokens(_strip_instruction(state), config.max_observation_tokens, count)
+    cleaned = adapter.clean_observation(state.observation, state.instruction)
+    observation = _cut_tokens(cleaned, config.max_observation_tokens, count)
+    system = adapter.system_prompt()
+    reply_format = adapter.format_text(config.think)
+    actions = adapter.actions_text(state.available_actions, config.max_actions)
     fixed = {
-        "system": count(SYSTEM_PROMPT),
+        "system": count(system),
+        "format": count(reply_format),
         "task": count(_task_text(state)),
-        "actions": count(_actions_text(state.available_actions, config)),
-        "format": count(_format_text(state, config)),
+        "actions": count(actions),
     }
     while True:
         parts = dict(fixed)
@@ -103,8 +114,19 @@ def build_prompt(state: AgentState, config: PromptConfig, count: CountTokens) ->
             observation = _cut_tokens(observation, max(parts["observation"] - excess, 0), count)
             parts["observation"] = count(observation)
             break
-    user = _user_text(state, config, skills, history, observation)
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    sections = [_task_text(state)]
+    if skills:
+        sections.append(_skills_text(skills, config))
+    if history:
+        sections.append(_history_text(history))
+    # A multi-line observation (a grid, a rich page) starts on its own line, rows intact.
+    separator = "\n" if "\n" in observation else " "
+    sections.append(f"Observation:{separator}{observation}")
+    sections.append(actions)
+    messages = [
+        {"role": "system", "content": f"{system}\n\n{reply_format}"},
+        {"role": "user", "content": "\n\n".join(sections)},
+    ]
     counts = {name: parts.get(name, 0) for name in PARTS}
     return BuiltPrompt(messages, counts, [r.entry.id for r in skills], len(history))
 
@@ -116,24 +138,6 @@ def _drop_one_skill(skills: list[RetrievedEntry]) -> list[RetrievedEntry]:
             if skills[i].entry.kind == kind:
                 return skills[:i] + skills[i + 1 :]
     return skills[:-1]
-
-
-def _user_text(
-    state: AgentState,
-    config: PromptConfig,
-    skills: list[RetrievedEntry],
-    history: list,
-    observation: str,
-) -> str:
-    sections = [_task_text(state)]
-    if skills:
-        sections.append(_skills_text(skills, config))
-    if history:
-        sections.append(_history_text(history))
-    sections.append(f"Observation: {observation}")
-    sections.append(_actions_text(state.available_actions, config))
-    sections.append(_format_text(state, config))
-    return "\n\n".join(sections)
 
 
 def _task_text(state: AgentState) -> str:
@@ -159,31 +163,6 @@ def _history_text(history: list) -> str:
         flag = "" if turn.action_valid else " (invalid, nothing happened)"
         lines.append(f"- {turn.action}{flag}")
     return "\n".join(lines)
-
-
-def _actions_text(actions: list[str], config: PromptConfig) -> str:
-    if is_search_page(actions):
-        return "Actions: search with key words"
-    shown = actions[: config.max_actions]
-    more = f" (+{len(actions) - len(shown)} more)" if len(actions) > len(shown) else ""
-    return "Actions: " + ", ".join(shown) + more
-
-
-def _format_text(state: AgentState, config: PromptConfig) -> str:
-    if is_search_page(state.available_actions):
-        return FORMAT_SEARCH
-    if config.think:
-        return FORMAT_FREE
-    return "Reply with exactly one admissible action, like:\n<action>click[...]</action>"
-
-
-def _strip_instruction(state: AgentState) -> str:
-    """Remove the task text the observation repeats (it is already in the prompt once)."""
-    observation = state.observation
-    if state.instruction and state.instruction in observation:
-        observation = observation.replace(f"Instruction: [SEP] {state.instruction} [SEP] ", "")
-        observation = observation.replace(state.instruction, "(the task)")
-    return observation.strip()
 
 
 def _cut_tokens(text: str, limit: int, count: CountTokens) -> str:

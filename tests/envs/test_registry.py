@@ -4,7 +4,7 @@ import pytest
 
 import envs
 from envs.base import TextEnv
-from skillrl.errors import UnknownEnvError
+from skillrl_core.errors import UnknownEnvError
 
 
 def test_make_webshop_returns_a_text_env():

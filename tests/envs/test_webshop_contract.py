@@ -150,7 +150,7 @@ def test_many_envs_share_one_catalog_and_index():
 
 def test_step_before_reset_is_a_clear_error():
     import envs
-    from skillrl.errors import EnvStateError
+    from skillrl_core.errors import EnvStateError
 
     env = envs.make("webshop")
     with pytest.raises(EnvStateError, match="reset"):

@@ -10,7 +10,7 @@ import pytest
 
 import envs
 from envs.webshop.data import load_catalog
-from skillrl.errors import DataFileError
+from skillrl_core.errors import DataFileError
 
 # The real file sits in ../shared next to the repository (see its SOURCE.md).
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"

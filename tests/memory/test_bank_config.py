@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory import BankConfig, RetrievalConfig
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,11 @@ from alembic.runtime.migration import MigrationContext
 
 from memory import BankConfig, RetrievalConfig, RetrievalQuery, SkillBank
 from memory.models import Base
-from skillrl.errors import BankInconsistentError
+from skillrl_core.errors import BankInconsistentError
 
 
 def test_migrations_create_exactly_the_models_schema(local_bank):
-    with local_bank.engine.connect() as connection:
+    with local_bank.store.engine.connect() as connection:
         diffs = compare_metadata(MigrationContext.configure(connection), Base.metadata)
     assert diffs == []
 
@@ -22,7 +22,7 @@ def test_opening_detects_and_repairs_a_disagreeing_index(tmp_path, embedder, sam
     with SkillBank.open(config, embedder=embedder) as bank:
         size = bank.add(samples.size).entry
         general = bank.add(samples.general).entry
-        bank.index.delete([size.id])  # as if a crash had lost it
+        bank.store.index.delete([size.id])  # as if a crash had lost it
     strict = BankConfig(workspace=tmp_path / "ws", on_mismatch="error")
     with pytest.raises(BankInconsistentError, match="1 missing"):
         SkillBank.open(strict, embedder=embedder)
@@ -31,7 +31,7 @@ def test_opening_detects_and_repairs_a_disagreeing_index(tmp_path, embedder, sam
         query = RetrievalQuery("size 9 running shoes", "", "webshop", "footwear")
         hits = bank.retrieve([query], RetrievalConfig(min_similarity=0.0), record=False)[0]
         assert [r.entry.id for r in hits.task] == [size.id]
-        bank.index.clear()
+        bank.store.index.clear()
         assert bank.check().missing == sorted([size.id, general.id])
         assert bank.reindex() == 2 and bank.check().ok
 
@@ -49,9 +49,9 @@ def test_retrieval_skips_index_records_whose_entry_is_not_active(local_bank, sam
     size = local_bank.add(samples.size).entry
     local_bank.retire(size.id, author="a")
     # Put the stale vector back behind SQL's back: retrieval must still not serve it.
-    vector = local_bank.embedder.embed([samples.size.text_for_embedding()])
+    vector = local_bank.store.embedder.embed([samples.size.text_for_embedding()])
     metadata = {"kind": "task", "env": "webshop", "category": "footwear", "revision": 2}
-    local_bank.index.upsert([size.id], vector, [metadata])
+    local_bank.store.index.upsert([size.id], vector, [metadata])
     query = RetrievalQuery("size 9 running shoes", "", "webshop", "footwear")
     assert local_bank.retrieve([query], RetrievalConfig(min_similarity=0.0))[0].task == []
     assert local_bank.check().extra == [size.id]
@@ -63,7 +63,7 @@ def test_upgrading_an_older_bank_fills_in_which_episodes_used_skills(tmp_path, e
     from sqlalchemy import text
 
     from memory.db import MIGRATIONS
-    from skillrl.records import EpisodeRecord
+    from skillrl_core.records import EpisodeRecord
 
     config = BankConfig(workspace=tmp_path / "old")
     with SkillBank.open(config, embedder=embedder) as bank:
@@ -71,16 +71,16 @@ def test_upgrading_an_older_bank_fills_in_which_episodes_used_skills(tmp_path, e
         without = EpisodeRecord(
             env_id="webshop", goal_id="g2", instruction="i", category="c", skills_enabled=False
         )
-        bank.save_episodes([with_skills, without])
+        bank.trajectories.save_episodes([with_skills, without])
         alembic = Config()
         alembic.set_main_option("script_location", str(MIGRATIONS))
-        with bank.engine.begin() as connection:  # back to the first schema, as an old bank
+        with bank.store.engine.begin() as connection:  # back to the first schema, as an old bank
             alembic.attributes["connection"] = connection
             command.downgrade(alembic, "0001")
     with SkillBank.open(config, embedder=embedder) as bank:  # opening upgrades it again
-        with bank.engine.connect() as connection:
+        with bank.store.engine.connect() as connection:
             query = text("SELECT goal_id, skills_enabled FROM trajectories")
             rows = dict(connection.execute(query).all())
         assert {goal: bool(on) for goal, on in rows.items()} == {"g1": True, "g2": False}
-        assert bank.episode_totals(skills_only=True) == (1, 0)
-        assert bank.episode_totals() == (2, 0)
+        assert bank.trajectories.episode_totals(skills_only=True) == (1, 0)
+        assert bank.trajectories.episode_totals() == (2, 0)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from memory import BankConfig, SkillBank, io
-from skillrl.errors import ImportFormatError
+from memory import BankConfig, Entry, SkillBank, io
+from skillrl_core.errors import DataFileError, ImportFormatError
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 SKILLRL_BANK = SHARED / "skillrl-bank" / "webshop_skills.json"
@@ -103,7 +106,42 @@ def test_exports_are_written_atomically(local_bank, tmp_path, samples, monkeypat
         raise OSError("disk full")
 
     monkeypatch.setattr(io.os, "replace", crash)
-    with pytest.raises(OSError):
+    with pytest.raises(DataFileError, match="disk full"):
         io.export_jsonl(local_bank, path)
     assert path.read_text() == "previous export\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),  # fmt: skip
+    max_leaves=6,
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(field=st.sampled_from([f.name for f in dataclasses.fields(Entry)]), value=JSON_VALUES,
+       data=st.data())  # fmt: skip
+def test_any_value_in_any_jsonl_field_is_imported_or_refused_cleanly(
+    local_bank, tmp_path, samples, field, value, data
+):
+    if local_bank.count(status=None) == 0:
+        local_bank.add(samples.size)
+    record = json.loads(json.dumps(dataclasses.asdict(local_bank.list()[0])))
+    record.update(id=uuid.uuid4().hex, title=f"Imported {uuid.uuid4().hex}")
+    record[field] = value
+    path = tmp_path / f"{uuid.uuid4().hex}.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    before = local_bank.count(status=None)
+    try:
+        report = io.import_jsonl(local_bank, path)
+    except ImportFormatError as e:
+        assert f"{path}:1:" in str(e)
+        assert local_bank.count(status=None) == before
+    else:
+        assert report.added == [record["id"]]
+        assert local_bank.get(record["id"]).kind == record["kind"]

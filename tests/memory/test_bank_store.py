@@ -6,9 +6,10 @@ import dataclasses
 
 import pytest
 
-from memory import RetrievalConfig, RetrievalQuery
-from skillrl.errors import InvalidEntryError, SkillNotFoundError
-from skillrl.records import EpisodeRecord, TurnRecord
+from memory import RetrievalConfig, RetrievalQuery, SkillBank
+from memory.store import BankStore
+from skillrl_core.errors import BankError, InvalidEntryError, SkillNotFoundError
+from skillrl_core.records import EpisodeRecord, TurnRecord
 
 
 def test_add_get_list_count(bank, samples):
@@ -109,6 +110,25 @@ def test_retrieval_is_batched_filtered_and_recorded(bank, samples):
     assert bank.get(size.id).times_retrieved == 1
 
 
+def test_a_query_without_category_searches_every_task_category_of_its_env(bank, samples):
+    size = bank.add(samples.size).entry
+    shirt = bank.add(
+        dataclasses.replace(samples.price, category="apparel", title="Shirt sizes run small")
+    ).entry
+    bank.add(dataclasses.replace(samples.size, env="otherenv", title="Other env's sizes"))
+    config = RetrievalConfig(k_task=3, min_similarity=0.0)
+    query = RetrievalQuery("what shoe size should I pick", "", "webshop", None)
+    task = bank.retrieve([query], config, record=False)[0].task
+    assert [r.entry.id for r in task][0] == size.id
+    assert {r.entry.id for r in task} == {size.id, shirt.id}  # never another env's skills
+    assert [r.similarity for r in task] == sorted((r.similarity for r in task), reverse=True)
+    one = bank.retrieve([query], RetrievalConfig(k_task=1, min_similarity=0.0), record=False)
+    assert [r.entry.id for r in one[0].task] == [size.id]
+    # With a category, only that category is searched (as before).
+    apparel = bank.retrieve([_query("what shoe size", "apparel")], config, record=False)
+    assert [r.entry.id for r in apparel[0].task] == [shirt.id]
+
+
 def test_retired_entries_leave_retrieval_and_come_back(bank, samples):
     size = bank.add(samples.size).entry
     config = RetrievalConfig(min_similarity=0.0)
@@ -140,39 +160,70 @@ def test_episodes_are_stored_once_and_update_entry_stats(bank, samples):
     size = bank.add(samples.size).entry
     episodes = [_episode("e1", True, [size.id]), _episode("e2", False, [size.id]),
                 _episode("e3", True, [], split="test", group_id=None)]  # fmt: skip
-    bank.save_episodes(episodes)
-    bank.save_episodes(episodes[:2])  # idempotent: stats are not counted twice
+    bank.trajectories.save_episodes(episodes)
+    bank.trajectories.save_episodes(episodes[:2])  # idempotent: stats are not counted twice
     got = bank.get(size.id)
     assert (got.episodes_retrieved, got.success_episodes, got.failure_episodes) == (2, 1, 1)
-    assert [e.episode_id for e in bank.episodes()] == ["e1", "e2", "e3"]
-    assert [e.episode_id for e in bank.episodes(success=True)] == ["e1", "e3"]
-    assert [e.episode_id for e in bank.episodes(split="test")] == ["e3"]
-    assert [e.episode_id for e in bank.episodes(group_id="grp", limit=1)] == ["e1"]
-    restored = bank.episodes(split="test")[0]
+    assert [e.episode_id for e in bank.trajectories.episodes()] == ["e1", "e2", "e3"]
+    assert [e.episode_id for e in bank.trajectories.episodes(success=True)] == ["e1", "e3"]
+    assert [e.episode_id for e in bank.trajectories.episodes(split="test")] == ["e3"]
+    assert [e.episode_id for e in bank.trajectories.episodes(group_id="grp", limit=1)] == ["e1"]
+    restored = bank.trajectories.episodes(split="test")[0]
     assert restored == episodes[2]
-    assert bank.episode_totals(env="webshop", category="footwear") == (3, 2)
-    bank.mark_distilled(["e1", "e2"], distiller="analytic")
-    assert [e.episode_id for e in bank.episodes(distilled=False)] == ["e3"]
+    assert bank.trajectories.episode_totals(env="webshop", category="footwear") == (3, 2)
+    bank.trajectories.mark_distilled(["e1", "e2"], distiller="analytic")
+    assert [e.episode_id for e in bank.trajectories.episodes(distilled=False)] == ["e3"]
     with pytest.raises(SkillNotFoundError):
-        bank.mark_distilled(["e3", "missing"], distiller="analytic")
-    assert [e.episode_id for e in bank.episodes(distilled=False)] == ["e3"]
+        bank.trajectories.mark_distilled(["e3", "missing"], distiller="analytic")
+    assert [e.episode_id for e in bank.trajectories.episodes(distilled=False)] == ["e3"]
+
+
+def test_the_old_episode_methods_forward_to_bank_trajectories(bank, samples):
+    size = bank.add(samples.size).entry
+    bank.save_episodes(
+        [_episode("e1", True, [size.id]), _episode("e2", False, [], skills_enabled=False)]
+    )
+    assert [e.episode_id for e in bank.trajectories.episodes()] == ["e1", "e2"]
+    assert [e.episode_id for e in bank.episodes(success=False)] == ["e2"]
+    bank.mark_distilled(["e1"], distiller="analytic")
+    assert [e.episode_id for e in bank.trajectories.episodes(distilled=False)] == ["e2"]
+    assert bank.episode_totals() == bank.trajectories.episode_totals() == (2, 1)
+    assert bank.episode_totals(skills_only=True) == (1, 1)
+
+
+def test_a_read_only_bank_refuses_changes_through_every_store(bank, samples):
+    bank.add(samples.size)
+    store = bank.store
+    reader = SkillBank(BankStore(bank.config, store.engine, store.index, None, read_only=True))
+    changes = {
+        "add": lambda: reader.add(samples.price),
+        "save_episodes": lambda: reader.trajectories.save_episodes([_episode("e1", True, [])]),
+        "mark_distilled": lambda: reader.trajectories.mark_distilled(["e1"], distiller="x"),
+        "snapshot": lambda: reader.snapshots.create("s"),
+    }
+    for name, change in changes.items():
+        with pytest.raises(BankError, match="read-only"):
+            change()
+        assert reader.count() == 1, name
+    assert reader.trajectories.episodes() == [] and reader.snapshots.list() == []
+    assert not reader.store.embedder_loaded  # refused before any model was loaded
 
 
 def test_snapshots_list_and_diff(bank, samples):
     size = bank.add(samples.size).entry
-    bank.snapshot("cycle-0")
+    bank.snapshots.create("cycle-0")
     price = bank.add(samples.price).entry
     bank.edit(size.id, author="a", title="Choose the right size")
-    bank.snapshot("cycle-1")
-    assert [s.name for s in bank.snapshots()] == ["cycle-0", "cycle-1"]
-    diff = bank.diff("cycle-0", "cycle-1")
+    bank.snapshots.create("cycle-1")
+    assert [s.name for s in bank.snapshots.list()] == ["cycle-0", "cycle-1"]
+    diff = bank.snapshots.diff("cycle-0", "cycle-1")
     assert [e["id"] for e in diff.added] == [price.id] and diff.removed == []
     assert diff.changed[0].fields == {"title": (samples.size.title, "Choose the right size")}
-    assert bank.diff("cycle-1").empty
+    assert bank.snapshots.diff("cycle-1").empty
     with pytest.raises(SkillNotFoundError):
-        bank.diff("cycle-9")
+        bank.snapshots.diff("cycle-9")
     with pytest.raises(Exception, match="already exists"):
-        bank.snapshot("cycle-0")
+        bank.snapshots.create("cycle-0")
 
 
 def test_a_failing_index_write_leaves_sql_unchanged(bank, monkeypatch, samples):
@@ -181,7 +232,7 @@ def test_a_failing_index_write_leaves_sql_unchanged(bank, monkeypatch, samples):
     def broken(*args, **kwargs):
         raise RuntimeError("index is down")
 
-    monkeypatch.setattr(bank.index, "upsert", broken)
+    monkeypatch.setattr(bank.store.index, "upsert", broken)
     with pytest.raises(RuntimeError):
         bank.add(samples.size)
     assert bank.count(status=None) == 1
@@ -189,7 +240,7 @@ def test_a_failing_index_write_leaves_sql_unchanged(bank, monkeypatch, samples):
 
 def test_a_failing_sql_write_leaves_the_index_unchanged(bank, monkeypatch, samples):
     entry = bank.add(samples.size).entry
-    before = {r.id: r.metadata for r in bank.index.get()}
+    before = {r.id: r.metadata for r in bank.store.index.get()}
 
     def broken(*args, **kwargs):  # fails after the index was written, before the commit
         raise RuntimeError("database went away")
@@ -202,7 +253,7 @@ def test_a_failing_sql_write_leaves_the_index_unchanged(bank, monkeypatch, sampl
     with pytest.raises(RuntimeError):
         bank.retire(entry.id, author="a")
     monkeypatch.undo()
-    assert {r.id: r.metadata for r in bank.index.get()} == before
+    assert {r.id: r.metadata for r in bank.store.index.get()} == before
     assert bank.count() == 1 and bank.get(entry.id).revision == 1 and bank.check().ok
     top = bank.retrieve([_query("size 9 shoes")], RetrievalConfig(min_similarity=0.0))[0]
     assert [r.entry.id for r in top.task] == [entry.id]

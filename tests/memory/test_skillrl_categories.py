@@ -19,7 +19,7 @@ from skillrl.commands.category_maps import (
     category_map_from,
     parse_category_pair,
 )
-from skillrl.errors import ConfigError, DataFileError
+from skillrl_core.errors import ConfigError, DataFileError
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 SKILLRL_BANK = SHARED / "skillrl-bank" / "webshop_skills.json"

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from bank_samples import GENERAL, SIZE_NOTE
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cli import main
 from memory import BankConfig, SkillBank
@@ -23,7 +25,7 @@ def template_bank(tmp_path_factory, embedder):
         size = bank.add(SIZE_NOTE).entry
         bank.add(GENERAL)
         bank.edit(size.id, author="bob", title="Choose the right size")
-        bank.snapshot("before")
+        bank.snapshots.create("before")
     return workspace, size.id
 
 
@@ -47,8 +49,8 @@ def bank_state(workspace: Path, embedder) -> dict:
         return {
             "entries": [dataclasses.asdict(e) for e in entries],
             "history": {e.id: [dataclasses.asdict(r) for r in bank.history(e.id)] for e in entries},
-            "snapshots": [s.name for s in bank.snapshots()],
-            "index": sorted((r.id, r.metadata["revision"]) for r in bank.index.get()),
+            "snapshots": [s.name for s in bank.snapshots.list()],
+            "index": sorted((r.id, r.metadata["revision"]) for r in bank.store.index.get()),
         }
 
 
@@ -163,3 +165,58 @@ def test_every_command_has_help():
         for param in command.params:
             if isinstance(param, __import__("click").Option):
                 assert param.help, f"{name} {param.name} has no help"
+
+
+def test_list_fits_an_80_column_terminal_without_splitting_titles_word_by_word(cli_bank):
+    workspace, _ = cli_bank
+    title = "Zebra-check the whole instruction before clicking buy now on any product page"
+    added = run(workspace, "add", "--kind", "general", "--title", title, "--principle", "Check.")
+    assert added.exit_code == 0, added.output
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(
+        main, ["skills", "list", "--workspace", str(workspace)]
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    header = next(line for line in lines if " title " in line).split("┃")
+    column = [c.strip() for c in header].index("title")
+    rows = [line.split("│") for line in lines if "│" in line]
+    start = next(i for i, r in enumerate(rows) if r[column].strip().startswith("Zebra"))
+    end = next((i for i in range(start + 1, len(rows)) if rows[i][0].strip()), len(rows))
+    cells = [r[column].strip() for r in rows[start:end]]
+    assert " ".join(cells).rstrip("…") in title
+    # Before: 11 lines of one word each; now a few lines of several words.
+    assert len(cells) <= len(title.split()) // 2
+    assert sum(len(c.split()) >= 2 for c in cells) >= len(cells) - 1
+
+
+@given(
+    natural=st.lists(st.integers(1, 200), min_size=1, max_size=5),
+    available=st.integers(0, 300),
+    data=st.data(),
+)
+def test_fitted_widths_never_exceed_what_columns_need_or_what_is_available(
+    natural, available, data
+):
+    from skillrl.commands.skills_view import fit_widths
+
+    n = len(natural)
+    shares = data.draw(st.lists(st.integers(1, 5), min_size=n, max_size=n))
+    minimum = data.draw(st.lists(st.integers(1, 20), min_size=n, max_size=n))
+    widths = fit_widths(natural, shares, minimum, available)
+    floor = [min(a, b) for a, b in zip(natural, minimum, strict=True)]
+    assert all(f <= w <= max(a, f) for w, a, f in zip(widths, natural, floor, strict=True))
+    if sum(floor) <= available:
+        assert sum(widths) <= available
+    if sum(natural) <= available:
+        assert widths == natural
+
+
+def test_search_without_a_category_finds_task_skills_of_every_category(cli_bank):
+    workspace, size_id = cli_bank
+    result = run(workspace, "search", "what shoe size should I pick", "--json")
+    assert result.exit_code == 0, result.output
+    assert [r["id"] for r in json.loads(result.stdout)["task"]] == [size_id]
+    other = run(workspace, "search", "what shoe size should I pick", "--category", "apparel",
+                "--json")  # fmt: skip
+    assert json.loads(other.stdout)["task"] == []

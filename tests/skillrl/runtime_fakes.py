@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from envs import register
+from envs.webshop.agent import WebShopAgentAdapter
 from memory.types import Entry, RetrievedEntry, RetrievedSkills
 from skillrl.policies.base import Generation, SamplingConfig, ScoredContinuation
 
@@ -81,7 +82,13 @@ class FakeShopEnv:
         return self._obs(), reward, terminated, truncated, info
 
 
-register("fakeshop", FakeShopEnv, "a tiny deterministic shop for runtime tests")
+# Shop-shaped, so it speaks WebShop's grammar through WebShop's adapter.
+register(
+    "fakeshop",
+    FakeShopEnv,
+    "a tiny deterministic shop for runtime tests",
+    adapter=WebShopAgentAdapter(),
+)
 
 
 def _task(conversation: list[dict[str, str]]) -> str:
@@ -179,3 +186,60 @@ class FakeBank:
 
     def save_episodes(self, episodes) -> None:
         self.saved.extend(episodes)
+
+
+class SolverPolicy:
+    """A Sokoban stand-in for a model: reads the grid in the prompt, answers the solver's move.
+
+    Free decoding writes ``<think>..</think><action>move</action>``; scoring prefers the
+    candidate that starts with the solver's move. It counts its batched calls like
+    :class:`ScriptedPolicy`, so the same runtime tests run on Sokoban.
+    """
+
+    name = "solver"
+
+    def __init__(self) -> None:
+        self.generate_batches: list[int] = []
+        self.score_batches: list[int] = []
+        self.conversations: list[list[dict[str, str]]] = []
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    @staticmethod
+    def move(conversation) -> str:
+        from envs.sokoban.room import parse_grid
+        from envs.sokoban.solver import solve
+
+        user = next(m["content"] for m in conversation if m["role"] == "user")
+        room, state = parse_grid(user)
+        solution = solve(room, state)
+        return solution.moves[0] if solution is not None and solution.moves else "up"
+
+    def generate(self, conversations, sampling: SamplingConfig) -> list[Generation]:
+        self.generate_batches.append(len(conversations))
+        self.conversations.extend(conversations)
+        out = []
+        for conversation in conversations:
+            text = f"<think>the solver says so</think><action>{self.move(conversation)}</action>"
+            ids = [ord(ch) % 97 for ch in text]
+            out.append(Generation(text, [1, 2, 3], ids, [-0.5] * len(ids)))
+        return out
+
+    def score_continuations(self, conversations, continuations):
+        detailed = self.score_continuations_detailed(conversations, continuations)
+        return [[c.logprob for c in row] for row in detailed]
+
+    def score_continuations_detailed(self, conversations, continuations):
+        self.score_batches.append(len(conversations))
+        self.conversations.extend(conversations)
+        result = []
+        for conversation, candidates in zip(conversations, continuations, strict=True):
+            move = self.move(conversation)
+            row = []
+            for text in candidates:
+                ids = [ord(ch) % 97 for ch in text]
+                lps = [-0.1 if text.startswith(move) else -3.0] * len(ids)
+                row.append(ScoredContinuation(text, sum(lps), [1, 2, 3], ids, lps))
+            result.append(row)
+        return result

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
-from runtime_fakes import FakeBank, ScriptedPolicy
+import pytest
+from runtime_fakes import FakeBank, ScriptedPolicy, SolverPolicy
 
+import envs
 from skillrl.agent import AgentState
-from skillrl.agents.human import HumanAgent, expand_typed_action
+from skillrl.agents.expert import ExpertAgent
+from skillrl.agents.human import HumanAgent
 from skillrl.agents.llm import LLMAgent, LLMAgentConfig
 from skillrl.policies.base import SamplingConfig
 from skillrl.rollout import EpisodeStart, RolloutEngine
@@ -85,7 +88,7 @@ def test_sampled_search_sends_the_written_query_and_greedy_repair_is_marked():
 def test_a_substituted_turn_is_recorded_and_survives_serialisation():
     import json
 
-    from skillrl.records import EpisodeRecord
+    from skillrl_core.records import EpisodeRecord
 
     (ghost,) = RolloutEngine(LLMAgent(ScriptedPolicy(), constrained=True)).run(
         [EpisodeStart("fakeshop", "test", 3, env_config={"max_turns": 3})]
@@ -125,6 +128,10 @@ def test_constrained_agent_never_sends_an_invalid_action():
     assert ghost.invalid_actions == 0 and ghost.num_turns >= 3
 
 
+def expand_typed_action(typed, actions):
+    return envs.adapter_for("webshop").expand_typed(typed, actions)
+
+
 def test_human_shorthand_becomes_actions():
     assert expand_typed_action("2", RESULTS) == "click[red ball]"
     assert expand_typed_action("Blue Kite", RESULTS) == "click[blue kite]"
@@ -138,3 +145,56 @@ def test_human_agent_records_what_was_typed():
     first, second = agent.act([state(RESULTS), state(RESULTS)])
     assert first.action == "click[blue kite]" and first.parse_ok and first.model_output == "3"
     assert not second.parse_ok and second.action == "click[nonsense]"
+
+
+MOVES = ["up", "down", "left", "right"]
+
+
+def sokoban_state(turn: int = 0, goal_index: int = 0) -> AgentState:
+    env = envs.make("sokoban")
+    observation, info = env.reset(options={"split": "test", "goal_index": goal_index})
+    return AgentState(
+        episode_id=f"s{turn}-{goal_index}",
+        env_id="sokoban",
+        instruction=info["instruction"],
+        category=info["category"],
+        observation=observation,
+        available_actions=info["available_actions"],
+        turn=turn,
+    )
+
+
+@pytest.mark.parametrize("constrained", [False, True], ids=["free", "constrained"])
+def test_sokoban_turns_go_through_the_same_agent(constrained):
+    policy = SolverPolicy()
+    agent = LLMAgent(policy, constrained=constrained)
+    states = [sokoban_state(goal_index=i) for i in range(3)]
+    decisions = agent.act(states)
+    wanted = [SolverPolicy.move(agent.prompt_for(s).messages) for s in states]
+    assert [d.action for d in decisions] == wanted and all(d.parse_ok for d in decisions)
+    assert all(d.action in MOVES for d in decisions)
+    if constrained:  # the four moves are scored in one batch; nothing is generated
+        assert policy.score_batches == [3] and policy.generate_batches == []
+        assert decisions[0].completion_token_ids == [ord(c) % 97 for c in f"{wanted[0]}</action>"]
+    else:
+        assert policy.generate_batches == [3] and policy.score_batches == []
+
+
+def test_human_plays_sokoban_by_name_number_or_initial():
+    typed = iter(["left", "2", "u", "push right", "jump"])
+    agent = HumanAgent(lambda s: next(typed))
+    decisions = agent.act([sokoban_state(turn=t) for t in range(5)])
+    assert [d.action for d in decisions[:4]] == ["left", "down", "up", "right"]
+    assert all(d.parse_ok for d in decisions[:4]) and not decisions[4].parse_ok
+
+
+@pytest.mark.parametrize(
+    ("env_id", "goal"), [("webshop", {"split": "test", "goal_index": 5}), ("sokoban", {})]
+)
+def test_the_expert_agent_plays_every_environment_with_an_expert(env_id, goal):
+    from skillrl.rollout import EpisodeStart
+
+    start = EpisodeStart(env_id, "test", goal_index=goal.get("goal_index", 4))
+    (record,) = RolloutEngine(ExpertAgent(max_turns=20)).run([start])
+    assert record.success and record.score == 1.0 and not record.error
+    assert record.agent == "expert" and record.invalid_actions == 0

@@ -20,7 +20,7 @@ from skillrl.commands.options import (
     env_option_text,
     resolve_model,
 )
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
 
 
 def invoke(*args: str):

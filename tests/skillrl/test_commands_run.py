@@ -98,7 +98,7 @@ def test_subprocess_expert_run_records_into_a_seeded_bank(workspace):
     from memory import BankConfig, SkillBank
 
     with SkillBank.open(BankConfig(workspace=workspace)) as bank:
-        assert len(bank.episodes(env="webshop")) == 2 and bank.count() > 0
+        assert len(bank.trajectories.episodes(env="webshop")) == 2 and bank.count() > 0
 
 
 def test_a_person_plays_with_typed_shorthand(workspace):
@@ -133,7 +133,7 @@ def test_a_person_sees_every_clickable_numbered_and_the_search_box_asks_for_word
         ["run", "--policy", "human", "--no-skills", "--no-record", "--max-turns", "3"],
         input="1\nherbal tea\n3\n\nq\n",
     )
-    assert "search for> " in result.output  # choosing the search box asked for the words
+    assert "your words> " in result.output  # choosing the search box asked for the words
     results_page = _pages_after("search[herbal tea]")[1]
     product = results_page[2]
     item_page = _pages_after("search[herbal tea]", product)[2]
@@ -242,6 +242,6 @@ def test_step_mode_search_box_number_asks_for_the_words(workspace):
         input="1\nzzz qqq\n",
     )
     assert result.exit_code == 0, result.output
-    assert "search for> " in result.output
+    assert "your words> " in result.output
     steps = json.loads(result.stdout)["episodes"][0]["steps"]
     assert steps[0]["action"] == "search[zzz qqq]"

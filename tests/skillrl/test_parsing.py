@@ -7,7 +7,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skillrl.parsing import is_search_page, parse_action
+from envs.sokoban.agent import SokobanAgentAdapter
+from envs.webshop.agent import WebShopAgentAdapter, is_search_page
+from skillrl.parsing import parse_action as parse_with
+
+WEBSHOP = WebShopAgentAdapter()
+SOKOBAN = SokobanAgentAdapter()
+MOVES = ["up", "down", "left", "right"]
+
+
+def parse_action(text, available):
+    """WebShop's grammar inside the generic envelope (the cases below are shop pages)."""
+    return parse_with(text, available, WEBSHOP)
+
 
 RESULTS = ["click[back to search]", "click[next >]", "click[b09abc1234]", "click[large]"]
 SEARCH = ["search[<query>]"]
@@ -48,7 +60,7 @@ def test_think_text_is_extracted():
 @pytest.mark.parametrize(
     ("text", "available", "error"),
     [
-        ("I do not know", RESULTS, "no search[...] or click[...]"),
+        ("I do not know", RESULTS, "no action of this environment's grammar"),
         ("<action>click[small]</action>", RESULTS, "not among the admissible"),
         ("<action>search[shoes]</action>", RESULTS, "search is not available"),
         ("<action>search[]</action>", SEARCH, "empty search query"),
@@ -100,7 +112,7 @@ def test_actions_inside_think_are_thoughts_not_actions(text, action, think):
 
 def test_an_unclosed_think_holds_no_action():
     parsed = parse_action("<think>do not click[buy now] yet", ["click[buy now]"])
-    assert not parsed.ok and "no search[...] or click[...]" in parsed.error
+    assert not parsed.ok and "no action of this environment's grammar" in parsed.error
     assert parsed.think == "do not click[buy now] yet"
 
 
@@ -141,3 +153,54 @@ def test_any_text_parses_to_a_result_not_an_exception(text, admissible):
     thought = f"{text} {admissible} {text}".replace("<", " ")
     thought_only = parse_action(f"<think>{thought}</think>", RESULTS)
     assert not thought_only.ok
+
+
+@pytest.mark.parametrize(
+    ("text", "action"),
+    [
+        ("<think>the box is left of me</think><action>left</action>", "left"),
+        ("<action>Push Up</action>", "up"),
+        ("I will move down now", "down"),  # no tags: the reply outside any think
+        ("<think>not up</think><action>RIGHT", "right"),  # unclosed action, thought ignored
+        ("<action></action> then left", "left"),  # an empty action: read outside it
+    ],
+)
+def test_sokoban_moves_parse_in_the_same_envelope(text, action):
+    parsed = parse_with(text, MOVES, SOKOBAN)
+    assert parsed.ok, parsed.error
+    assert parsed.action == action
+
+
+@pytest.mark.parametrize(
+    ("text", "available", "error"),
+    [
+        ("<action>jump</action>", MOVES, "no action of this environment's grammar"),
+        ("<think>go up</think>", MOVES, "no action of this environment's grammar"),
+        ("<action>left</action>", [], "not among the admissible"),  # the episode is over
+        ("<action>upward</action>", MOVES, "no action"),  # whole words only
+    ],
+)
+def test_sokoban_unusable_output_is_invalid(text, available, error):
+    parsed = parse_with(text, available, SOKOBAN)
+    assert not parsed.ok and error in parsed.error
+
+
+@pytest.mark.parametrize("adapter", [WEBSHOP, SOKOBAN], ids=["webshop", "sokoban"])
+@settings(max_examples=200, deadline=timedelta(milliseconds=500))
+@given(st.lists(_PIECES | st.sampled_from(MOVES) | st.text(max_size=5)).map("".join))
+def test_any_text_is_a_result_for_every_environment(adapter, text):
+    available = RESULTS if adapter is WEBSHOP else MOVES
+    parsed = parse_with(text, available, adapter)
+    assert parsed.ok == (parsed.action in available)
+    assert parsed.ok or parsed.error
+
+
+@settings(max_examples=200, deadline=timedelta(milliseconds=500))
+@given(st.lists(_PIECES | st.text(max_size=8)).map("".join), st.booleans())
+def test_any_written_query_becomes_one_well_formed_search(written, repair):
+    action, repaired = WEBSHOP.free_text_action(written, "buy a red ball", repair)
+    assert action.startswith("search[") and action.endswith("]")
+    assert "[" not in action[len("search[") : -1] and "]" not in action[len("search[") : -1]
+    assert repaired <= repair  # only ever repaired when asked
+    if repaired:
+        assert action == "search[buy a red ball]"

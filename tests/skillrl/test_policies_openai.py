@@ -8,9 +8,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from skillrl.errors import BackendError
 from skillrl.policies import PolicyConfig, SamplingConfig, load_policy
 from skillrl.policies.openai_backend import OpenAIPolicy
+from skillrl_core.errors import BackendError
 
 
 class ChatServer(ThreadingHTTPServer):
@@ -166,7 +166,7 @@ def test_run_stats_count_the_servers_tokens(server, workspace):
 
 
 def teacher_episode():
-    from skillrl.records import EpisodeRecord, TurnRecord
+    from skillrl_core.records import EpisodeRecord, TurnRecord
 
     turn = TurnRecord(0, "search page", ["search[...]"], "search[red shirt]", True, 0.0, True)
     return EpisodeRecord("webshop", "g1", "buy a red shirt", "fashion", [turn], score=0.0)

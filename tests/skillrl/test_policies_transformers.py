@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from skillrl.agents.llm import LLMAgent
-from skillrl.errors import ModelLoadError
 from skillrl.policies import PolicyConfig, SamplingConfig, load_policy
 from skillrl.policies.model_cache import EMBEDDED_NAME, embedded_gguf_path
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
+from skillrl_core.errors import ModelLoadError
 
 pytestmark = pytest.mark.slow
 

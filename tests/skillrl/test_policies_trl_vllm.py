@@ -16,9 +16,9 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from skillrl.errors import BackendError, ConfigError, DependencyNotInstalled
 from skillrl.policies import PolicyConfig, SamplingConfig, load_policy
 from skillrl.policies import trl_vllm_backend as backend
+from skillrl_core.errors import BackendError, ConfigError, DependencyNotInstalled
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 CHAT_TEMPLATE = (

@@ -4,8 +4,8 @@ import importlib.util
 
 import pytest
 
-from skillrl.errors import DependencyNotInstalled
 from skillrl.policies import PolicyConfig, SamplingConfig, load_policy
+from skillrl_core.errors import DependencyNotInstalled
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 

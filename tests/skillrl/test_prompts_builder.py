@@ -6,7 +6,7 @@ from runtime_fakes import entry
 from memory.types import RetrievedEntry, RetrievedSkills
 from skillrl.agent import AgentState
 from skillrl.prompts import PARTS, PromptConfig, build_prompt
-from skillrl.records import TurnRecord
+from skillrl_core.records import TurnRecord
 
 
 def count(text: str) -> int:  # one token per word: easy to reason about
@@ -80,7 +80,7 @@ def test_budget_shrinks_history_first_then_skills_then_observation():
     built = build_prompt(state(turns=3), PromptConfig(max_prompt_tokens=no_history - 2), count)
     assert built.history_turns == 0 and built.skill_ids == ["g1", "t1"]  # mistakes go first
 
-    fixed = sum(full.token_counts[p] for p in ("system", "task", "actions", "format"))
+    fixed = sum(full.token_counts[p] for p in ("system", "format", "task", "actions"))
     config = PromptConfig(max_prompt_tokens=fixed + 3)
     built = build_prompt(state(turns=3), config, count)
     assert built.skill_ids == [] and built.history_turns == 0
@@ -106,3 +106,62 @@ def test_search_page_asks_only_for_a_query():
 def test_bad_config_names_the_field(field):
     with pytest.raises(ValueError, match=field):
         PromptConfig(**{field: -1})
+
+
+SOKOBAN_OBSERVATION = (
+    "Push every box onto a target.\n"
+    "Legend: # wall, _ floor, O target, X box, * box on target, P player, S player on target.\n"
+    "######\n#P___#\n#_X__#\n#___##\n#___O#\n######\nBoxes on targets: 0/1."
+)
+CASES = {
+    "webshop": {
+        "instruction": "buy a red ball under 10 dollars",
+        "observation": "Instruction: [SEP] buy a red ball under 10 dollars [SEP] Results [SEP] "
+        "red ball [SEP] blue kite",
+        "actions": ["click[back to search]", "click[red ball]"],
+        "shown": "click[back to search], click[red ball]",
+        "moves": ["click[red ball]", "click[back to search]"],
+    },
+    "sokoban": {
+        "instruction": "Push every box onto a target.",
+        "observation": SOKOBAN_OBSERVATION,
+        "actions": ["up", "down", "left", "right"],
+        "shown": "Actions: up, down, left, right",
+        "moves": ["down", "right"],
+    },
+}
+
+
+def env_state(env_id: str, turns: int) -> AgentState:
+    case = CASES[env_id]
+    base = state(turns)
+    for i, turn in enumerate(base.history):
+        turn.action = case["moves"][i % 2]
+    base.env_id, base.instruction = env_id, case["instruction"]
+    base.observation, base.available_actions = case["observation"], list(case["actions"])
+    return base
+
+
+@pytest.mark.parametrize("env_id", sorted(CASES))
+def test_every_environment_gets_the_same_layout_fixed_parts_first(env_id):
+    import envs
+
+    adapter = envs.adapter_for(env_id)
+    first = build_prompt(env_state(env_id, 0), PromptConfig(), count)
+    later = build_prompt(env_state(env_id, 3), PromptConfig(), count)
+    # The system message (role, grammar, reply format) never changes: a KV cache can share it.
+    assert first.messages[0] == later.messages[0]
+    assert first.messages[0]["content"].startswith(adapter.system_prompt())
+    assert adapter.format_text(True) in first.messages[0]["content"]
+    user = later.messages[1]["content"]
+    task = f"Task: {CASES[env_id]['instruction']}"
+    assert user.startswith(task) and user.count(CASES[env_id]["instruction"]) == 1
+    order = [user.index(s) for s in ("Task:", "Skills:", "Recent actions:", "Observation:")]
+    assert order == sorted(order) and user.rstrip().endswith(CASES[env_id]["shown"])
+    assert set(later.token_counts) == set(PARTS) and all(later.token_counts.values())
+
+
+def test_a_grid_observation_keeps_its_rows_and_drops_the_repeated_legend():
+    user = build_prompt(env_state("sokoban", 0), PromptConfig(), count).messages[1]["content"]
+    assert "Observation:\n######\n#P___#\n#_X__#" in user
+    assert "Legend:" not in user  # the system prompt holds it once

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import pytest
-from runtime_fakes import FakeBank, ScriptedPolicy
+from runtime_fakes import FakeBank, ScriptedPolicy, SolverPolicy
 
+from envs.webshop.agent import WebShopAgentAdapter
 from skillrl.agents.llm import LLMAgent
-from skillrl.records import EpisodeRecord
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
+from skillrl_core.records import EpisodeRecord
 
 
 def starts(n: int, **kwargs) -> list[EpisodeStart]:
@@ -154,7 +155,12 @@ def _broken_starts(n: int, broken_turn: int) -> list[EpisodeStart]:
 def brokenshop():
     from envs import register
 
-    register("brokenshop", BrokenShopEnv, "the fake shop with one broken goal")
+    register(
+        "brokenshop",
+        BrokenShopEnv,
+        "the fake shop with one broken goal",
+        adapter=WebShopAgentAdapter(),
+    )
 
 
 @pytest.mark.parametrize("broken_turn", [0, 1, -1])
@@ -180,7 +186,7 @@ def test_one_failing_episode_does_not_end_the_others(brokenshop, broken_turn, ca
 
 
 def test_configuration_errors_at_reset_still_raise(brokenshop):
-    from skillrl.errors import ConfigError
+    from skillrl_core.errors import ConfigError
 
     class MisconfiguredShop(BrokenShopEnv):
         def reset(self, *, seed=None, options=None):
@@ -188,6 +194,64 @@ def test_configuration_errors_at_reset_still_raise(brokenshop):
 
     from envs import register
 
-    register("misconfigured", MisconfiguredShop, "raises a configuration error at reset")
+    register(
+        "misconfigured",
+        MisconfiguredShop,
+        "raises a configuration error at reset",
+        adapter=WebShopAgentAdapter(),
+    )
     with pytest.raises(ConfigError, match="out of range"):
         RolloutEngine(LLMAgent(ScriptedPolicy())).run([EpisodeStart("misconfigured")])
+
+
+ENVIRONMENTS = {
+    # env id: (a scripted stand-in for the model, first goal indices of the test split)
+    "fakeshop": (ScriptedPolicy, [0, 1, 2]),
+    "sokoban": (SolverPolicy, [0, 1, 2]),  # one room of each difficulty
+}
+
+
+@pytest.mark.parametrize("constrained", [False, True], ids=["free", "constrained"])
+@pytest.mark.parametrize("env_id", sorted(ENVIRONMENTS))
+def test_the_same_engine_and_agent_play_every_environment(env_id, constrained):
+    make_policy, goals = ENVIRONMENTS[env_id]
+    policy, bank = make_policy(), FakeBank()
+    engine = RolloutEngine(
+        LLMAgent(policy, constrained=constrained), bank=bank, config=RolloutConfig(max_turns=20)
+    )
+    records = engine.run([EpisodeStart(env_id, "test", i) for i in goals])
+    assert all(r.success and r.score == 1.0 and not r.error for r in records)
+    assert all(r.invalid_actions == 0 for r in records)
+    # One batched retrieval and one batched act per turn, whatever the environment.
+    assert len(bank.retrieve_batches) == engine.stats.agent_calls
+    calls = len(policy.generate_batches) + len(policy.score_batches)
+    assert engine.stats.agent_calls <= calls <= 2 * engine.stats.agent_calls
+    assert all(r.turns[0].retrieved_ids for r in records)
+
+
+def test_sokoban_turns_keep_their_reward_breakdown():
+    (record,) = RolloutEngine(LLMAgent(SolverPolicy(), constrained=True)).run(
+        [EpisodeStart("sokoban", "test", 1)]
+    )
+    breakdowns = [t.info["reward_breakdown"] for t in record.turns]
+    assert [b["reward"] for b in breakdowns] == [t.reward for t in record.turns]
+    assert [b["solved"] for b in breakdowns] == [False] * (len(breakdowns) - 1) + [True]
+    assert record.reward_breakdown == breakdowns[-1]
+    # The episode score is the adapter's, in [0, 1] (the last step's reward is 10 - 0.1 + 1).
+    assert record.turns[-1].reward > 1 and record.score == 1.0
+    stored = EpisodeRecord.from_dict(record.to_dict())
+    assert stored.turns[0].info["reward_breakdown"] == breakdowns[0]
+
+
+def test_an_unsolved_sokoban_episode_scores_the_boxes_it_placed():
+    import envs
+
+    adapter = envs.adapter_for("sokoban")
+    assert adapter.episode_score(-0.1, False, {"num_boxes": 3, "boxes_on_target": 2}) == 2 / 3
+    assert adapter.episode_score(9.9, True, {"success": True, "num_boxes": 3}) == 1.0
+    (record,) = RolloutEngine(
+        LLMAgent(SolverPolicy(), constrained=True), config=RolloutConfig(max_turns=2)
+    ).run([EpisodeStart("sokoban", "test", 2)])  # 3 boxes, cut after two moves
+    assert record.turns[-1].truncated and not record.success
+    last = record.turns[-1].info
+    assert record.score == last["boxes_on_target"] / last["num_boxes"]

@@ -5,7 +5,7 @@ import math
 import pytest
 from trainer_helpers import episode
 
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
 from trainers.advantages import (
     combine_advantages,
     compute_advantages,

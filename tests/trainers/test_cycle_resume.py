@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM
 
 from memory import BankConfig, SkillBank
 from skillrl.distill import AnalyticDistiller, seed_bank_if_empty
-from skillrl.errors import CheckpointError
+from skillrl_core.errors import CheckpointError
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.cycle import TrainingRun
 from trainers.runtime import EpisodeRunner
@@ -78,14 +78,14 @@ def open_run(workspace, config=CONFIG, stop_at=None):
 
 
 def counts(bank):
-    episodes = bank.episodes()
+    episodes = bank.trajectories.episodes()
     ids = [e.episode_id for e in episodes]
     assert len(ids) == len(set(ids))
     return {
         "entries": bank.count(status=None),
         "active": bank.count(),
         "episodes": len(episodes),
-        "snapshots": len(bank.snapshots()),
+        "snapshots": len(bank.snapshots.list()),
         # The same entries, not just as many: content, status, merges and usage counters.
         "content": sorted(
             (e.kind, e.category, e.title, e.principle, e.status, e.support_count, e.times_retrieved)
@@ -175,7 +175,7 @@ def retrieval_events(bank):
 
     from memory.models import RetrievalEventRow
 
-    with bank.engine.connect() as connection:
+    with bank.store.engine.connect() as connection:
         return connection.execute(select(func.count()).select_from(RetrievalEventRow)).scalar()
 
 

@@ -57,3 +57,26 @@ def test_without_dynamic_sampling_every_group_is_kept():
     rollout, calls = make_rollout({0: [0, 0], 1: [1, 0]})
     got = collect_groups(rollout, iter(range(2)), returns, wanted=2, dynamic=False)
     assert got.kept_groups == 2 and got.dropped_groups == 0 and len(got.episodes) == 4
+
+
+def test_a_group_with_a_failed_episode_is_left_out_of_the_update_and_topped_up():
+    # Goal 1's group has signal, but one of its episodes ended on an error (the rollout engine
+    # records it and goes on): its return is not a real outcome, so the group must not train.
+    outcomes = {0: [1, 0], 1: [1, 0], 2: [1, 0]}
+    rollout, _ = make_rollout(outcomes)
+
+    def rollout_with_failure(goals):
+        episodes = rollout(goals)
+        for e in episodes:
+            if e.group_id == "goal1" and e.score == 0:
+                e.error = "RuntimeError: the environment crashed"
+        return episodes
+
+    for dynamic in (True, False):
+        got = collect_groups(
+            rollout_with_failure, iter(range(3)), returns, wanted=2, dynamic=dynamic
+        )
+        assert {e.group_id for e in got.episodes} == ({"goal0", "goal2"} if dynamic else {"goal0"})
+        assert got.failed_groups == 1
+        assert got.dropped_groups == 0
+        assert len(got.rolled_out) == (6 if dynamic else 4)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from trainer_helpers import episode
 
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
 from trainers.evaluation import pass_at_k, pass_at_k_t, summarise
 
 
@@ -50,3 +50,16 @@ def test_summary_counts_invalid_actions_per_turn_and_tokens():
     assert s.invalid_action_rate == pytest.approx(1 / 4)
     assert s.tokens_per_episode == pytest.approx(440 / 2)
     assert summarise([]).episodes == 0
+
+
+def test_wilson_interval_by_hand():
+    from trainers.evaluation import wilson_interval
+
+    low, high = wilson_interval(25, 50)
+    assert low == pytest.approx(0.3664, abs=1e-4) and high == pytest.approx(0.6336, abs=1e-4)
+    low, high = wilson_interval(0, 50)
+    assert low == 0.0 and high == pytest.approx(0.0713, abs=1e-4)
+    low, high = wilson_interval(50, 50)
+    assert high == 1.0 and low == pytest.approx(0.9287, abs=1e-4)
+    with pytest.raises(ConfigError):
+        wilson_interval(3, 2)

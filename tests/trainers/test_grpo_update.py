@@ -7,7 +7,7 @@ import torch
 from trainer_helpers import group_episodes
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from skillrl.errors import CheckpointError
+from skillrl_core.errors import CheckpointError
 from trainers.batching import TurnSample, collate
 from trainers.checkpoint import load_trainer_state, save_checkpoint, save_trainer_state
 from trainers.config import GRPOConfig

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import pytest
 from trainer_helpers import episode
 
-from skillrl.errors import ConfigError
+from skillrl_core.errors import ConfigError
 from trainers.rewards import (
     EnvReward,
     InvalidActionPenalty,

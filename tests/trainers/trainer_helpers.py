@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from skillrl.records import EpisodeRecord, TurnRecord
+from skillrl_core.records import EpisodeRecord, TurnRecord
 from trainers.batching import TurnSample, collate
 from trainers.grpo import compute_logprobs
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skillrl.records import EpisodeRecord, TurnRecord
+from skillrl_core.records import EpisodeRecord, TurnRecord
 
 RESULTS_PAGE = (
     "Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] B09QKP7XQL [SEP] "

@@ -5,9 +5,9 @@ import re
 import pytest
 from distill_episodes import episode, unfinished_episode
 
+from envs.webshop.distill import option_kind
 from skillrl.distill.analytic import AnalyticConfig, AnalyticDistiller
 from skillrl.distill.leakage import draft_leaks
-from skillrl.distill.notes import option_kind
 
 ASIN = re.compile(r"\bb0[0-9a-z]{8}\b", re.IGNORECASE)
 PRICE = re.compile(r"\$|\d+\.\d\d|dollars")

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from skillrl.distill.probes import FaultyExpertAgent, faulty_action
-from skillrl.errors import ConfigError
+from envs.webshop.distill import faulty_action
+from skillrl.distill.probes import FaultyExpertAgent
+from skillrl_core.errors import ConfigError
 
 PRODUCT_PAGE = [
     "click[back to search]",
@@ -31,7 +32,7 @@ def test_skip_option_buys_at_once_and_hasty_buy_opens_another_result():
 
 def test_unknown_fault_is_refused():
     with pytest.raises(ConfigError, match="fault"):
-        FaultyExpertAgent("random")
+        FaultyExpertAgent("random", env_id="webshop")
 
 
 @pytest.mark.slow
@@ -41,7 +42,9 @@ def test_faulty_expert_fails_real_webshop_goals_with_precise_notes(bank):
 
     starts = [EpisodeStart("webshop", split="train", goal_index=i, seed=i) for i in range(12)]
     records = RolloutEngine(
-        FaultyExpertAgent("wrong_option"), bank=bank, config=RolloutConfig(record=True)
+        FaultyExpertAgent("wrong_option", env_id="webshop"),
+        bank=bank,
+        config=RolloutConfig(record=True),
     ).run(starts)
     failed = [r for r in records if not r.success]
     assert len(failed) >= 6

@@ -14,7 +14,7 @@ from skillrl.distill.seeding import (
     starting_bank_path,
     write_starting_bank,
 )
-from skillrl.errors import DataFileError
+from skillrl_core.errors import DataFileError
 
 
 def test_shipped_webshop_starting_bank_loads_validates_and_is_clean():

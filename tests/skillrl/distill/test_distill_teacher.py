@@ -7,7 +7,7 @@ import pytest
 from distill_episodes import episode
 
 from skillrl.distill.teacher import TeacherConfig, TeacherDistiller, build_conversation
-from skillrl.errors import DistillError
+from skillrl_core.errors import DistillError
 
 GOOD = json.dumps(
     {

@@ -1,0 +1,244 @@
+"""Cold start on WebShop: base model vs behaviour cloning vs BC + DAgger, with and without skills,
+beside the scripted expert at the same turn limit, on the same fixed test goals.
+
+    python benchmarks/bench_cold_start.py --out cold_start.json --goals 50 \\
+        --sft-goals 64 --dagger-rounds 2 --dagger-goals 32 --prompt-budgets 384,512,768
+
+Evaluation is greedy and constrained, on test goals 0..N-1 (training only ever sees training
+goals). A policy trained with skills is evaluated with skills, one trained without, without.
+For every setting: success with a 95% Wilson interval, mean score, mean turns, CPU minutes of
+its evaluation; for every training phase (behaviour cloning = round 0, DAgger = later rounds):
+CPU minutes of gathering examples and of fine-tuning. ``--prompt-budgets`` evaluates one
+cold-started policy (``--budget-setting``) at several prompt budgets: success and seconds per
+turn (it was trained at ``--max-prompt-tokens``; the budgets show what a smaller prompt costs
+or saves at run time).
+
+Results go to ``--out`` (JSON) after every setting; ``--resume`` skips what is there and
+continues the cold-start runs (in ``--workspace``) where they stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+from memory import BankConfig, SkillBank  # noqa: E402
+from skillrl.agents.expert import ExpertAgent  # noqa: E402
+from skillrl.distill.seeding import seed_bank_if_empty  # noqa: E402
+from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
+from skillrl.prompts import PromptConfig  # noqa: E402
+from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
+from trainers.checkpoint import atomic_write_json  # noqa: E402
+from trainers.cold_start import ColdStartRun  # noqa: E402
+from trainers.evaluation import summarise, wilson_interval  # noqa: E402
+from trainers.runtime import EpisodeRunner, Start  # noqa: E402
+from trainers.sft_config import ColdStartConfig  # noqa: E402
+
+SETTINGS = ("expert", "base", "base+skills", "bc", "bc+skills", "dagger", "dagger+skills")
+
+
+def figures(episodes: list[Any], cpu_seconds: float, wall_seconds: float) -> dict[str, Any]:
+    """Success (Wilson 95%), score, turns and cost of one setting's episodes."""
+    s = summarise(episodes)
+    successes = sum(e.success for e in episodes)
+    low, high = wilson_interval(successes, len(episodes))
+    turns = sum(e.num_turns for e in episodes)
+    return {
+        "episodes": s.episodes,
+        "successes": successes,
+        "success_rate": s.success_rate,
+        "success_ci95": [low, high],
+        "mean_score": s.mean_score,
+        "mean_turns": s.mean_turns,
+        "invalid_action_rate": s.invalid_action_rate,
+        "cpu_minutes": cpu_seconds / 60,
+        "wall_minutes": wall_seconds / 60,
+        "seconds_per_turn": wall_seconds / max(turns, 1),
+    }
+
+
+class Bench:
+    """Trains the cold-start policies on demand and evaluates every setting."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out = Path(args.out)
+        self.workspace = Path(args.workspace or f"{self.out}.workspace")
+        self.results: dict[str, Any] = {"settings": {}, "training": {}, "budgets": {}}
+        if args.resume and self.out.exists():
+            self.results.update(json.loads(self.out.read_text()))
+        self.results["config"] = {k: v for k, v in vars(args).items() if k != "resume"}
+        self._bank: SkillBank | None = None
+        self._runs: dict[bool, ColdStartRun] = {}
+
+    def save(self) -> None:
+        atomic_write_json(self.out, self.results)
+
+    @property
+    def bank(self) -> SkillBank:
+        if self._bank is None:
+            self._bank = SkillBank.open(BankConfig(workspace=self.workspace))
+            seed_bank_if_empty(self._bank, "webshop")
+        return self._bank
+
+    def starts(self) -> list[Start]:
+        return [Start("test", i, seed=i) for i in range(self.args.goals)]
+
+    # -- training ----------------------------------------------------------------------
+    def cold_start(self, skills: bool) -> ColdStartRun:
+        """Run (or resume) the cold start with or without skills; record its phase costs."""
+        if skills in self._runs:
+            return self._runs[skills]
+        a = self.args
+        config = ColdStartConfig(
+            goals=a.sft_goals,
+            dagger_rounds=a.dagger_rounds,
+            dagger_goals=a.dagger_goals,
+            skills=skills,
+            constrained=True,
+            max_turns=a.max_turns,
+            num_train_epochs=a.epochs,
+            learning_rate=a.lr,
+            seed=a.seed,
+        )
+        name = "skills" if skills else "no-skills"
+        run = ColdStartRun(
+            config,
+            policy=self.policy(a.model),
+            run_dir=self.workspace / "runs" / name / "sft",
+            prompt_config=PromptConfig(max_prompt_tokens=a.max_prompt_tokens),
+            bank=self.bank if skills else None,
+        )
+        state = run.run(resume=run.exists())
+        self.results["training"][name] = [
+            {
+                "phase": "bc" if row["round"] == 0 else f"dagger-{row['round']}",
+                "examples": row.get("data.dataset_examples"),
+                "gather_cpu_minutes": row.get("data.cpu_seconds", 0.0) / 60,
+                "train_cpu_minutes": row.get("train.cpu_seconds", 0.0) / 60,
+                "train_steps": row.get("train.global_step"),
+                "train_loss": row.get("train.loss"),
+                "dagger_success_rate": row.get("dagger.success_rate"),
+            }
+            for row in state.history
+        ]
+        self.save()
+        self._runs[skills] = run
+        return run
+
+    def policy(self, model: str) -> Any:
+        return load_policy(
+            PolicyConfig(model=model, dtype="float32", device="cpu", threads=self.args.threads)
+        )
+
+    def model_of(self, setting: str) -> str:
+        kind, _, skills = setting.partition("+")
+        if kind == "base":
+            return self.args.model
+        run = self.cold_start(skills == "skills")
+        return str(run.checkpoint(0) if kind == "bc" else run.final_checkpoint)
+
+    # -- evaluation --------------------------------------------------------------------
+    def evaluate(self, setting: str, budget: int | None = None) -> dict[str, Any]:
+        a = self.args
+        if setting == "expert":
+            return self.expert()
+        model = self.model_of(setting)  # trains first if needed (not counted below)
+        runner = EpisodeRunner(
+            self.policy(model),
+            bank=self.bank if setting.endswith("+skills") else None,
+            max_turns=a.max_turns,
+            constrained=True,
+            prompt_config=PromptConfig(max_prompt_tokens=budget or a.max_prompt_tokens),
+            count_retrievals=False,
+        )
+        cpu, wall = time.process_time(), time.perf_counter()
+        episodes = runner.run(self.starts(), temperature=0.0)
+        row = figures(episodes, time.process_time() - cpu, time.perf_counter() - wall)
+        row["model"] = model
+        row["model_seconds_per_turn"] = runner.timings.per_turn()["model"]
+        return row
+
+    def expert(self) -> dict[str, Any]:
+        a = self.args
+        starts = [
+            EpisodeStart(
+                "webshop",
+                split="test",
+                goal_index=s.goal_index,
+                seed=s.seed,
+                env_config={"max_turns": a.max_turns},
+            )
+            for s in self.starts()
+        ]
+        engine = RolloutEngine(
+            ExpertAgent(max_turns=a.max_turns),
+            config=RolloutConfig(max_turns=a.max_turns, count_retrievals=False),
+        )
+        cpu, wall = time.process_time(), time.perf_counter()
+        episodes = engine.run(starts)
+        return figures(episodes, time.process_time() - cpu, time.perf_counter() - wall)
+
+    def run(self) -> None:
+        for setting in self.args.settings.split(","):
+            if setting not in SETTINGS:
+                raise SystemExit(f"unknown setting {setting!r}; choose from {SETTINGS}")
+            if setting in self.results["settings"]:
+                continue
+            self.results["settings"][setting] = self.evaluate(setting)
+            self.save()
+            print(setting, _line(self.results["settings"][setting]), flush=True)
+        for budget in [int(b) for b in self.args.prompt_budgets.split(",") if b]:
+            key = str(budget)
+            if key in self.results["budgets"]:
+                continue
+            row = self.evaluate(self.args.budget_setting, budget)
+            self.results["budgets"][key] = {"setting": self.args.budget_setting, **row}
+            self.save()
+            print(f"budget {budget}", _line(row), flush=True)
+        if self._bank is not None:
+            self._bank.close()
+
+
+def _line(row: dict[str, Any]) -> str:
+    low, high = row["success_ci95"]
+    return (
+        f"success {row['success_rate']:.2f} [{low:.2f}, {high:.2f}]  score "
+        f"{row['mean_score']:.3f}  turns {row['mean_turns']:.1f}  "
+        f"{row['seconds_per_turn']:.2f} s/turn  {row['cpu_minutes']:.1f} CPU min"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="results JSON (written after each setting)")
+    parser.add_argument("--workspace", default=None, help="bank + runs (default: <out>.workspace)")
+    parser.add_argument("--goals", type=int, default=50, help="fixed test goals 0..N-1")
+    parser.add_argument("--settings", default=",".join(SETTINGS))
+    parser.add_argument("--model", default="embedded", help="base model")
+    parser.add_argument("--max-turns", type=int, default=15)
+    parser.add_argument("--max-prompt-tokens", type=int, default=900, help="training budget")
+    parser.add_argument("--sft-goals", type=int, default=64, help="behaviour-cloning goals")
+    parser.add_argument("--dagger-rounds", type=int, default=2)
+    parser.add_argument("--dagger-goals", type=int, default=32)
+    parser.add_argument("--epochs", type=float, default=2.0)
+    parser.add_argument("--lr", type=float, default=2e-4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--prompt-budgets", default="", help="e.g. 384,512,768")
+    parser.add_argument("--budget-setting", default="dagger+skills")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--resume", action="store_true")
+    args = parser.parse_args()
+    Bench(args).run()
+
+
+if __name__ == "__main__":
+    main()

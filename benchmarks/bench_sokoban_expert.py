@@ -1,0 +1,118 @@
+"""The scripted Sokoban expert per difficulty: success rate, moves vs optimum, return, time.
+
+Run: python benchmarks/bench_sokoban_expert.py [--split test] [--max-turns 20]
+
+Baselines in the same run: a uniformly random mover, and a greedy one that pushes a box onto a
+target when one move does it and otherwise moves at random without ever making a deadlock
+push (it uses the environment's dead-square table). The gap to the expert is what planning is
+worth. Also reports how long generating a room takes, per category.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+
+import envs
+from envs.sokoban.config import DEFAULT_CATEGORIES
+from envs.sokoban.expert import SokobanExpert
+from envs.sokoban.levels import LevelSet
+from envs.sokoban.room import DIRECTIONS, apply_move, parse_grid
+from envs.sokoban.solver import dead_squares
+
+
+class RandomMover:
+    """Baseline: a uniformly random move each turn."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = random.Random(seed)
+
+    def reset(self, info):
+        pass
+
+    def act(self, observation, info):
+        return self.rng.choice(DIRECTIONS)
+
+
+class GreedyMover(RandomMover):
+    """Baseline: take a push onto a target when there is one, else a random safe move."""
+
+    def act(self, observation, info):
+        room, state = parse_grid(observation)
+        dead = dead_squares(room)
+        safe = []
+        for direction in DIRECTIONS:
+            move = apply_move(room, state, direction)
+            if move.pushed and move.box_to in room.targets:
+                return direction
+            if move.moved and not (move.pushed and move.box_to in dead):
+                safe.append(direction)
+        return self.rng.choice(safe or list(DIRECTIONS))
+
+
+def evaluate(env, policy, split):
+    rows = {}
+    for index in range(env.levels.split_size(split)):
+        obs, info = env.reset(options={"split": split, "goal_index": index})
+        optimum = info["goal"]["optimal_moves"]
+        policy.reset(info)
+        moves = 0
+        while True:
+            obs, _, terminated, truncated, info = env.step(policy.act(obs, info))
+            moves += 1
+            if terminated or truncated:
+                break
+        row = rows.setdefault(
+            info["category"], {"success": [], "excess": [], "return": [], "optimum": []}
+        )
+        row["optimum"].append(optimum)
+        row["success"].append(info["success"])
+        row["return"].append(info["episode_return"])
+        if info["success"]:
+            row["excess"].append(moves - optimum)
+    return rows
+
+
+def generation_times(categories, count=40):
+    times = {}
+    for name in categories:
+        levels = LevelSet(envs.make("sokoban", categories=name).config)
+        start = time.perf_counter()
+        for number in range(count):
+            levels.level("train", number)
+        times[name] = (time.perf_counter() - start) / count * 1000
+    return times
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", default="test", choices=["test", "eval", "train"])
+    parser.add_argument("--max-turns", type=int, default=20)
+    args = parser.parse_args()
+    env = envs.make("sokoban", max_turns=args.max_turns)
+    for name, policy in (
+        ("expert", SokobanExpert(max_turns=args.max_turns)),
+        ("random", RandomMover()),
+        ("greedy (no planning)", GreedyMover()),
+    ):
+        start = time.perf_counter()
+        rows = evaluate(env, policy, args.split)
+        elapsed = time.perf_counter() - start
+        print(f"{name} on the {args.split} split, max_turns {args.max_turns} ({elapsed:.1f} s):")
+        for category, row in rows.items():
+            success = statistics.mean(row["success"])
+            excess = statistics.mean(row["excess"]) if row["excess"] else float("nan")
+            print(
+                f"  {category}: success {success:.3f} ({sum(row['success'])}/"
+                f"{len(row['success'])}), moves over optimum when solved {excess:.2f}, "
+                f"mean return {statistics.mean(row['return']):.2f} (optimum: mean "
+                f"{statistics.mean(row['optimum']):.1f}, max {max(row['optimum'])} moves)"
+            )
+    for category, ms in generation_times(DEFAULT_CATEGORIES).items():
+        print(f"generation {category}: {ms:.1f} ms a room (mean of 40)")
+
+
+if __name__ == "__main__":
+    main()

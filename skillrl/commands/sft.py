@@ -1,0 +1,322 @@
+"""``skillrl sft``: cold-start fine-tuning (behaviour cloning + DAgger) on training goals.
+
+A thin layer: it builds :class:`~trainers.sft_config.ColdStartConfig` from the options, opens the
+policy (and the bank, and a teacher), and runs :class:`~trainers.cold_start.ColdStartRun` with
+rich progress bars. ``skillrl train --cold-start`` calls :func:`run_cold_start` too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from envs.registry import DEFAULT_ENV
+from skillrl.commands.options import (
+    json_option,
+    max_new_tokens_option,
+    max_prompt_tokens_option,
+    max_turns_option,
+    prompt_config_from,
+    workspace_option,
+)
+from skillrl_core.errors import ConfigError
+
+
+@click.command("sft")
+@click.option("--env", "env_id", default=DEFAULT_ENV, show_default=True, help="Environment id.")
+@click.option(
+    "--source",
+    "sources",
+    type=click.Choice(["expert", "bank", "teacher"]),
+    multiple=True,
+    default=("expert",),
+    show_default=True,
+    help="Where demonstrations come from (repeat to combine): the scripted expert on training "
+    "goals, successful training episodes stored in the bank, or a teacher model.",
+)
+@click.option(
+    "--goals",
+    type=click.IntRange(0),
+    default=64,
+    show_default=True,
+    help="Training goals the expert (and teacher) play for behaviour cloning.",
+)
+@click.option(
+    "--bank-episodes",
+    type=click.IntRange(0),
+    default=200,
+    show_default=True,
+    help="Most successful training episodes taken from the bank (--source bank).",
+)
+@click.option(
+    "--split",
+    default="train",
+    show_default=True,
+    help="Split of the goals; only 'train' is accepted (test and eval goals are never trained on).",
+)
+@click.option(
+    "--dagger-rounds",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="DAgger rounds after behaviour cloning: roll out the policy, label every visited state "
+    "with the expert's action, add the examples, train again.",
+)
+@click.option(
+    "--dagger-goals",
+    type=click.IntRange(1),
+    default=32,
+    show_default=True,
+    help="Fresh training goals the policy plays in each DAgger round.",
+)
+@click.option(
+    "--dagger-temperature",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="Sampling temperature of DAgger rollouts (0: greedy).",
+)
+@click.option(
+    "--skills/--no-skills",
+    default=True,
+    show_default=True,
+    help="Put the skills retrieved at each turn into the examples (run the policy likewise).",
+)
+@click.option(
+    "--constrained/--free",
+    default=True,
+    show_default=True,
+    help="Targets in the constrained agent's format (query / click) or thought + action "
+    "(free decoding); train for the mode you will run.",
+)
+@max_turns_option
+@max_new_tokens_option
+@max_prompt_tokens_option
+@click.option(
+    "--epochs",
+    type=click.FloatRange(0, min_open=True),
+    default=2.0,
+    show_default=True,
+    help="Passes over the dataset in every round.",
+)
+@click.option(
+    "--learning-rate",
+    "--lr",
+    type=click.FloatRange(0, min_open=True),
+    default=2e-4,
+    show_default=True,
+    help="AdamW learning rate (LoRA; use about 1e-5 with --full).",
+)
+@click.option(
+    "--batch-size", type=click.IntRange(1), default=4, show_default=True, help="Examples per pass."
+)
+@click.option(
+    "--grad-accum",
+    type=click.IntRange(1),
+    default=2,
+    show_default=True,
+    help="Passes per optimizer step.",
+)
+@click.option(
+    "--lora/--full",
+    "use_lora",
+    default=True,
+    show_default=True,
+    help="Train a LoRA adapter (merged into the checkpoints) or every weight.",
+)
+@click.option("--lora-r", type=click.IntRange(1), default=16, show_default=True, help="LoRA rank.")
+@click.option(
+    "--packing/--no-packing",
+    default=False,
+    show_default=True,
+    help="Pack examples into full rows (TRL); rarely pays for turn prompts of similar length.",
+)
+@click.option(
+    "--save-steps",
+    type=click.IntRange(1),
+    default=25,
+    show_default=True,
+    help="Optimizer steps between resumable checkpoints inside a round.",
+)
+@click.option(
+    "--model",
+    default="embedded",
+    show_default=True,
+    help="Policy to fine-tune: 'embedded' (SmolLM2-135M-Instruct), a checkpoint folder or hub id.",
+)
+@click.option(
+    "--teacher-backend",
+    type=click.Choice(["transformers", "openai", "vllm", "trl-vllm"]),
+    default="openai",
+    show_default=True,
+    help="Backend of the teacher model (--source teacher).",
+)
+@click.option("--teacher-model", default=None, help="Teacher model (--source teacher).")
+@click.option("--teacher-base-url", default=None, help="Teacher server URL, if any.")
+@click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of goals and training.")
+@click.option(
+    "--run-name",
+    default=None,
+    help="Run folder under <workspace>/runs/ (files in its sft/ folder); default <env>-sft.",
+)
+@click.option("--resume", is_flag=True, help="Continue the run from its last completed step.")
+@workspace_option
+@json_option
+def sft(**options: Any) -> None:
+    """Fine-tune the policy on expert (bank, teacher) turns, then DAgger rounds.
+
+    Every example is a turn's prompt exactly as the agent builds it at run time (task, the
+    skills retrieved at that turn, recent actions, observation, admissible actions, same prompt
+    budget) and the action in the policy's own output format; the loss covers the action only.
+    Only training goals are used. The dataset is written as JSONL (runs/<name>/sft/dataset.jsonl)
+    and each round's model as a safetensors checkpoint. Kill it at any time; --resume continues.
+    """
+    from skillrl.commands.train import run_folder
+
+    o = options
+    config = cold_start_config(o)
+    folder = run_folder(o["workspace"], o["run_name"] or f"{o['env_id']}-sft") / "sft"
+    run_cold_start(config, o, folder)
+    if o["as_json"]:
+        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+        click.echo(json.dumps(state["history"], indent=2, sort_keys=True))
+
+
+def cold_start_config(o: dict[str, Any]) -> Any:
+    """Build the :class:`ColdStartConfig` the ``sft`` options ask for."""
+    from trainers.sft_config import ColdStartConfig
+
+    return ColdStartConfig(
+        env_id=o["env_id"],
+        sources=tuple(dict.fromkeys(o["sources"])),
+        split=o["split"],
+        goals=o["goals"],
+        bank_episodes=o["bank_episodes"],
+        dagger_rounds=o["dagger_rounds"],
+        dagger_goals=o["dagger_goals"],
+        dagger_temperature=o["dagger_temperature"],
+        skills=o["skills"],
+        constrained=o["constrained"],
+        max_turns=o["max_turns"],
+        max_new_tokens=o["max_new_tokens"],
+        num_train_epochs=o["epochs"],
+        learning_rate=o["learning_rate"],
+        per_device_train_batch_size=o["batch_size"],
+        gradient_accumulation_steps=o["grad_accum"],
+        packing=o["packing"],
+        use_peft=o["use_lora"],
+        lora_r=o["lora_r"],
+        lora_alpha=2 * o["lora_r"],
+        save_steps=o["save_steps"],
+        seed=o["seed"],
+    )
+
+
+def run_cold_start(config: Any, o: dict[str, Any], folder: Path) -> Path:
+    """Run (or resume, or skip when finished) a cold start in ``folder`` with progress bars.
+
+    ``o`` needs ``model``, ``threads``, ``workspace``, ``resume``, ``as_json``,
+    ``max_prompt_tokens`` and, for a teacher, ``teacher_backend`` / ``teacher_model`` /
+    ``teacher_base_url``. Returns the cold-started model's checkpoint folder.
+    """
+    from rich.console import Console
+
+    from skillrl.commands.train import _load_policy, _open_bank
+    from trainers.cold_start import ColdStartRun, finished_checkpoint
+
+    console = Console(stderr=o["as_json"])
+    if not o["resume"] and (folder / "state.json").exists():
+        raise ConfigError(
+            f"{folder} already holds a cold-start run; pass --resume or another --run-name"
+        )
+    done = finished_checkpoint(folder, config.rounds)
+    if done is not None:  # nothing to load or redo
+        console.print(f"cold start already done: {done}")
+        return done
+    teacher = _teacher(o) if "teacher" in config.sources else None  # checked before loading
+    policy = _load_policy(o)
+    bank = _open_bank({**o, "env_id": config.env_id}) if _needs_bank(config) else None
+    try:
+        run = ColdStartRun(
+            config,
+            policy=policy,
+            run_dir=folder,
+            prompt_config=prompt_config_from(o),
+            bank=bank,
+            teacher=teacher,
+        )
+        _run_with_bars(run, console, o["resume"])
+        console.print(
+            f"[green]cold start done[/]: {run.final_checkpoint}, dataset {run.dataset_path}"
+        )
+        return run.final_checkpoint
+    finally:
+        if bank is not None:
+            bank.close()
+
+
+def _needs_bank(config: Any) -> bool:
+    return config.skills or "bank" in config.sources
+
+
+def _run_with_bars(run: Any, console: Any, resume: bool) -> None:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+    )
+    rounds = run.config.rounds
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("cold start (phases)", total=2 * rounds)
+        detail = progress.add_task("", total=1, visible=False)
+
+        def show(label: str) -> Any:
+            def update(done: int, total: int) -> None:
+                progress.update(
+                    detail, description=label, completed=done, total=total, visible=True
+                )
+
+            return update
+
+        run.on_episode = show("  episodes")
+        run.on_step = show("  optimizer steps")
+
+        def hook(index: int, point: str) -> None:
+            phase, _, when = point.partition(":")
+            if when == "start":
+                what = "gathering examples" if phase == "data" else "fine-tuning"
+                kind = "behaviour cloning" if index == 0 else f"DAgger round {index}"
+                progress.update(task, description=f"{kind}: {what}")
+                progress.update(detail, visible=False, completed=0)
+            elif when == "end":
+                progress.advance(task)
+
+        run.hook = hook
+        if resume and run.exists():
+            state = run.load_state()
+            done = sum(state.completed(r, p) for r in range(rounds) for p in ("data", "train"))
+            progress.update(task, completed=done)
+        run.run(resume=resume)
+
+
+def _teacher(o: dict[str, Any]) -> Any:
+    from skillrl.policies import PolicyConfig, load_policy
+    from skillrl.workspace import resolve_workspace
+
+    if not o.get("teacher_model"):
+        raise ConfigError("--source teacher needs --teacher-model")
+    return load_policy(
+        PolicyConfig(
+            backend=o["teacher_backend"],
+            model=o["teacher_model"],
+            base_url=o.get("teacher_base_url"),
+            workspace=resolve_workspace(o["workspace"]),
+        )
+    )

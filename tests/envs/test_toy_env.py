@@ -1,0 +1,110 @@
+"""A user's own environment (the README's example) runs on the same runtime as the built-ins."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import toy_env  # noqa: F401  (registers "counter")
+
+import envs
+from envs.adapter import AgentAdapter
+from skillrl.agent import AgentState
+from skillrl.agents.expert import ExpertAgent
+from skillrl.agents.human import HumanAgent
+from skillrl.agents.llm import LLMAgent
+from skillrl.policies.base import Generation, ScoredContinuation
+from skillrl.rollout import EpisodeStart, RolloutEngine
+from skillrl_core.errors import ConfigError
+from trainers.runtime import EpisodeRunner
+
+ROOT = Path(__file__).resolve().parents[2]
+_NUMBERS = re.compile(r"Counter: (-?\d+)\. Target: (\d+)\.")
+
+
+class CounterPolicy:
+    """Answers from the prompt like a model would: add below the target, subtract above."""
+
+    name = "counter-policy"
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    @staticmethod
+    def _move(conversation) -> str:
+        user = next(m["content"] for m in conversation if m["role"] == "user")
+        value, target = (int(g) for g in _NUMBERS.search(user).groups())
+        return "add" if value < target else "subtract"
+
+    def generate(self, conversations, sampling):
+        return [
+            Generation(f"<think>compare</think><action>{self._move(c).upper()}</action>")
+            for c in conversations
+        ]
+
+    def score_continuations_detailed(self, conversations, continuations):
+        return [
+            [
+                ScoredContinuation(t, -0.1 if t.startswith(self._move(c)) else -5.0, [1], [1], [0])
+                for t in row
+            ]
+            for c, row in zip(conversations, continuations, strict=True)
+        ]
+
+
+def test_the_readme_shows_the_toy_environment_word_for_word():
+    source = (ROOT / "tests/envs/toy_env.py").read_text()
+    code = source.split("# --- README example ---\n")[1].split("# --- end of README example")[0]
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Your own environment")[1]
+    assert f"```python\n{code.rstrip()}\n```" in section
+
+
+def test_the_toy_adapter_meets_the_protocol():
+    adapter = envs.adapter_for("counter")
+    assert isinstance(adapter, AgentAdapter)
+    assert adapter.split_size("test", {}) == 5 and adapter.categories({}) == ["counting"]
+    assert "counter" in envs.registered()
+
+
+@pytest.mark.parametrize("constrained", [False, True], ids=["free", "constrained"])
+def test_a_model_plays_the_toy_environment_through_the_runtime(constrained):
+    agent = LLMAgent(CounterPolicy(), constrained=constrained)
+    records = RolloutEngine(agent).run(
+        [EpisodeStart("counter", "test", goal_index=i) for i in range(5)]
+    )
+    assert [r.success for r in records] == [True] * 5
+    assert [r.num_turns for r in records] == [1, 2, 3, 4, 5]  # targets 1..5, one add a turn
+    assert all(r.score == 1.0 and r.invalid_actions == 0 for r in records)
+
+
+def test_the_expert_and_a_person_play_it_too():
+    (expert,) = RolloutEngine(ExpertAgent()).run([EpisodeStart("counter", "test", goal_index=2)])
+    assert expert.success and [t.action for t in expert.turns] == ["add"] * 3
+    typed = iter(["1", "ADD", "subtract", "jump"])
+    human = HumanAgent(lambda state: next(typed))
+    (played,) = RolloutEngine(human, config=None).run(
+        [EpisodeStart("counter", "test", goal_index=1)]
+    )
+    assert played.success and [t.action for t in played.turns] == ["add", "add"]
+
+
+def test_a_person_typing_nonsense_is_an_invalid_turn():
+    state = AgentState("e", "counter", "x", "counting", "Counter: 0. Target: 1.", ["add"], 0)
+    (decision,) = HumanAgent(lambda s: "jump").act([state])
+    assert not decision.parse_ok
+
+
+def test_the_trainer_reads_split_sizes_from_the_adapter():
+    assert EpisodeRunner(policy=None, env_id="counter").split_size("test") == 5
+
+
+def test_an_environment_registered_without_adapter_gets_a_plain_one_without_expert():
+    envs.register("counter-plain", toy_env.CounterEnv, "the counter, no adapter given")
+    (record,) = RolloutEngine(LLMAgent(CounterPolicy(), constrained=True)).run(
+        [EpisodeStart("counter-plain", "test", goal_index=0)]
+    )
+    assert record.success and record.score == 1.0
+    with pytest.raises(ConfigError, match="no scripted expert"):
+        RolloutEngine(ExpertAgent()).run([EpisodeStart("counter-plain", "test", goal_index=0)])

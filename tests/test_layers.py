@@ -1,0 +1,201 @@
+"""The package layers of docs/ARCHITECTURE.md ("Layers"), checked on every import statement.
+
+Every ``import`` and ``from ... import`` in the packages is read with :mod:`ast` (module level,
+inside functions and under ``if TYPE_CHECKING`` alike, since a deferred import is still a
+dependency), as is every ``importlib.import_module("literal")``. A module may import its own layer
+and the layers below it as ``MAY_IMPORT`` lists them; anything else fails, naming file, line and
+module. Internal code also never imports the compatibility shims ``skillrl.errors``,
+``skillrl.records`` and ``skillrl.validation`` (they re-export ``skillrl_core`` for old user code).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "skillrl_core": frozenset(),
+    "envs": frozenset({"skillrl_core"}),
+    "memory": frozenset({"skillrl_core"}),
+    "skillrl": frozenset({"skillrl_core", "envs", "memory"}),
+    "trainers": frozenset({"skillrl_core", "envs", "memory", "skillrl"}),
+    "cli": frozenset({"skillrl_core", "envs", "memory", "skillrl", "trainers"}),
+}
+"""Layer -> the other layers its modules may import (docs/ARCHITECTURE.md, "Layers")."""
+
+SHIMS = frozenset({"skillrl.errors", "skillrl.records", "skillrl.validation"})
+"""Re-exports of ``skillrl_core`` kept for old imports; no code of ours uses them."""
+
+LIBRARY = ("skillrl_core", "envs", "memory", "skillrl", "trainers")
+"""Folders whose modules belong to a layer (``cli.py`` is the other member of ``cli``)."""
+
+SHIM_FREE = ("benchmarks", "tests")
+"""Folders outside the layers that must still import ``skillrl_core``, not the shims."""
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported module name, where it is imported."""
+
+    path: str
+    line: int
+    module: str
+
+
+def layer_of_module(name: str) -> str | None:
+    """The layer a dotted module name belongs to (None: not ours, e.g. ``torch``)."""
+    if name == "cli" or name == "skillrl.commands" or name.startswith("skillrl.commands."):
+        return "cli"
+    top = name.split(".")[0]
+    return top if top in MAY_IMPORT else None
+
+
+def layer_of_path(relative: str) -> str | None:
+    """The layer of a source file given by its path from the repository root."""
+    parts = Path(relative).with_suffix("").parts
+    return layer_of_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+
+
+def _package_of(relative: str) -> list[str]:
+    parts = list(Path(relative).with_suffix("").parts)
+    return parts[:-1]  # a module's package; for __init__.py, the package itself
+
+
+def imports_of(source: str, relative: str) -> list[Import]:
+    """Every module ``source`` (the file at ``relative``) imports, at any depth.
+
+    ``from a import b`` yields both ``a`` and ``a.b`` (``b`` may be a module, as in
+    ``from skillrl import commands``); relative imports are resolved against the file's package.
+    """
+    found: list[Import] = []
+    for node in ast.walk(ast.parse(source, filename=relative)):
+        if isinstance(node, ast.Import):
+            found += [Import(relative, node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = _package_of(relative)
+                package = package[: len(package) - (node.level - 1)]
+                base = ".".join([*package, *([base] if base else [])])
+            if base:
+                found.append(Import(relative, node.lineno, base))
+            found += [
+                Import(relative, node.lineno, f"{base}.{alias.name}" if base else alias.name)
+                for alias in node.names
+                if alias.name != "*"
+            ]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, (ast.Attribute, ast.Name))
+            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id)
+            == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.append(Import(relative, node.lineno, node.args[0].value))
+    return found
+
+
+def violations(imports: list[Import], *, layer: str | None, shim_exempt: bool = False) -> list[str]:
+    """One line per import that crosses a layer the wrong way or uses a shim."""
+    out = []
+    reported: set[tuple[int, str]] = set()  # ``from a.b import c`` is one import, not two
+    for imp in imports:
+        if not shim_exempt and imp.module in SHIMS:
+            out.append(
+                f"{imp.path}:{imp.line} imports the shim {imp.module}; import "
+                f"{imp.module.replace('skillrl.', 'skillrl_core.')} instead"
+            )
+            continue
+        target = layer_of_module(imp.module)
+        if layer is None or target is None or target == layer or target in MAY_IMPORT[layer]:
+            continue
+        if (imp.line, target) in reported:
+            continue
+        reported.add((imp.line, target))
+        allowed = ", ".join(sorted(MAY_IMPORT[layer])) or "nothing of ours"
+        out.append(
+            f"{imp.path}:{imp.line} imports {imp.module}: {layer} may import only {allowed} "
+            f"(docs/ARCHITECTURE.md, Layers)"
+        )
+    return out
+
+
+def _sources(*folders: str) -> list[str]:
+    files = [p for folder in folders for p in sorted((ROOT / folder).rglob("*.py"))]
+    return [p.relative_to(ROOT).as_posix() for p in files]
+
+
+def _check(relative: str) -> list[str]:
+    source = (ROOT / relative).read_text(encoding="utf-8")
+    shim = relative.removesuffix(".py").replace("/", ".") in SHIMS
+    return violations(imports_of(source, relative), layer=layer_of_path(relative), shim_exempt=shim)
+
+
+def test_every_layered_module_imports_only_its_own_and_lower_layers() -> None:
+    files = [*_sources(*LIBRARY), "cli.py"]
+    assert len(files) > 100 and all(layer_of_path(f) for f in files)
+    problems = [line for f in files for line in _check(f)]
+    assert not problems, "imports that cross a layer the wrong way:\n" + "\n".join(problems)
+
+
+def test_tests_and_benchmarks_import_skillrl_core_not_the_shims() -> None:
+    problems = [line for f in _sources(*SHIM_FREE) for line in _check(f)]
+    assert not [p for p in problems if "the shim" in p], "\n".join(problems)
+
+
+def test_the_shims_still_re_export_skillrl_core() -> None:
+    for shim in sorted(SHIMS):
+        old = importlib.import_module(shim)
+        new = importlib.import_module(shim.replace("skillrl.", "skillrl_core.", 1))
+        public = [name for name in dir(new) if not name.startswith("_")]
+        assert public and all(getattr(old, name) is getattr(new, name) for name in public), shim
+
+
+def test_layers_are_ordered_each_above_what_it_may_import() -> None:
+    for layer, allowed in MAY_IMPORT.items():
+        assert layer not in allowed
+        assert all(MAY_IMPORT[lower] <= allowed for lower in allowed), layer
+
+
+# The checker itself: each case is code that must be caught, or let through.
+CAUGHT = [
+    ("envs/x/env.py", "from memory import SkillBank", "memory"),
+    ("memory/bank.py", "def f():\n    import envs.registry\n", "envs.registry"),
+    ("skillrl/rollout.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+     "    from trainers.grpo import GRPOTrainer\n", "trainers.grpo"),
+    ("skillrl/distill/x.py", "from skillrl import commands", "skillrl.commands"),
+    ("skillrl/distill/x.py", "from ..commands import run", "skillrl.commands"),
+    ("trainers/cycle.py", "import cli", "cli"),
+    ("skillrl_core/errors.py", "import skillrl", "skillrl"),
+    ("skillrl/x.py", "import importlib\nimportlib.import_module('trainers.runtime')",
+     "trainers.runtime"),
+    ("trainers/x.py", "from skillrl.errors import ConfigError", "skillrl.errors"),
+    ("skillrl/commands/run.py", "from skillrl.records import EpisodeRecord", "skillrl.records"),
+]  # fmt: skip
+ALLOWED = [
+    ("skillrl/commands/train.py", "from trainers.cycle import TrainingRun\nimport cli"),
+    ("skillrl/rollout.py", "from memory import SkillBank\nfrom envs import make\nimport torch"),
+    ("memory/bank.py", "from memory.store import BankStore\nfrom skillrl_core import errors"),
+    ("skillrl/distill/x.py", "from . import pipeline\nfrom ..agent import Agent"),
+    ("cli.py", "import importlib\nimportlib.import_module(name)"),
+]
+
+
+@pytest.mark.parametrize(("path", "source", "module"), CAUGHT)
+def test_the_checker_catches_a_wrong_way_import(path: str, source: str, module: str) -> None:
+    found = violations(imports_of(source, path), layer=layer_of_path(path))
+    assert found and all(f.startswith(f"{path}:") for f in found)
+    assert any(f" {module}" in f for f in found), found
+
+
+@pytest.mark.parametrize(("path", "source"), ALLOWED)
+def test_the_checker_lets_allowed_imports_through(path: str, source: str) -> None:
+    assert violations(imports_of(source, path), layer=layer_of_path(path)) == []

@@ -1,0 +1,469 @@
+"""The cold-start phase: behaviour cloning, then DAgger rounds, resumable, in its own folder.
+
+Round 0 gathers demonstrations (expert / bank / teacher, training goals only) and fine-tunes the
+policy on them; each DAgger round r >= 1 rolls the current policy out on fresh training goals,
+labels every state it visited with the expert's action, adds those examples to the dataset and
+fine-tunes again on all of it (DAgger aggregates). Each round has two phases, ``data`` and
+``train``; a phase writes its files first and ``state.json`` last, so a killed run resumes with
+``resume=True`` without redoing finished work: the dataset files are kept, finished rounds are
+skipped, and a half-trained round continues from its last trainer checkpoint.
+
+Layout of the run folder (``<workspace>/runs/<name>/sft/``)::
+
+    config.json                 the ColdStartConfig and prompt budget it was started with
+    state.json                  last completed (round, phase), per-round metrics
+    data/round-<r>.jsonl        the examples gathered in round r
+    dataset.jsonl               all rounds so far (what the last round trained on)
+    trainer/round-<r>/          HF Trainer checkpoints while round r trains (removed after)
+    checkpoints/round-<r>/      from_pretrained-loadable model + tokenizer after round r
+    metrics.jsonl, tensorboard/ one row per round; per-step loss in TensorBoard
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skillrl.rollout import EpisodeStart
+from skillrl_core.errors import CheckpointError, ConfigError
+from trainers.checkpoint import atomic_write_json, atomic_write_text, save_checkpoint
+from trainers.dagger import ExpertLabeller, LabellingAgent, ReplayAgent, collect_examples, succeeded
+from trainers.sft import train_round
+from trainers.sft_config import TRAIN_SPLIT, ColdStartConfig
+from trainers.sft_data import TurnExample, read_examples, write_examples
+
+logger = logging.getLogger(__name__)
+
+PHASES: tuple[str, ...] = ("data", "train")
+Hook = Callable[[int, str], None]
+"""Called as ``hook(round, point)`` at ``<phase>:start`` / ``<phase>:end``, after a round's
+examples are written (``data:saved``) and after each trainer checkpoint (``train:saved``)."""
+
+
+@dataclass
+class ColdStartState:
+    """Where a cold-start run stands."""
+
+    round: int = 0
+    phase: str = ""
+    """Last completed phase of ``round`` ("" = none)."""
+    done: bool = False
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """One metrics row per completed round."""
+    current: dict[str, Any] = field(default_factory=dict)
+
+    def completed(self, round_index: int, phase: str) -> bool:
+        """Whether ``phase`` of ``round_index`` is done."""
+        if round_index != self.round:
+            return round_index < self.round
+        return bool(self.phase) and PHASES.index(phase) <= PHASES.index(self.phase)
+
+
+def checkpoint_path(root: Path, round_index: int) -> Path:
+    """Return the folder of the model a cold-start run in ``root`` saved after a round."""
+    return root / "checkpoints" / f"round-{round_index:04d}"
+
+
+def finished_checkpoint(root: Path, rounds: int) -> Path | None:
+    """Return the final model of a finished run of ``rounds`` rounds in ``root`` (else None)."""
+    try:
+        state = json.loads((root / "state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    final = checkpoint_path(root, rounds - 1)
+    done = bool(state.get("done")) and state.get("round") == rounds
+    return final if done and final.exists() else None
+
+
+def training_goal_order(env_id: str, env_config: dict[str, Any], seed: int) -> list[int]:
+    """Return the training split's goal indices in a seeded order (rounds take disjoint slices)."""
+    import envs
+
+    env = envs.make(env_id, **env_config)
+    world = getattr(env, "world", None)
+    if world is None or not hasattr(world, "split"):
+        raise ConfigError(f"environment {env_id!r} has no goal splits to draw training goals from")
+    order = list(range(len(world.split(TRAIN_SPLIT))))
+    random.Random(f"sft-goals-{seed}").shuffle(order)
+    return order
+
+
+class ColdStartRun:
+    """One resumable cold-start run over an in-process policy (``.model``, ``.tokenizer``)."""
+
+    def __init__(
+        self,
+        config: ColdStartConfig,
+        *,
+        policy: Any,
+        run_dir: Path,
+        prompt_config: Any | None = None,
+        bank: Any | None = None,
+        teacher: Any | None = None,
+        env_config: dict[str, Any] | None = None,
+        hook: Hook | None = None,
+        on_episode: Callable[[int, int], None] | None = None,
+        on_step: Callable[[int, int], None] | None = None,
+    ) -> None:
+        from skillrl.prompts import PromptConfig
+
+        if config.skills and bank is None:
+            raise ConfigError("skills are on but no skill bank was given (use --no-skills)")
+        if "bank" in config.sources and bank is None:
+            raise ConfigError("source 'bank' needs a skill bank")
+        if "teacher" in config.sources and teacher is None:
+            raise ConfigError("source 'teacher' needs a teacher policy (--teacher-model)")
+        self.config, self.policy, self.bank, self.teacher = config, policy, bank, teacher
+        self.prompt_config = prompt_config or PromptConfig()
+        self.env_config = {**(env_config or {}), "max_turns": config.max_turns}
+        self.root = run_dir
+        self.hook = hook or (lambda r, point: None)
+        self.on_episode = on_episode
+        """Called as ``on_episode(finished, total)`` while examples are gathered."""
+        self.on_step = on_step
+        """Called as ``on_step(done, total)`` after each optimizer step."""
+        self._order: list[int] | None = None
+
+    # -- files -----------------------------------------------------------------------------
+    @property
+    def state_path(self) -> Path:
+        """The commit point of every phase."""
+        return self.root / "state.json"
+
+    @property
+    def dataset_path(self) -> Path:
+        """All examples so far, as JSONL (``datasets.load_dataset("json", ...)`` reads it)."""
+        return self.root / "dataset.jsonl"
+
+    def round_data(self, round_index: int) -> Path:
+        """Return the file of the examples gathered in one round."""
+        return self.root / "data" / f"round-{round_index:04d}.jsonl"
+
+    def checkpoint(self, round_index: int) -> Path:
+        """Return the folder of the model after one round."""
+        return checkpoint_path(self.root, round_index)
+
+    @property
+    def final_checkpoint(self) -> Path:
+        """The model after the last round (what GRPO starts from)."""
+        return self.checkpoint(self.config.rounds - 1)
+
+    def exists(self) -> bool:
+        """Whether a run was started in this folder."""
+        return self.state_path.exists()
+
+    def load_state(self) -> ColdStartState:
+        """Read ``state.json`` (CheckpointError when missing or corrupt)."""
+        try:
+            return ColdStartState(**json.loads(self.state_path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError) as error:
+            raise CheckpointError(f"cannot resume: {self.state_path}: {error}") from error
+
+    def _save_state(self, state: ColdStartState) -> None:
+        atomic_write_json(self.state_path, asdict(state))
+
+    # -- driving ---------------------------------------------------------------------------
+    def run(self, *, resume: bool = False) -> ColdStartState:
+        """Run (or continue) every round; returns the final state."""
+        state = self._start(resume)
+        for round_index in range(state.round, self.config.rounds):
+            for phase in PHASES:
+                if state.completed(round_index, phase):
+                    continue
+                self.hook(round_index, f"{phase}:start")
+                getattr(self, f"_{phase}")(round_index, state)
+                state.round, state.phase = round_index, phase
+                self._save_state(state)
+                self.hook(round_index, f"{phase}:end")
+            state.round, state.phase, state.current = round_index + 1, "", {}
+            self._save_state(state)
+        state.done = True
+        self._save_state(state)
+        return state
+
+    def _settings(self) -> dict[str, Any]:
+        return {"cold_start": asdict(self.config), "prompt": asdict(self.prompt_config)}
+
+    def _start(self, resume: bool) -> ColdStartState:
+        settings = self._settings()
+        if not resume or not self.exists():
+            if self.exists():
+                raise CheckpointError(
+                    f"{self.root} already holds a cold-start run; pass --resume to continue it "
+                    "or choose another --run-name"
+                )
+            atomic_write_json(self.root / "config.json", settings)
+            state = ColdStartState()
+            self._save_state(state)
+            return state
+        saved = json.loads((self.root / "config.json").read_text(encoding="utf-8"))
+        if _identity(saved) != _identity(settings):
+            raise CheckpointError(
+                f"--resume with different settings than {self.root / 'config.json'}: only "
+                "--dagger-rounds may change when resuming"
+            )
+        atomic_write_json(self.root / "config.json", settings)
+        state = self.load_state()
+        state.done = False
+        trained = state.round - 1 if state.phase != "train" else state.round
+        if trained >= 0 and self.checkpoint(trained).exists():
+            self._load_weights(self.checkpoint(trained))
+        return state
+
+    def _load_weights(self, path: Path) -> None:
+        """Continue from the model a finished round saved (the in-process model is replaced)."""
+        from transformers import AutoModelForCausalLM
+
+        dtype = next(self.policy.model.parameters()).dtype
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+        self.policy.model = model.to(next(self.policy.model.parameters()).device).eval()
+        logger.info("resumed cold start from %s", path)
+
+    # -- phases ----------------------------------------------------------------------------
+    def goals_of(self, round_index: int) -> list[int]:
+        """Training goals played in a round (round 0: ``goals``; then ``dagger_goals`` each)."""
+        if self._order is None:
+            self._order = training_goal_order(self.config.env_id, self.env_config, self.config.seed)
+        c = self.config
+        start = 0 if round_index == 0 else c.goals + (round_index - 1) * c.dagger_goals
+        count = c.goals if round_index == 0 else c.dagger_goals
+        return [self._order[(start + i) % len(self._order)] for i in range(count)]
+
+    def _data(self, round_index: int, state: ColdStartState) -> None:
+        started, cpu = time.perf_counter(), time.process_time()
+        path = self.round_data(round_index)
+        metrics: dict[str, Any] = {}
+        if path.exists():  # written before a kill: kept, not gathered again
+            examples = read_examples(path)
+        else:
+            examples, metrics = self._gather(round_index)
+            write_examples(path, examples)
+        self.hook(round_index, "data:saved")
+        everything: list[TurnExample] = []
+        for r in range(round_index + 1):
+            everything.extend(read_examples(self.round_data(r)))
+        write_examples(self.dataset_path, everything)
+        state.current.update(metrics)
+        state.current.update(
+            {
+                "data.examples": len(examples),
+                "data.dataset_examples": len(everything),
+                "data.seconds": state.current.get("data.seconds", 0.0)
+                + time.perf_counter()
+                - started,
+                "data.cpu_seconds": state.current.get("data.cpu_seconds", 0.0)
+                + time.process_time()
+                - cpu,
+            }
+        )
+
+    def _gather(self, round_index: int) -> tuple[list[TurnExample], dict[str, Any]]:
+        if round_index == 0:
+            examples: list[TurnExample] = []
+            metrics: dict[str, Any] = {}
+            for source in self.config.sources:
+                found, episodes = getattr(self, f"_from_{source}")()
+                examples.extend(found)
+                metrics[f"data.{source}_episodes"] = len(episodes)
+                metrics[f"data.{source}_success_rate"] = _success_rate(episodes)
+            return examples, metrics
+        labelled = self._collect(
+            self._learner_agent(round_index),
+            ExpertLabeller(self.config.max_turns),
+            self._starts(self.goals_of(round_index)),
+            "dagger",
+            round_index,
+            keep=lambda record: True,
+        )
+        return labelled.examples, {
+            "dagger.episodes": len(labelled.episodes),
+            "dagger.success_rate": _success_rate(labelled.episodes),
+            "dagger.mean_turns": sum(len(e.turns) for e in labelled.episodes)
+            / max(len(labelled.episodes), 1),
+        }
+
+    def _from_expert(self) -> tuple[list[TurnExample], list[Any]]:
+        labelled = self._collect(
+            None, ExpertLabeller(self.config.max_turns), self._starts(self.goals_of(0)), "expert", 0
+        )
+        return labelled.examples, labelled.episodes
+
+    def _from_teacher(self) -> tuple[list[TurnExample], list[Any]]:
+        actor = self._llm_agent(self.teacher, temperature=0.0, seed=None)
+        labelled = self._collect(actor, None, self._starts(self.goals_of(0)), "teacher", 0)
+        return labelled.examples, labelled.episodes
+
+    def _from_bank(self) -> tuple[list[TurnExample], list[Any]]:
+        stored = self.bank.episodes(
+            env=self.config.env_id,
+            split=TRAIN_SPLIT,
+            success=True,
+            limit=self.config.bank_episodes,
+        )
+        stored = sorted(stored, key=lambda e: (e.goal_id, e.episode_id))  # a stable order
+        starts = [
+            EpisodeStart(
+                env_id=self.config.env_id,
+                split=TRAIN_SPLIT,
+                goal_id=e.goal_id,
+                seed=e.seed,
+                env_config=dict(self.env_config),
+            )
+            for e in stored
+        ]
+        replay = ReplayAgent([[t.action for t in e.turns] for e in stored])
+        labelled = self._collect(replay, None, starts, "bank", 0)
+        return labelled.examples, labelled.episodes
+
+    def _collect(
+        self,
+        actor: Any,
+        labeller: ExpertLabeller | None,
+        starts: list[EpisodeStart],
+        source: str,
+        round_index: int,
+        keep: Callable[[Any], bool] = succeeded,
+    ) -> Any:
+        agent = LabellingAgent(
+            self._llm_agent(self.policy, temperature=0.0, seed=None),
+            actor=actor,
+            labeller=labeller,
+            skills=self.config.skills,
+            constrained=self.config.constrained,
+        )
+        return collect_examples(
+            agent,
+            starts,
+            bank=self.bank if self.config.skills else None,
+            source=source,
+            round_index=round_index,
+            max_turns=self.config.max_turns,
+            max_parallel=self.config.max_parallel,
+            keep=keep,
+            on_episode=self.on_episode,
+        )
+
+    def _starts(self, goals: list[int]) -> list[EpisodeStart]:
+        return [
+            EpisodeStart(
+                env_id=self.config.env_id,
+                split=TRAIN_SPLIT,
+                goal_index=goal,
+                seed=self.config.seed + goal,
+                env_config=dict(self.env_config),
+            )
+            for goal in goals
+        ]
+
+    def _learner_agent(self, round_index: int) -> Any:
+        t = self.config.dagger_temperature
+        return self._llm_agent(self.policy, temperature=t, seed=self.config.seed + round_index)
+
+    def _llm_agent(self, policy: Any, *, temperature: float, seed: int | None) -> Any:
+        """Return the agent the trainer's runner plays ``policy`` with (same prompts)."""
+        from trainers.runtime import EpisodeRunner
+
+        runner = EpisodeRunner(
+            policy,
+            env_id=self.config.env_id,
+            bank=self.bank if self.config.skills else None,
+            max_turns=self.config.max_turns,
+            max_new_tokens=self.config.max_new_tokens,
+            constrained=self.config.constrained,
+            prompt_config=self.prompt_config,
+        )
+        return runner.make_agent(temperature, seed)
+
+    def _train(self, round_index: int, state: ColdStartState) -> None:
+        started, cpu = time.perf_counter(), time.process_time()
+        examples = read_examples(self.dataset_path)
+        if not examples:
+            raise ConfigError(
+                f"round {round_index} has no examples to train on (no successful demonstration "
+                "on the chosen goals); use more --goals or another source"
+            )
+        folder = self.root / "trainer" / f"round-{round_index:04d}"
+        offset = sum(int(row.get("train.global_step", 0)) for row in state.history)
+        with _StepLog(self.root / "tensorboard", offset) as on_log:
+            model, result = self._fit(round_index, examples, folder, on_log)
+        self.policy.model = model
+        path = save_checkpoint(model, self.policy.tokenizer, self.checkpoint(round_index))
+        shutil.rmtree(folder, ignore_errors=True)
+        row = {
+            "round": round_index,
+            **state.current,
+            "train.global_step": result.global_step,
+            "train.loss": result.train_loss,
+            "train.examples": result.examples,
+            "train.target_tokens": result.target_tokens,
+            "train.seconds": time.perf_counter() - started,
+            "train.cpu_seconds": time.process_time() - cpu,
+            "checkpoint": str(path),
+        }
+        state.history = [h for h in state.history if h["round"] != round_index] + [row]
+        _write_metrics(self.root / "metrics.jsonl", state.history)
+
+    def _fit(
+        self,
+        round_index: int,
+        examples: list[TurnExample],
+        folder: Path,
+        on_log: Callable[[int, dict[str, float]], None],
+    ) -> Any:
+        return train_round(
+            self.policy.model,
+            self.policy.tokenizer,
+            examples,
+            self.config,
+            folder,
+            resume=True,  # a folder left by a killed attempt is continued, never restarted
+            on_log=on_log,
+            on_save=lambda step: self.hook(round_index, "train:saved"),
+            on_step=self.on_step,
+        )
+
+
+class _StepLog:
+    """Per-step training logs as TensorBoard scalars (one writer per round, steps run on)."""
+
+    def __init__(self, folder: Path, offset: int) -> None:
+        self.folder, self.offset, self.writer = folder, offset, None
+
+    def __enter__(self) -> Callable[[int, dict[str, float]], None]:
+        return self.log
+
+    def log(self, step: int, logs: dict[str, float]) -> None:
+        if self.writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            # purge_step drops what a killed attempt logged past the step resumed from.
+            self.writer = SummaryWriter(str(self.folder), purge_step=self.offset + step)
+        for key, value in logs.items():
+            self.writer.add_scalar(f"sft/{key}", value, self.offset + step)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _write_metrics(path: Path, history: list[dict[str, Any]]) -> None:
+    lines = [json.dumps(row, sort_keys=True) for row in history]
+    atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+
+
+def _success_rate(episodes: list[Any]) -> float:
+    return sum(bool(e.success) for e in episodes) / len(episodes) if episodes else 0.0
+
+
+def _identity(settings: dict[str, Any]) -> dict[str, Any]:
+    """Return the settings that must not change on resume (all but the number of DAgger rounds)."""
+    settings = json.loads(json.dumps(settings))  # tuples and lists compare alike
+    cold = {k: v for k, v in settings.get("cold_start", {}).items() if k != "dagger_rounds"}
+    return {"cold_start": cold, "prompt": settings.get("prompt", {})}

@@ -1,0 +1,249 @@
+"""Turn examples from played episodes: demonstrations and DAgger labels, through the rollout engine.
+
+Every example is recorded inside a :class:`~skillrl.rollout.RolloutEngine` run by
+:class:`LabellingAgent`, which wraps whoever acts (the scripted expert, a teacher model, a replay
+of a stored episode, or the policy being trained) and, for every state the engine hands it,
+builds the example from that very state: the skills retrieved for that turn, the engine's
+history, the observation. Nothing about a turn is reconstructed afterwards.
+
+DAgger (Ross et al., 2011): the policy acts, the expert labels. :class:`ExpertLabeller` asks
+the environment's expert (its adapter's ``make_expert``) to ``decide`` the expert's action at the
+learner's state and then tells it the action the learner took (``observe``); an expert without
+those two (Sokoban's re-plans from any grid) labels with ``act``. So the label is the expert's
+move *from where the learner is* (back from a wrong product, the option the learner skipped), not
+a replay of the expert's own path. Departure from the paper: no beta-mixture of expert and
+learner actions; round 0 is pure behaviour cloning and every later round rolls out the current
+policy only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import envs
+from envs.adapter import Expert
+from skillrl.agent import AgentDecision, AgentState
+from skillrl.parsing import split_thinking
+from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
+from skillrl_core.errors import ConfigError
+from skillrl_core.records import EpisodeRecord
+from trainers.sft_config import TRAIN_SPLIT
+from trainers.sft_data import TurnExample, build_example
+
+logger = logging.getLogger(__name__)
+
+
+class ExpertLabeller:
+    """The scripted expert's action for any state of an episode, whoever takes the actions."""
+
+    def __init__(self, max_turns: int = 15) -> None:
+        self.max_turns = max_turns
+        self._reset_info: dict[str, dict[str, Any]] = {}
+        self._experts: dict[str, Expert] = {}
+
+    def begin(self, episode_id: str, reset_info: dict[str, Any]) -> None:
+        """Start labelling an episode (the expert is made at its first state: its env is known)."""
+        self._reset_info[episode_id] = dict(reset_info)
+
+    def label(self, state: AgentState) -> str:
+        """Return the expert's action at ``state``."""
+        expert = self._experts.get(state.episode_id) or self._start(state)
+        info = {"available_actions": state.available_actions, **state.info}
+        decide = getattr(expert, "decide", None)
+        return decide(state.observation, info) if decide else expert.act(state.observation, info)
+
+    def _start(self, state: AgentState) -> Expert:
+        reset_info = self._reset_info.get(state.episode_id)
+        if reset_info is None:
+            raise ConfigError(f"episode {state.episode_id!r} was never begun")
+        expert = envs.adapter_for(state.env_id).make_expert(self.max_turns)
+        if expert is None:
+            raise ConfigError(f"environment {state.env_id!r} has no scripted expert to label")
+        expert.reset(reset_info)
+        self._experts[state.episode_id] = expert
+        return expert
+
+    def observe(self, episode_id: str, action: str) -> None:
+        """Tell the episode's expert which action was actually taken at the last labelled state."""
+        observe = getattr(self._experts.get(episode_id), "observe", None)
+        if observe is not None:
+            observe(action)
+
+    def end(self, episode_id: str) -> None:
+        """Forget an episode."""
+        self._experts.pop(episode_id, None)
+        self._reset_info.pop(episode_id, None)
+
+
+class ReplayAgent:
+    """Replays stored action sequences, one per episode, in the order episodes begin."""
+
+    name = "replay"
+    uses_skills = False
+
+    def __init__(self, actions: list[list[str]]) -> None:
+        self._queue = deque(actions)
+        self._actions: dict[str, list[str]] = {}
+
+    def begin_episode(self, episode_id: str, reset_info: dict[str, Any]) -> None:
+        """Take the next stored sequence (the engine begins episodes in ``starts`` order)."""
+        self._actions[episode_id] = list(self._queue.popleft())
+
+    def act(self, states: list[AgentState]) -> list[AgentDecision]:
+        """Return each episode's stored action for its turn (the first admissible past the end)."""
+        decisions = []
+        for state in states:
+            actions = self._actions[state.episode_id]
+            fallback = state.available_actions[0] if state.available_actions else ""
+            action = actions[state.turn] if state.turn < len(actions) else fallback
+            decisions.append(AgentDecision(action=action, model_output=action))
+        return decisions
+
+    def end_episode(self, episode_id: str) -> None:
+        """Forget the episode."""
+        self._actions.pop(episode_id, None)
+
+
+@dataclass
+class Labelled:
+    """Examples of one rollout and the episodes they came from (``starts`` order)."""
+
+    examples: list[TurnExample]
+    episodes: list[EpisodeRecord]
+
+
+class LabellingAgent:
+    """Acts through ``actor`` (or the labeller) and records one example per state it is shown.
+
+    The example's prompt is ``prompt_agent.prompt_for(state)``: the learner's own prompt builder
+    and token budget. Its target is the labeller's action when there is a labeller (expert
+    demonstrations, DAgger), else the actor's action (teacher, replay).
+    """
+
+    def __init__(
+        self,
+        prompt_agent: Any,
+        *,
+        actor: Any | None,
+        labeller: ExpertLabeller | None,
+        skills: bool,
+        constrained: bool,
+    ) -> None:
+        if actor is None and labeller is None:
+            raise ConfigError("a labelling agent needs an actor, a labeller or both")
+        self.prompt_agent, self.actor, self.labeller = prompt_agent, actor, labeller
+        self.uses_skills = skills
+        self.constrained = constrained
+        self.name = getattr(actor, "name", "expert")
+        self.turns: dict[str, list[tuple[AgentState, str, str, str]]] = {}
+        """Per episode: (state, label, thought, action taken)."""
+
+    def begin_episode(self, episode_id: str, reset_info: dict[str, Any]) -> None:
+        """Refuse goals outside the training split; start the actor and the labeller."""
+        split = reset_info.get("split")
+        if split is not None and split != TRAIN_SPLIT:
+            raise ConfigError(
+                f"goal {reset_info.get('goal_id')!r} is from the {split!r} split: only training "
+                "goals may become fine-tuning examples"
+            )
+        self.turns[episode_id] = []
+        if self.actor is not None:
+            self.actor.begin_episode(episode_id, reset_info)
+        if self.labeller is not None:
+            self.labeller.begin(episode_id, reset_info)
+
+    def act(self, states: list[AgentState]) -> list[AgentDecision]:
+        """Label every state, let the actor act, and remember both."""
+        labels = [self.labeller.label(s) for s in states] if self.labeller is not None else None
+        if self.actor is not None:
+            decisions = self.actor.act(states)
+        else:
+            decisions = [AgentDecision(action=a, model_output=a) for a in labels or []]
+        for i, (state, decision) in enumerate(zip(states, decisions, strict=True)):
+            label = labels[i] if labels is not None else decision.action
+            thought = "" if labels is not None else _thought(decision, state)
+            self.turns[state.episode_id].append((state, label, thought, decision.action))
+            if self.labeller is not None:
+                self.labeller.observe(state.episode_id, decision.action)
+        return decisions
+
+    def end_episode(self, episode_id: str) -> None:
+        """End the episode for the actor and the labeller (its turns are kept)."""
+        if self.actor is not None:
+            self.actor.end_episode(episode_id)
+        if self.labeller is not None:
+            self.labeller.end(episode_id)
+
+
+def _thought(decision: AgentDecision, state: AgentState) -> str:
+    """Return a teacher's own thought, when it wrote one (free decoding)."""
+    return split_thinking(decision.model_output)[0][:300]
+
+
+def collect_examples(
+    agent: LabellingAgent,
+    starts: list[EpisodeStart],
+    *,
+    bank: Any | None,
+    source: str,
+    round_index: int,
+    max_turns: int,
+    max_parallel: int = 16,
+    keep: Callable[[EpisodeRecord], bool] = lambda record: True,
+    on_episode: Callable[[int, int], None] | None = None,
+) -> Labelled:
+    """Play ``starts`` through ``agent`` and return the examples of the episodes ``keep`` accepts.
+
+    Demonstration sources pass ``keep=succeeded`` and drop turns whose action was invalid;
+    DAgger keeps every state (``source == "dagger"``), failures included: those are the states
+    behaviour cloning never shows.
+    """
+    config = RolloutConfig(
+        max_turns=max_turns, max_parallel=max_parallel, record=False, count_retrievals=False
+    )
+    finished = [0]
+
+    def on_turn(event: Any) -> None:
+        if event.done and on_episode is not None:
+            finished[0] += 1
+            on_episode(finished[0], len(starts))
+
+    engine = RolloutEngine(agent, bank=bank, config=config, on_turn=on_turn)
+    episodes = engine.run(starts)
+    examples: list[TurnExample] = []
+    for index, (start, record) in enumerate(zip(starts, episodes, strict=True)):
+        if record.split != TRAIN_SPLIT:  # reset info without a split: checked here instead
+            raise ConfigError(f"episode of split {record.split!r} cannot become examples")
+        if not keep(record):
+            continue
+        for (state, label, thought, _), turn in zip(
+            agent.turns.get(record.episode_id, []), record.turns, strict=False
+        ):
+            if source != "dagger" and not turn.action_valid:
+                continue
+            examples.append(
+                build_example(
+                    agent.prompt_agent,
+                    state,
+                    label,
+                    constrained=agent.constrained,
+                    source=source,
+                    round_index=round_index,
+                    episode=index,
+                    goal_index=start.goal_index if start.goal_index is not None else -1,
+                    split=record.split,
+                    thought=thought,
+                    learner_action=turn.action if source == "dagger" else "",
+                )
+            )
+        agent.turns.pop(record.episode_id, None)
+    return Labelled(examples, episodes)
+
+
+def succeeded(record: EpisodeRecord) -> bool:
+    """Keep an episode's turns only when it bought the right product."""
+    return bool(record.success)

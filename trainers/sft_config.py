@@ -1,0 +1,133 @@
+"""Configuration of the cold-start phase (SFT + DAgger): :class:`ColdStartConfig`.
+
+Field names follow TRL's ``SFTConfig`` where the meaning is the same (``learning_rate``,
+``num_train_epochs``, ``per_device_train_batch_size``, ``gradient_accumulation_steps``,
+``packing``, ``save_steps``) and :class:`trainers.config.GRPOConfig` for LoRA.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from envs.registry import DEFAULT_ENV
+from skillrl_core.errors import ConfigError
+
+SOURCES: tuple[str, ...] = ("expert", "bank", "teacher")
+"""Where behaviour-cloning turns come from: the scripted expert on training goals, successful
+training episodes stored in the bank, a teacher model through any policy backend."""
+
+TRAIN_SPLIT = "train"
+"""The only split whose goals may become examples: test and eval goals measure the policy."""
+
+
+@dataclass
+class ColdStartConfig:
+    """One cold-start run: which examples, how many DAgger rounds, how to fine-tune."""
+
+    env_id: str = DEFAULT_ENV
+    """Environment id (``envs.make``); expert sources and DAgger need an adapter with an expert."""
+    sources: tuple[str, ...] = ("expert",)
+    """Behaviour-cloning sources of round 0, any of :data:`SOURCES`."""
+    split: str = TRAIN_SPLIT
+    """Split the goals come from; anything but ``train`` is refused."""
+    goals: int = 64
+    """Training goals played by the expert (and the teacher) for round 0."""
+    bank_episodes: int = 200
+    """Most successful training episodes taken from the bank (source ``bank``)."""
+    dagger_rounds: int = 0
+    """Rounds after behaviour cloning: roll out the policy, label its states, train again."""
+    dagger_goals: int = 32
+    """Training goals the policy plays in each DAgger round (fresh goals every round)."""
+    dagger_temperature: float = 0.0
+    """Sampling temperature of the DAgger rollouts (0: greedy, the states evaluation visits)."""
+    skills: bool = True
+    """Examples carry the skills retrieved at their turn (the policy is then run with skills)."""
+    constrained: bool = True
+    """Targets in the constrained agent's format (query / click); else thought + action."""
+    max_turns: int = 15
+    """Turn limit of every episode played for examples."""
+    max_new_tokens: int = 48
+    """Generation budget per turn of the DAgger and teacher rollouts."""
+    max_parallel: int = 16
+    """Episodes played at once (one batched agent call per turn)."""
+    num_train_epochs: float = 2.0
+    """Passes over the dataset in each round's training."""
+    learning_rate: float = 2e-4
+    """AdamW learning rate (LoRA adapters take a larger one than full fine-tuning)."""
+    per_device_train_batch_size: int = 4
+    """Examples per forward pass."""
+    gradient_accumulation_steps: int = 2
+    """Forward passes per optimizer step."""
+    packing: bool = False
+    """Pack examples into full-length rows (see ``trainers.sft``: rarely pays here)."""
+    use_peft: bool = True
+    """Train a LoRA adapter (merged into the saved checkpoints) instead of every weight."""
+    lora_r: int = 16
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA scaling alpha."""
+    lora_dropout: float = 0.0
+    """LoRA dropout."""
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: [
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ]
+    )
+    """Module names that get LoRA adapters."""
+    save_steps: int = 25
+    """Optimizer steps between resumable trainer checkpoints inside a round."""
+    seed: int = 0
+    """Seed of the goal order, LoRA init and data order."""
+
+    def __post_init__(self) -> None:
+        if self.split != TRAIN_SPLIT:
+            raise ConfigError(
+                f"split ({self.split!r}) must be {TRAIN_SPLIT!r}: only training goals may become "
+                "fine-tuning examples (test and eval goals measure the policy)"
+            )
+        unknown = [s for s in self.sources if s not in SOURCES]
+        if unknown or not self.sources:
+            raise ConfigError(f"sources ({self.sources!r}) must be a non-empty subset of {SOURCES}")
+        for name in (
+            "max_turns",
+            "max_new_tokens",
+            "max_parallel",
+            "per_device_train_batch_size",
+            "gradient_accumulation_steps",
+            "lora_r",
+            "save_steps",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 1")
+        for name in ("goals", "bank_episodes", "dagger_rounds", "dagger_goals"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 0")
+        for name in ("num_train_epochs", "learning_rate", "dagger_temperature", "lora_dropout"):
+            if not math.isfinite(getattr(self, name)):
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be finite")
+        if self.num_train_epochs <= 0 or self.learning_rate <= 0:
+            raise ConfigError(
+                f"num_train_epochs ({self.num_train_epochs}) and learning_rate "
+                f"({self.learning_rate}) must be > 0"
+            )
+        if self.dagger_temperature < 0:
+            raise ConfigError(f"dagger_temperature ({self.dagger_temperature}) must be >= 0")
+        if not 0 <= self.lora_dropout < 1:
+            raise ConfigError(f"lora_dropout ({self.lora_dropout}) must be in [0, 1)")
+        if self.dagger_rounds and self.dagger_goals < 1:
+            raise ConfigError(
+                f"dagger_goals ({self.dagger_goals}) must be >= 1 with dagger_rounds "
+                f"({self.dagger_rounds})"
+            )
+
+    @property
+    def rounds(self) -> int:
+        """Training rounds in all: behaviour cloning plus the DAgger rounds."""
+        return 1 + self.dagger_rounds
