@@ -133,9 +133,65 @@ def collate(samples: Sequence[TurnSample], pad_token_id: int) -> TurnBatch:
 
 
 def micro_batches(
-    samples: Sequence[TurnSample], size: int, generator: torch.Generator | None = None
+    samples: Sequence[TurnSample],
+    size: int,
+    generator: torch.Generator | None = None,
+    *,
+    sort_window: int = 1,
 ) -> list[list[TurnSample]]:
-    """Shuffle (with ``generator``) and cut into micro-batches of ``size`` samples."""
+    """Shuffle (with ``generator``) and cut into micro-batches of ``size`` samples.
+
+    With ``sort_window`` = k > 1, each run of k micro-batches (one optimizer step under gradient
+    accumulation of k) is sorted by length before it is cut, so rows of similar length share a
+    micro-batch and padding shrinks. Which samples land in which optimizer step is still the
+    shuffle's, so a step's summed gradient is unchanged for losses that sum over tokens or
+    sequences (``dapo``, and ``grpo``/``dr_grpo`` with full micro-batches); only the order
+    inside a step and the padding change. Equal prompts sort next to each other; a short
+    micro-batch (``size`` not dividing the count) goes where it saves the most padding.
+    """
+    if sort_window < 1:
+        raise ValueError(f"sort_window ({sort_window}) must be at least 1")
     order = torch.randperm(len(samples), generator=generator).tolist()
     shuffled = [samples[i] for i in order]
-    return [shuffled[i : i + size] for i in range(0, len(shuffled), size)]
+    if sort_window == 1:
+        return [shuffled[i : i + size] for i in range(0, len(shuffled), size)]
+    span = size * sort_window
+    batches: list[list[TurnSample]] = []
+    for start in range(0, len(shuffled), span):
+        batches.extend(_sorted_cut(sorted(shuffled[start : start + span], key=_length_key), size))
+    return batches
+
+
+def _length_key(sample: TurnSample) -> tuple[int, int, list[int]]:
+    return (sample.num_tokens, len(sample.completion_ids), sample.prompt_ids)
+
+
+def _sorted_cut(ordered: list[TurnSample], size: int) -> list[list[TurnSample]]:
+    """Cut length-sorted samples into runs of ``size`` with the least padding.
+
+    Runs of sorted samples are optimal; only a short run (when ``size`` does not divide the
+    count) has a choice of place: try each and keep the cheapest (sum of rows x longest row).
+    """
+    short = len(ordered) % size
+    places = range(len(ordered) // size + 1) if short else [0]
+    best: list[list[TurnSample]] = []
+    best_cost = None
+    for place in places:
+        sizes = [size] * (len(ordered) // size)
+        if short:
+            sizes.insert(place, short)
+        runs, start = [], 0
+        for n in sizes:
+            runs.append(ordered[start : start + n])
+            start += n
+        cost = sum(len(run) * run[-1].num_tokens for run in runs)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = runs, cost
+    return best
+
+
+def padding_fraction(batches: Sequence[Sequence[TurnSample]]) -> float:
+    """Share of the forwarded positions that are padding, over micro-batches ``batches``."""
+    real = sum(s.num_tokens for batch in batches for s in batch)
+    total = sum(len(batch) * max(s.num_tokens for s in batch) for batch in batches if batch)
+    return 1.0 - real / total if total else 0.0

@@ -10,8 +10,11 @@ ratio needs as "old" log-probs.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,13 @@ from skillrl.policies.model_cache import (
     ensure_embedded_checkpoint,
     ensure_gguf_checkpoint,
 )
+from skillrl.policies.prefix_cache import (
+    Dedupe,
+    cache_layers,
+    dedupe,
+    pack_candidates,
+    select_rows,
+)
 from skillrl_core.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -38,9 +48,11 @@ logger = logging.getLogger(__name__)
 SCORE_CHUNK_ROWS = 64
 """Most candidate rows per scoring forward pass."""
 SCORE_CHUNK_BYTES = 512 * 2**20
-"""Memory the candidates' copies of the prompt KV cache may take per pass: each row copies its
-prompt's cache (about 45 KiB per prompt token for SmolLM2-135M in fp32), so long prompts get
-fewer rows per pass instead of gigabytes of copies."""
+"""Memory the candidates' copies of the prompt KV cache may take per pass (baseline path): each
+row copies its prompt's cache (about 45 KiB per prompt token for SmolLM2-135M in fp32), so long
+prompts get fewer rows per pass instead of gigabytes of copies."""
+PACKED_LOGITS_BYTES = 256 * 2**20
+"""Most memory the packed candidates' logits may take per pass (fast path)."""
 
 
 @dataclass
@@ -49,14 +61,65 @@ class _Batch:
     attention_mask: torch.Tensor
     prompt_ids: list[list[int]]
 
+    def rows(self, index: list[int]) -> _Batch:
+        """Return the sub-batch of ``index`` (same width: the widest rows stay the widest)."""
+        return _Batch(
+            self.input_ids[index],
+            self.attention_mask[index],
+            [self.prompt_ids[i] for i in index],
+        )
+
+
+@dataclass
+class PolicyStats:
+    """Where the policy's time went since the last :meth:`reset` (seconds and token counts)."""
+
+    prefill_seconds: float = 0.0
+    """Prompt forward passes of generation (fast path; the baseline counts them as decoding)."""
+    decode_seconds: float = 0.0
+    """``model.generate`` after the prompt (all of ``generate`` on the baseline path)."""
+    score_prefill_seconds: float = 0.0
+    """Prompt forward passes of candidate scoring."""
+    score_candidates_seconds: float = 0.0
+    """Candidate forward passes and their log-probs."""
+    prompt_rows: int = 0
+    """Prompts asked for (generation and scoring)."""
+    computed_rows: int = 0
+    """Prompts actually encoded (fewer than ``prompt_rows`` when duplicates were shared)."""
+    prefill_tokens: int = 0
+    """Real (unpadded) prompt tokens encoded."""
+    candidate_tokens: int = 0
+    """Candidate tokens fed to the model."""
+    generated_tokens: int = 0
+    """Generated tokens of the rows actually decoded (copies of a greedy row not counted)."""
+    prefix_shareable_tokens: int = 0
+    """Prompt tokens a batch-wide shared prefix would have saved: per call, the longest prefix
+    common to all encoded prompts times (encoded prompts - 1). Measures whether computing that
+    prefix once would pay (it is not done: see ``skillrl.policies.prefix_cache``)."""
+
+    def reset(self) -> None:
+        """Zero every field."""
+        for key, value in vars(PolicyStats()).items():
+            setattr(self, key, value)
+
+    def to_dict(self) -> dict[str, float]:
+        """Plain numbers."""
+        return {k: float(v) for k, v in vars(self).items()}
+
 
 class TransformersPolicy:
     """A chat model run in-process by transformers."""
 
-    def __init__(self, model: Any, tokenizer: Any, name: str = "transformers") -> None:
+    def __init__(
+        self, model: Any, tokenizer: Any, name: str = "transformers", *, fast: bool = True
+    ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
+        self.fast = fast
+        """Share work between rows (identical prompts encoded once, candidates packed into one
+        row per prompt); False runs the plain batched path (the benchmarks' baseline)."""
+        self.stats = PolicyStats()
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -113,10 +176,55 @@ class TransformersPolicy:
     def generate(
         self, conversations: list[Conversation], sampling: SamplingConfig
     ) -> list[Generation]:
-        """Generate for all conversations in one left-padded batch."""
+        """Generate for all conversations in one left-padded batch.
+
+        Fast path: identical prompts are encoded once. Greedy copies of a prompt would decode
+        the same tokens, so only distinct prompts are decoded and the results copied; sampled
+        copies share the prompt's KV cache but each samples its own tokens.
+        """
         if not conversations:
             return []
         batch = self._encode(conversations)
+        self.stats.prompt_rows += len(conversations)
+        if not self.fast:
+            self._count_encoded(batch.prompt_ids)
+            return self._generate(batch, sampling, None)
+        groups = dedupe([tuple(row) for row in batch.prompt_ids])
+        self._count_encoded([batch.prompt_ids[i] for i in groups.unique])
+        if sampling.greedy and groups.saved:
+            distinct = self._generate(
+                batch.rows(groups.unique), sampling, dedupe(range(len(groups.unique)))
+            )
+            return [copy.deepcopy(distinct[j]) for j in groups.index]
+        return self._generate(batch, sampling, groups)
+
+    def _count_encoded(self, prompts: list[list[int]]) -> None:
+        self.stats.computed_rows += len(prompts)
+        self.stats.prefill_tokens += sum(len(r) for r in prompts)
+        shared = len(os.path.commonprefix(prompts)) if len(prompts) > 1 else 0
+        self.stats.prefix_shareable_tokens += shared * (len(prompts) - 1)
+
+    def _generate(
+        self, batch: _Batch, sampling: SamplingConfig, groups: Dedupe | None
+    ) -> list[Generation]:
+        """Run ``model.generate`` (with ``groups``: on a prefilled KV cache).
+
+        The cache holds the distinct prompts' all-but-last tokens, computed here once per
+        distinct prompt and copied to each row that repeats it.
+        """
+        extra: dict[str, Any] = {}
+        if groups is not None and batch.input_ids.shape[1] > 1:
+            tick = time.perf_counter()
+            distinct = batch.rows(groups.unique)
+            out = self._forward(
+                distinct.input_ids[:, :-1], distinct.attention_mask[:, :-1], None, None, keep=1
+            )
+            cache = _cache_of(out)
+            if groups.saved:
+                cache = select_rows(cache, groups.index)
+            extra[self._cache_kwarg] = cache
+            self.stats.prefill_seconds += time.perf_counter() - tick
+        tick = time.perf_counter()
         kwargs: dict[str, Any] = {
             "max_new_tokens": sampling.max_new_tokens,
             "do_sample": not sampling.greedy,
@@ -133,20 +241,23 @@ class TransformersPolicy:
         if sampling.stop:
             kwargs.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
         out = self.model.generate(
-            input_ids=batch.input_ids, attention_mask=batch.attention_mask, **kwargs
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask, **kwargs, **extra
         )
+        self.stats.decode_seconds += time.perf_counter() - tick
         new_tokens = out.sequences[:, batch.input_ids.shape[1] :]
         logits = torch.stack(out.logits, dim=1).float()  # (batch, steps, vocab)
         if not sampling.greedy:
             logits = logits / sampling.temperature
         logprobs = torch.log_softmax(logits, dim=-1)
         token_lp = logprobs.gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
-        return [
+        finished = [
             self._finish(
                 batch.prompt_ids[i], new_tokens[i].tolist(), token_lp[i].tolist(), sampling
             )
-            for i in range(len(conversations))
+            for i in range(len(batch.prompt_ids))
         ]
+        self.stats.generated_tokens += sum(len(g.completion_token_ids) for g in finished)
+        return finished
 
     def _finish(
         self, prompt: list[int], tokens: list[int], lps: list[float], sampling: SamplingConfig
@@ -198,20 +309,28 @@ class TransformersPolicy:
         if not conversations:
             return []
         batch = self._encode(conversations)
+        self.stats.prompt_rows += len(conversations)
+        if self.fast:
+            return self._score_packed(batch, continuations)
+        self._count_encoded(batch.prompt_ids)
+        tick = time.perf_counter()
         # Only the last prompt position's logits are needed (saves the vocab projection elsewhere).
         prompt_out = self._forward(batch.input_ids, batch.attention_mask, None, None, keep=1)
         first_lp = torch.log_softmax(prompt_out.logits[:, -1, :].float(), dim=-1)
         cache = _cache_of(prompt_out)
+        self.stats.score_prefill_seconds += time.perf_counter() - tick
+        tick = time.perf_counter()
         rows = [(i, text) for i, cands in enumerate(continuations) for text in cands]
         row_bytes = sum(
             (k[0].numel() * k.element_size()) + (v[0].numel() * v.element_size())
-            for k, v, *_ in _cache_layers(cache)
+            for k, v in cache_layers(cache)
         )
         per_pass = max(1, min(SCORE_CHUNK_ROWS, SCORE_CHUNK_BYTES // max(row_bytes, 1)))
         scored: list[ScoredContinuation] = []
         for start in range(0, len(rows), per_pass):
             chunk = rows[start : start + per_pass]
             scored.extend(self._score_chunk(chunk, batch, first_lp, cache))
+        self.stats.score_candidates_seconds += time.perf_counter() - tick
         result: list[list[ScoredContinuation]] = []
         offset = 0
         for cands in continuations:
@@ -236,9 +355,9 @@ class TransformersPolicy:
         prompt_mask = batch.attention_mask[index]
         mask = torch.cat([prompt_mask, cand_mask], dim=1)
         positions = prompt_mask.sum(dim=1, keepdim=True) + torch.arange(width, device=self.device)
-        selected = DynamicCache(
-            ddp_cache_data=[(k[index], v[index]) for k, v, *_ in _cache_layers(cache)]
-        )
+        layers = cache_layers(cache)
+        selected = DynamicCache(ddp_cache_data=[(k[index], v[index]) for k, v in layers])
+        self.stats.candidate_tokens += sum(len(c) for c in cand_ids)
         out = self._forward(ids, mask, positions, selected)
         lp = torch.log_softmax(out.logits.float(), dim=-1)
         scored = []
@@ -255,6 +374,80 @@ class TransformersPolicy:
                 )
             )
         return scored
+
+    def _score_packed(
+        self, batch: _Batch, continuations: list[list[str]]
+    ) -> list[list[ScoredContinuation]]:
+        """Each distinct prompt once; its distinct candidates packed side by side in one row."""
+        groups = dedupe([tuple(row) for row in batch.prompt_ids])
+        distinct = batch.rows(groups.unique)
+        self._count_encoded(distinct.prompt_ids)
+        tick = time.perf_counter()
+        prompt_out = self._forward(distinct.input_ids, distinct.attention_mask, None, None, keep=1)
+        first_lp = torch.log_softmax(prompt_out.logits[:, -1, :].float(), dim=-1)
+        cache = _cache_of(prompt_out)
+        self.stats.score_prefill_seconds += time.perf_counter() - tick
+        tick = time.perf_counter()
+        # Candidate texts per distinct prompt (copies of a prompt may list different candidates).
+        texts: list[dict[str, list[int]]] = [{} for _ in groups.unique]
+        for row, cands in enumerate(continuations):
+            known = texts[groups.index[row]]
+            for text in cands:
+                if text not in known:
+                    known[text] = self.tokenizer(text, add_special_tokens=False)["input_ids"] or [0]
+        lps = self._packed_logprobs(distinct, [list(t.values()) for t in texts], first_lp, cache)
+        self.stats.score_candidates_seconds += time.perf_counter() - tick
+        found = [dict(zip(t, row, strict=True)) for t, row in zip(texts, lps, strict=True)]
+        result = []
+        for row, cands in enumerate(continuations):
+            u = groups.index[row]
+            result.append(
+                [
+                    ScoredContinuation(
+                        text=text,
+                        logprob=float(sum(found[u][text])),
+                        prompt_token_ids=list(batch.prompt_ids[row]),
+                        token_ids=list(texts[u][text]),
+                        token_logprobs=list(found[u][text]),
+                    )
+                    for text in cands
+                ]
+            )
+        return result
+
+    def _packed_logprobs(
+        self,
+        prompts: _Batch,
+        candidates: list[list[list[int]]],
+        first_lp: torch.Tensor,
+        cache: Any,
+    ) -> list[list[list[float]]]:
+        """Per-token log-probs of every candidate of every prompt (packed, tree attention)."""
+        vocab = first_lp.shape[1]
+        longest = max(sum(max(len(c) - 1, 0) for c in cands) for cands in candidates)
+        per_pass = max(1, PACKED_LOGITS_BYTES // max(1, 4 * vocab * max(longest, 1)))
+        out_rows: list[list[list[float]]] = []
+        dtype = next(self.model.parameters()).dtype
+        for start in range(0, len(candidates), per_pass):
+            rows = list(range(start, min(start + per_pass, len(candidates))))
+            part = cache if len(rows) == len(candidates) else select_rows(cache, rows)
+            packed = pack_candidates(
+                [candidates[r] for r in rows], prompts.attention_mask[rows], dtype
+            )
+            self.stats.candidate_tokens += int(sum(n for row in packed.spans for _, n in row))
+            out = self._forward(packed.input_ids, packed.attention_mask, packed.position_ids, part)
+            lp = torch.log_softmax(out.logits.float(), dim=-1)
+            for local, r in enumerate(rows):
+                scored = []
+                for tokens, (column, fed) in zip(candidates[r], packed.spans[local], strict=True):
+                    token_lps = [first_lp[r, tokens[0]].item()]
+                    if fed:
+                        picked = torch.tensor(tokens[1:], device=lp.device).unsqueeze(1)
+                        block = lp[local, column : column + fed]
+                        token_lps += block.gather(1, picked)[:, 0].tolist()
+                    scored.append(token_lps)
+                out_rows.append(scored)
+        return out_rows
 
     def _forward(
         self,
@@ -275,12 +468,6 @@ class TransformersPolicy:
 def _cache_of(output: Any) -> Any:
     cache = getattr(output, "cache", None)
     return cache if cache is not None else output.past_key_values
-
-
-def _cache_layers(cache: Any) -> list[tuple[torch.Tensor, ...]]:
-    if hasattr(cache, "layers"):
-        return [(layer.keys, layer.values) for layer in cache.layers]
-    return [tuple(item[:2]) for item in cache]
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> set[int]:

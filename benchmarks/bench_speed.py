@@ -1,0 +1,326 @@
+"""Compute speed (issue 11): the plain engine (baseline) vs the fast paths, in one run.
+
+    python benchmarks/bench_speed.py                      # small: 2 goals x G=4, a few minutes
+    python benchmarks/bench_speed.py --goals 16 --rounds 2 --train-samples 32   # the issue's size
+
+Phases, each old (baseline column) vs new, interleaved A B B A ... over ``--rounds`` so load drift
+on a shared machine hits both sides alike; ratios are total old time / total new time:
+
+(a) the machine: 1024x1024 fp32 matmul GFLOP/s, measured before every phase;
+(b) constrained rollouts: ``--goals`` WebShop test goals x ``--group-size`` episodes (a GRPO
+    group each), greedy so both sides must choose the same actions (asserted), skills retrieved
+    from a seeded bank unless ``--no-skills``. Old = ``TransformersPolicy(fast=False)``;
+(c) GRPO update trained tokens/s, LoRA and full, on turns of those rollouts (advantages +-1 by
+    episode so every turn trains). Old = micro-batches in shuffled order; new = sorted by
+    length inside each optimizer step;
+(d) free decoding: the same episodes batched vs one after another (new engine), episodes/min.
+
+Achieved GFLOP/s counts 2 x P_body multiply-adds per token the model actually ran (P_body = the
+parameters of the transformer layers, i.e. without the embedding lookup and the LM head, whose
+cost depends on how many positions get logits), x3 for a full-fine-tuning update (forward +
+backward for activations and weights) and x2 for LoRA (weight gradients of frozen layers are
+skipped); attention's sequence-quadratic part is not counted. Padding is not counted as work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+from skillrl.agents.llm import LLMAgent, LLMAgentConfig  # noqa: E402
+from skillrl.policies import PolicyConfig, SamplingConfig, load_policy  # noqa: E402
+from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
+from trainers.batching import build_samples, micro_batches, padding_fraction  # noqa: E402
+from trainers.config import GRPOConfig  # noqa: E402
+from trainers.grpo import GRPOTrainer  # noqa: E402
+
+
+def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
+    """fp32 ``size`` x ``size`` matmul GFLOP/s (best of ``repeats``)."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        began = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - began)
+    return 2 * size**3 / best / 1e9
+
+
+def body_params(model) -> int:
+    """Parameters of the transformer layers (no embedding lookup, no LM head)."""
+    return sum(p.numel() for name, p in model.named_parameters() if ".layers." in name)
+
+
+def rollout(policy, agent, starts, max_turns: int, bank, fast: bool) -> dict:
+    """Play ``starts`` once; return actions, timings and the policy's phase timers."""
+    policy.fast = fast
+    policy.stats.reset()
+    engine = RolloutEngine(
+        agent, bank=bank, config=RolloutConfig(max_turns=max_turns, max_parallel=len(starts))
+    )
+    records = engine.run(starts)
+    return {
+        "actions": [[t.action for t in r.turns] for r in records],
+        "records": records,
+        "engine": engine.stats.to_dict(),
+        "policy": policy.stats.to_dict(),
+    }
+
+
+def profile_line(result: dict) -> str:
+    """Where the rollout's wall time went, in seconds and shares."""
+    engine, pol = result["engine"], result["policy"]
+    wall = engine["wall_seconds"]
+    parts = {
+        "prefill": pol["prefill_seconds"],
+        "decoding": pol["decode_seconds"],
+        "score prefill": pol["score_prefill_seconds"],
+        "candidates": pol["score_candidates_seconds"],
+        "retrieval": engine["retrieval_seconds"],
+        "environment": engine["env_seconds"],
+    }
+    parts["python/other"] = max(0.0, wall - sum(parts.values()))
+    return ", ".join(f"{k} {v:.1f}s ({100 * v / wall:.0f}%)" for k, v in parts.items())
+
+
+def rollout_gflops(result: dict, params: int) -> float:
+    pol = result["policy"]
+    seconds = sum(
+        pol[k]
+        for k in (
+            "prefill_seconds",
+            "decode_seconds",
+            "score_prefill_seconds",
+            "score_candidates_seconds",
+        )
+    )
+    tokens = pol["prefill_tokens"] + pol["candidate_tokens"] + pol["generated_tokens"]
+    return 2 * params * tokens / seconds / 1e9 if seconds else 0.0
+
+
+def phase_rollouts(args, policy, agent, starts, bank, gflops: list[float]) -> dict:
+    old, new = [], []
+    for r in range(args.rounds):
+        for fast in (False, True) if r % 2 == 0 else (True, False):
+            gflops.append(matmul_gflops())
+            result = rollout(policy, agent, starts, args.max_turns, bank, fast)
+            (new if fast else old).append(result)
+            print(
+                f"  rollout {'new' if fast else 'old'}: {result['engine']['wall_seconds']:.1f}s",
+                flush=True,
+            )
+    reference = old[0]["actions"]
+    for result in old + new:
+        if result["actions"] != reference:
+            raise AssertionError("old and new engines chose different actions (greedy)")
+    return {"old": old, "new": new}
+
+
+def training_samples(records, limit: int, seed: int):
+    """Episodes with advantages +-1 by episode on ``limit`` turns (fixed seed), 0 elsewhere."""
+    episodes = [r for r in records if any(t.completion_token_ids for t in r.turns)]
+    turns = [(i, t) for i, e in enumerate(episodes) for t in range(len(e.turns))]
+    order = torch.randperm(len(turns), generator=torch.Generator().manual_seed(seed)).tolist()
+    picked = {turns[k] for k in order[:limit]}
+    advantages = [
+        [(1.0 if i % 2 == 0 else -1.0) if (i, t) in picked else 0.0 for t in range(len(e.turns))]
+        for i, e in enumerate(episodes)
+    ]
+    return episodes, advantages
+
+
+def phase_training(args, model, episodes, advantages, mode: str, gflops: list[float]) -> dict:
+    config = GRPOConfig(
+        use_peft=mode == "lora",
+        learning_rate=1e-6,
+        per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.grad_accum,
+    )
+    trainer = GRPOTrainer(copy.deepcopy(model), config, pad_token_id=0)
+    trainer.train_step(episodes, advantages)  # warm-up: optimizer state, first-call costs
+    seconds = {False: 0.0, True: 0.0}
+    tokens = {False: 0, True: 0}
+    for r in range(args.train_rounds):
+        for fast in (False, True) if r % 2 == 0 else (True, False):
+            gflops.append(matmul_gflops())
+            trainer.sort_by_length = fast
+            metrics = trainer.train_step(episodes, advantages)
+            seconds[fast] += metrics.seconds
+            tokens[fast] += metrics.total_tokens
+            print(f"  {mode} {'new' if fast else 'old'}: {metrics.seconds:.1f}s", flush=True)
+    samples = build_samples(episodes, advantages)
+    padding = {
+        fast: padding_fraction(
+            micro_batches(
+                samples,
+                args.batch_size,
+                torch.Generator().manual_seed(0),
+                sort_window=args.grad_accum if fast else 1,
+            )
+        )
+        for fast in (False, True)
+    }
+    return {
+        "old_padding": padding[False],
+        "new_padding": padding[True],
+        "old_tokens_per_s": tokens[False] / seconds[False],
+        "new_tokens_per_s": tokens[True] / seconds[True],
+        "ratio": (tokens[True] / seconds[True]) / (tokens[False] / seconds[False]),
+        "factor": 3 if mode == "full" else 2,
+    }
+
+
+def phase_free(args, policy, gflops: list[float]) -> dict:
+    policy.fast = True
+    sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, stop=["</action>"])
+    agent = LLMAgent(policy, config=LLMAgentConfig(sampling=sampling), uses_skills=False)
+    starts = [EpisodeStart("webshop", "test", i, seed=i) for i in range(args.free_episodes)]
+    out = {}
+    for name, parallel in (("batched", len(starts)), ("sequential", 1)):
+        gflops.append(matmul_gflops())
+        engine = RolloutEngine(
+            agent, config=RolloutConfig(max_turns=args.free_turns, max_parallel=parallel)
+        )
+        records = engine.run(starts)
+        out[name] = engine.stats.episodes_per_minute
+        out[name + "_actions"] = [[t.action for t in r.turns] for r in records]
+        print(f"  free {name}: {engine.stats.wall_seconds:.1f}s", flush=True)
+    out["same_actions"] = out["batched_actions"] == out["sequential_actions"]
+    out["ratio"] = out["batched"] / out["sequential"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--goals", type=int, default=2, help="WebShop test goals (groups)")
+    parser.add_argument("--group-size", type=int, default=4, help="episodes per goal (G)")
+    parser.add_argument("--max-turns", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2, help="old/new rollout pairs (ABBA..)")
+    parser.add_argument("--no-skills", action="store_true", help="no bank, no retrieval")
+    parser.add_argument("--train-samples", type=int, default=8, help="turns per GRPO step")
+    parser.add_argument("--train-rounds", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--grad-accum", type=int, default=2)
+    parser.add_argument("--free-episodes", type=int, default=4)
+    parser.add_argument("--free-turns", type=int, default=2)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--skip", default="", help="comma list of phases to skip: train,free")
+    parser.add_argument("--workspace", default=None)
+    parser.add_argument("--json", dest="json_path", default=None)
+    args = parser.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+
+    workspace = Path(args.workspace or tempfile.mkdtemp(prefix="bench-speed-"))
+    policy = load_policy(PolicyConfig(model="embedded", workspace=workspace, dtype="float32"))
+    params = body_params(policy.model)
+    bank = None
+    if not args.no_skills:
+        from memory import BankConfig, SkillBank
+        from skillrl.distill.seeding import seed_bank_if_empty
+
+        bank = SkillBank.open(BankConfig(workspace=workspace))
+        seed_bank_if_empty(bank, "webshop")
+    agent = LLMAgent(policy, constrained=True, uses_skills=bank is not None)
+    starts = [
+        EpisodeStart("webshop", "test", g, seed=g, group_id=f"g{g}")
+        for g in range(args.goals)
+        for _ in range(args.group_size)
+    ]
+    rollout(policy, agent, starts[:1], 1, bank, True)  # warm-up: first-call costs
+    gflops: list[float] = []
+    report: dict = {"args": vars(args), "threads": torch.get_num_threads(), "body_params": params}
+
+    print(f"(b) constrained rollouts, {len(starts)} episodes, {args.rounds} rounds", flush=True)
+    rolls = phase_rollouts(args, policy, agent, starts, bank, gflops)
+    old_s = sum(r["engine"]["wall_seconds"] for r in rolls["old"])
+    new_s = sum(r["engine"]["wall_seconds"] for r in rolls["new"])
+    turns = sum(r["engine"]["turns"] for r in rolls["old"])
+    report["rollout"] = {
+        "old_turns_per_s": turns / old_s,
+        "new_turns_per_s": turns / new_s,
+        "ratio": old_s / new_s,
+        "old_gflops": rollout_gflops(rolls["old"][0], params),
+        "new_gflops": rollout_gflops(rolls["new"][0], params),
+        "old_profile": profile_line(rolls["old"][0]),
+        "new_profile": profile_line(rolls["new"][0]),
+        "old_policy": rolls["old"][0]["policy"],
+        "new_policy": rolls["new"][0]["policy"],
+    }
+    if "train" not in skip:
+        episodes, advantages = training_samples(
+            rolls["new"][0]["records"], args.train_samples, seed=0
+        )
+        for mode in ("lora", "full"):
+            print(f"(c) GRPO update, {mode}", flush=True)
+            result = phase_training(args, policy.model, episodes, advantages, mode, gflops)
+            result["old_gflops"] = result["factor"] * 2 * params * result["old_tokens_per_s"] / 1e9
+            result["new_gflops"] = result["factor"] * 2 * params * result["new_tokens_per_s"] / 1e9
+            report[f"train_{mode}"] = result
+    if "free" not in skip:
+        print("(d) free decoding, batched vs sequential", flush=True)
+        report["free"] = phase_free(args, policy, gflops)
+    if bank is not None:
+        bank.close()
+    report["matmul_gflops"] = {"min": min(gflops), "max": max(gflops), "all": gflops}
+    print_report(report, len(starts))
+    if args.json_path:
+        report.get("free", {}).pop("batched_actions", None)
+        report.get("free", {}).pop("sequential_actions", None)
+        Path(args.json_path).write_text(json.dumps(report, indent=2, default=str))
+
+
+def print_report(report: dict, episodes: int) -> None:
+    mm = report["matmul_gflops"]
+    args = report["args"]
+    print(
+        f"\nSmolLM2-135M fp32, {report['threads']} threads; matmul 1024^3 fp32 "
+        f"{mm['min']:.0f}-{mm['max']:.0f} GFLOP/s over the run (P_body {report['body_params']:,})"
+    )
+    print(f"{'phase':<34}{'old':>10}{'new':>10}{'new/old':>9}{'GF/s old':>10}{'GF/s new':>10}")
+    ro = report["rollout"]
+    print(
+        f"{'constrained turns/s':<34}{ro['old_turns_per_s']:>10.3f}{ro['new_turns_per_s']:>10.3f}"
+        f"{ro['ratio']:>8.2f}x{ro['old_gflops']:>10.1f}{ro['new_gflops']:>10.1f}"
+    )
+    for mode in ("lora", "full"):
+        tr = report.get(f"train_{mode}")
+        if tr:
+            print(
+                f"{'GRPO trained tokens/s ' + mode:<34}{tr['old_tokens_per_s']:>10.1f}"
+                f"{tr['new_tokens_per_s']:>10.1f}{tr['ratio']:>8.2f}x"
+                f"{tr['old_gflops']:>10.1f}{tr['new_gflops']:>10.1f}   (padding "
+                f"{100 * tr['old_padding']:.0f}% -> {100 * tr['new_padding']:.0f}%)"
+            )
+    fr = report.get("free")
+    if fr:
+        print(
+            f"{'free decoding episodes/min':<34}{fr['sequential']:>10.2f}{fr['batched']:>10.2f}"
+            f"{fr['ratio']:>8.2f}x   (old = sequential, new = batched; same actions: "
+            f"{fr['same_actions']})"
+        )
+    print(
+        f"\nrollouts: {args['goals']} goals x G={args['group_size']} = {episodes} episodes, "
+        f"<= {args['max_turns']} turns, skills {'off' if args['no_skills'] else 'on'}; "
+        "same greedy actions old and new: yes (asserted)"
+    )
+    for side in ("old", "new"):
+        pol = ro[f"{side}_policy"]
+        print(
+            f"profile {side}: {ro[side + '_profile']}; prompts {int(pol['prompt_rows'])} asked, "
+            f"{int(pol['computed_rows'])} encoded, {int(pol['prefill_tokens'])} prompt tokens "
+            f"({int(pol['prefix_shareable_tokens'])} in batch-wide common prefixes)"
+        )
+
+
+if __name__ == "__main__":
+    main()
