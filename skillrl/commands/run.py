@@ -33,6 +33,7 @@ from skillrl.commands.options import (
     resolve_model,
     workspace_option,
 )
+from skillrl_core.errors import BankError
 
 
 @click.command("run")
@@ -170,6 +171,14 @@ def _open_bank(o: dict[str, Any], console: Console) -> Any:
                 chroma_url=os.environ.get("SKILLRL_CHROMA_URL"),
             )
         )
+    if bank.read_only:
+        if o["record"]:
+            bank.close()
+            raise BankError(
+                f"the skill bank in {o['workspace']} is read-only, so the episodes could not be "
+                "saved: add --no-record to play with its skills without saving anything"
+            )
+        return bank  # nothing to seed into: a read-only bank is played as it is
     if not o["no_seed_bank"]:
         _seed(bank, o["env_id"], console)
     return bank

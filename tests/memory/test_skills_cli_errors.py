@@ -153,9 +153,13 @@ NON_ROOT = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", 
 
 
 def _cli(workspace: Path, *args: str, drop_root: bool = False) -> subprocess.CompletedProcess:
+    return _skillrl(workspace, "skills", *args, drop_root=drop_root)
+
+
+def _skillrl(workspace: Path, *args: str, drop_root: bool = False) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "COLUMNS": "200",
            "TRANSFORMERS_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}  # fmt: skip
-    command = [sys.executable, "-m", "cli", "skills", *args, "--workspace", str(workspace)]
+    command = [sys.executable, "-m", "cli", *args, "--workspace", str(workspace)]
     return subprocess.run(
         (NON_ROOT if drop_root else []) + command,
         env=env,
@@ -218,6 +222,30 @@ def test_a_read_only_workspace_serves_reads_and_refuses_writes_in_one_line(
         after = tmp_path / "after.jsonl"
         assert _cli(workspace, "export", str(after), drop_root=True).returncode == 0
         assert after.read_text() == before.read_text()
+    finally:
+        _make_read_only(workspace, writable=True)
+    assert sorted(workspace.rglob("*")) == files
+
+
+@pytest.mark.slow
+def test_run_on_a_read_only_bank_refuses_to_record_up_front_and_plays_with_no_record(
+    cli_bank,  # noqa: F811
+    tmp_path,
+):
+    if shutil.which("setpriv") is None or not _read_only_is_enforced(tmp_path):
+        pytest.skip("cannot run a command without root's file-permission override here")
+    workspace, _ = cli_bank
+    files = sorted(workspace.rglob("*"))
+    _make_read_only(workspace, writable=False)
+    try:
+        play = ("run", "--policy", "expert", "--episodes", "1", "--json")
+        refused = _skillrl(workspace, *play, drop_root=True)
+        lines = [line for line in (refused.stdout + refused.stderr).splitlines() if line.strip()]
+        assert refused.returncode == 1 and len(lines) == 1, refused.stdout + refused.stderr
+        assert "read-only" in lines[0] and "--no-record" in lines[0], lines[0]
+        played = _skillrl(workspace, *play, "--no-record", drop_root=True)
+        assert played.returncode == 0, played.stdout + played.stderr
+        assert len(json.loads(played.stdout)["episodes"]) == 1
     finally:
         _make_read_only(workspace, writable=True)
     assert sorted(workspace.rglob("*")) == files
