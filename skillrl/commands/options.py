@@ -156,7 +156,7 @@ def env_option(command: Any) -> Any:
         metavar="KEY=VALUE",
         callback=_parse_env_options,
         help="An environment setting, repeatable: a field of the environment's config, e.g. "
-        "max_turns=20 (values are YAML scalars; a wrong key lists the valid ones).",
+        "observation_mode=text_rich (values are YAML scalars; a wrong key lists the valid ones).",
     )(command)
 
 

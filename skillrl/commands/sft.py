@@ -15,6 +15,8 @@ import click
 
 from envs.registry import DEFAULT_ENV
 from skillrl.commands.options import (
+    env_config_from,
+    env_option,
     json_option,
     max_new_tokens_option,
     max_prompt_tokens_option,
@@ -164,6 +166,7 @@ from skillrl_core.errors import ConfigError
     help="Run folder under <workspace>/runs/ (files in its sft/ folder); default <env>-sft.",
 )
 @click.option("--resume", is_flag=True, help="Continue the run from its last completed step.")
+@env_option
 @workspace_option
 @json_option
 def sft(**options: Any) -> None:
@@ -237,6 +240,7 @@ def run_cold_start(config: Any, o: dict[str, Any], folder: Path) -> Path:
     if done is not None:  # nothing to load or redo
         console.print(f"cold start already done: {done}")
         return done
+    env_config = env_config_from(config.env_id, o.get("env_options") or {})
     teacher = _teacher(o) if "teacher" in config.sources else None  # checked before loading
     policy = _load_policy(o)
     bank = _open_bank({**o, "env_id": config.env_id}) if _needs_bank(config) else None
@@ -245,6 +249,7 @@ def run_cold_start(config: Any, o: dict[str, Any], folder: Path) -> Path:
             config,
             policy=policy,
             run_dir=folder,
+            env_config=env_config,
             prompt_config=prompt_config_from(o),
             bank=bank,
             teacher=teacher,

@@ -185,3 +185,15 @@ def test_sft_killed_mid_way_and_resumed_ends_like_an_uninterrupted_run(
     steps = [row["train.global_step"] for row in json.loads(resumed.stdout)]
     assert steps == [row["train.global_step"] for row in json.loads(straight.stdout)]
     assert steps[1] > 3
+
+
+def test_sft_takes_env_options_and_refuses_a_wrong_key_before_loading_a_model(tmp_path):
+    # A model path that does not exist: reaching the model load would fail differently.
+    result = CliRunner().invoke(
+        main,
+        ["sft", "--env", "sokoban", "--env-option", "room_colour=red", "--model",
+         str(tmp_path / "no-model"), "--workspace", str(tmp_path / "ws")],
+    )  # fmt: skip
+    assert result.exit_code != 0
+    assert "room_colour" in result.output and "categories" in result.output, result.output
+    assert "no-model" not in result.output
