@@ -122,7 +122,7 @@ def test_subprocess_run_with_the_embedded_model(model_workspace):
             "--threads",
             "2",
             "--max-prompt-tokens",
-            "120",
+            "200",
         ],
         capture_output=True,
         text=True,
@@ -133,4 +133,7 @@ def test_subprocess_run_with_the_embedded_model(model_workspace):
     episode = json.loads(done.stdout)["episodes"][0]
     assert episode["turns"] == 1 and episode["steps"][0]["action"].startswith("search[")
     assert episode["agent"] == "transformers:embedded" and episode["completion_tokens"] > 0
-    assert 0 < sum(episode["steps"][0]["token_counts"].values()) <= 120
+    # The fixed parts (role, reply format, task, action line) take about 135 tokens; the budget
+    # leaves the observation the rest, cut to fit.
+    counts = episode["steps"][0]["token_counts"]
+    assert counts["observation"] > 0 and sum(counts.values()) <= 200

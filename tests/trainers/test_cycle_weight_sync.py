@@ -164,6 +164,7 @@ def test_train_cli_rolls_out_through_the_server_and_syncs(tmp_path, monkeypatch)
         "--backend", "trl-vllm", "--base-url", "http://127.0.0.1:8000", "--no-skills",
         "--cycles", "1", "--goals-per-cycle", "1", "--group-size", "2", "--eval-goals", "1",
         "--max-turns", "2", "--max-new-tokens", "8", "--no-dynamic-sampling", "--threads", "1",
+        "--free",  # the stand-in server generates but cannot score candidates
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     (server,) = FakeServer.instances

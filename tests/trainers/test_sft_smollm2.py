@@ -13,17 +13,10 @@ from trainers.sft_data import prompt_conversation
 
 @pytest.fixture(scope="module")
 def smollm2_folder(tmp_path_factory):
-    from skillrl.policies.model_cache import (
-        EMBEDDED_NAME,
-        cached_checkpoint,
-        ensure_embedded_checkpoint,
-    )
-    from skillrl.workspace import resolve_workspace
+    from skillrl.policies.model_cache import ensure_embedded_checkpoint
 
-    folder = cached_checkpoint(EMBEDDED_NAME, resolve_workspace())
-    if folder is None:  # convert the GGUF once for this module (about a minute)
-        folder = ensure_embedded_checkpoint(tmp_path_factory.mktemp("ws"))
-    return folder
+    # The per-user model cache (a session-wide temp folder in tests): converted once.
+    return ensure_embedded_checkpoint()
 
 
 @pytest.mark.slow

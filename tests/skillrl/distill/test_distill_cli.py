@@ -87,8 +87,8 @@ def test_skillrl_bootstrap_plays_distills_and_exports_a_loadable_starting_bank(w
     assert len(drafts) == len(report["distill"]["added"]) - len(report["retired"])
 
 
-def test_bootstrap_refuses_an_env_without_an_expert(workspace):
+def test_bootstrap_refuses_an_unknown_env_in_one_line(workspace):
     result = CliRunner().invoke(
         main, ["bootstrap", "--env", "alfworld", "--workspace", str(workspace)]
     )
-    assert result.exit_code == 2 and "webshop only" in result.output
+    assert result.exit_code == 1 and "unknown environment 'alfworld'" in result.output
