@@ -214,6 +214,6 @@ def _load_policy(o: dict[str, Any]) -> Any:
 
 
 def _open_bank(o: dict[str, Any]) -> Any:
-    from skillrl.commands.train import _open_bank as open_bank
+    from skillrl.commands.train_session import open_bank
 
     return open_bank(o)

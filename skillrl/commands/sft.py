@@ -178,7 +178,7 @@ def sft(**options: Any) -> None:
     Only training goals are used. The dataset is written as JSONL (runs/<name>/sft/dataset.jsonl)
     and each round's model as a safetensors checkpoint. Kill it at any time; --resume continues.
     """
-    from skillrl.commands.train import run_folder
+    from skillrl.commands.train_session import run_folder
 
     o = options
     config = cold_start_config(o)
@@ -228,7 +228,7 @@ def run_cold_start(config: Any, o: dict[str, Any], folder: Path) -> Path:
     """
     from rich.console import Console
 
-    from skillrl.commands.train import _load_policy, _open_bank
+    from skillrl.commands.train_session import open_bank, open_policy
     from trainers.cold_start import ColdStartRun, finished_checkpoint
 
     console = Console(stderr=o["as_json"])
@@ -242,8 +242,8 @@ def run_cold_start(config: Any, o: dict[str, Any], folder: Path) -> Path:
         return done
     env_config = env_config_from(config.env_id, o.get("env_options") or {})
     teacher = _teacher(o) if "teacher" in config.sources else None  # checked before loading
-    policy = _load_policy(o)
-    bank = _open_bank({**o, "env_id": config.env_id}) if _needs_bank(config) else None
+    policy = open_policy(o)
+    bank = open_bank({**o, "env_id": config.env_id}) if _needs_bank(config) else None
     try:
         run = ColdStartRun(
             config,

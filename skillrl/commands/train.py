@@ -16,7 +16,6 @@ import click
 from envs.registry import DEFAULT_ENV
 from skillrl.commands.options import (
     constrained_from,
-    decoding_line,
     decoding_option,
     env_config_from,
     env_option,
@@ -24,7 +23,6 @@ from skillrl.commands.options import (
     max_new_tokens_option,
     max_prompt_tokens_option,
     max_turns_option,
-    prompt_config_from,
     workspace_option,
 )
 from skillrl.commands.train_config import (
@@ -32,6 +30,10 @@ from skillrl.commands.train_config import (
     fill_from_saved,
     resolved_settings,
     save_settings,
+)
+from skillrl.commands.train_session import (
+    run_folder,
+    run_with_progress,
 )
 from skillrl_core.errors import CheckpointError, ConfigError
 
@@ -389,15 +391,6 @@ def _starting_model(o: dict[str, Any]) -> str:
     return str(run_cold_start(config, o, run_folder(o["workspace"], o["run_name"]) / "sft"))
 
 
-def run_folder(workspace: str, run_name: str) -> Path:
-    """Where a run's files live."""
-    from skillrl.workspace import resolve_workspace
-
-    if not run_name or "/" in run_name or run_name.startswith("."):
-        raise ConfigError(f"--run-name ({run_name!r}) must be a plain folder name")
-    return resolve_workspace(workspace) / "runs" / run_name
-
-
 def _check_run_folder(folder: Path, resume: bool, cycle: Any, grpo: Any) -> None:
     """Refuse, before any model loads, a fresh start over a run or a resume that cannot go on.
 
@@ -417,184 +410,3 @@ def _check_run_folder(folder: Path, resume: bool, cycle: Any, grpo: Any) -> None
             f"{folder} already holds a run; pass --resume to continue it "
             "or choose another --run-name"
         )
-
-
-def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
-    """Open the policy (and bank), run the cycles with a rich progress bar, close the bank."""
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from trainers.cycle import TrainingRun
-    from trainers.runtime import EpisodeRunner
-
-    console = Console(stderr=o["as_json"])
-    constrained = constrained_from(o)
-    console.print(decoding_line(constrained))
-    folder = run_folder(o["workspace"], o["run_name"])
-    server = _server_config(o)  # checked before the model loads
-    policy = _load_policy(o)
-    rollout_policy = _load_server_policy(server) if server is not None else policy
-    bank = _open_bank(o) if cycle.skills else None
-    try:
-        runner = EpisodeRunner(
-            rollout_policy,
-            env_id=cycle.env_id,
-            env_config=dict(cycle.env_config),
-            bank=bank,
-            max_turns=cycle.max_turns,
-            max_new_tokens=cycle.max_new_tokens,
-            constrained=constrained,
-            prompt_config=prompt_config_from(o),
-        )
-        distiller = _distiller() if bank is not None else None
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-        )
-        with Progress(*columns, console=console, transient=False) as progress:
-            task = progress.add_task("starting (phases)", total=2 + 6 * cycle.cycles)
-            detail = progress.add_task("", total=1, visible=False)
-
-            def show(label: str) -> Any:
-                def update(done: int, total: int) -> None:
-                    progress.update(
-                        detail, description=label, completed=done, total=total, visible=True
-                    )
-
-                return update
-
-            runner.on_episode = show("  episodes")
-
-            def hook(index: int, point: str) -> None:
-                phase, _, when = point.partition(":")
-                if when == "start":
-                    what = {
-                        "rollout": "rolling out groups",
-                        "update": "GRPO update",
-                        "eval": "evaluating",
-                        "distill": "distilling",
-                        "evolve": "evolving the bank",
-                        "save": "saving",
-                    }.get(phase, phase)
-                    progress.update(task, description=f"cycle {index}: {what}")
-                    progress.update(detail, visible=False, completed=0)
-                elif when == "end":
-                    progress.advance(task)
-                    if phase == "save":
-                        _print_cycle(console, run.files.metrics_path)
-
-            run = TrainingRun(
-                cycle,
-                grpo,
-                policy=policy,
-                runner=runner,
-                run_dir=folder,
-                bank=bank,
-                distiller=distiller,
-                hook=hook,
-            )
-            run.trainer.on_progress = show("  optimizer steps")
-            if o["resume"] and run.files.exists():  # the bar starts at the phases already done
-                progress.update(task, completed=_phases_done(run.files.load_state(), cycle.cycles))
-            # A run whose cold start finished but whose cycles never began has no state yet.
-            state = run.run(resume=o["resume"] and run.files.exists())
-        console.print(
-            f"[green]done[/]: metrics {run.files.metrics_path}, curve {run.files.curve_path}"
-        )
-        return state
-    finally:
-        if bank is not None:
-            bank.close()
-        if rollout_policy is not policy:
-            rollout_policy.close()
-
-
-def _phases_done(state: Any, cycles: int) -> int:
-    """Count the phases a resumed run has already completed (cycle 0 has eval and save)."""
-    from trainers.run_files import PHASES
-
-    return sum(
-        state.completed(c, phase)
-        for c in range(cycles + 1)
-        for phase in (("eval", "save") if c == 0 else PHASES)
-    )
-
-
-def _print_cycle(console: Any, metrics_path: Path) -> None:
-    lines = metrics_path.read_text(encoding="utf-8").splitlines()
-    row = json.loads(lines[-1]) if lines else {}
-    parts = [
-        f"cycle {row.get('cycle')}",
-        f"success {row.get('eval.success_rate', 0):.2f}",
-        f"score {row.get('eval.mean_score', 0):.3f}",
-    ]
-    if "update.loss" in row:
-        parts += [
-            f"loss {row['update.loss']:+.4f}",
-            f"kept/dropped groups {row.get('groups.kept')}/{row.get('groups.dropped')}",
-            f"{row.get('update.tokens_per_second', 0):.0f} tok/s",
-        ]
-    if "bank.size" in row:
-        parts.append(f"bank {row['bank.size']}")
-    console.print("  ".join(parts))
-
-
-def _load_policy(o: dict[str, Any]) -> Any:
-    from skillrl.policies import PolicyConfig, load_policy
-    from skillrl.workspace import resolve_workspace
-
-    config = PolicyConfig(
-        backend="transformers",
-        model=o["model"],
-        dtype="float32",
-        workspace=resolve_workspace(o["workspace"]),
-        threads=o["threads"],
-    )
-    return load_policy(config)
-
-
-def _server_config(o: dict[str, Any]) -> Any:
-    """Return the rollout server's policy config (``--backend trl-vllm``); None: in-process."""
-    if o["backend"] != "trl-vllm":
-        return None
-    from skillrl.policies import PolicyConfig
-    from skillrl.workspace import resolve_workspace
-
-    return PolicyConfig(
-        backend="trl-vllm",
-        model=o["model"],
-        base_url=o["base_url"],
-        workspace=resolve_workspace(o["workspace"]),
-    )
-
-
-def _load_server_policy(config: Any) -> Any:
-    from skillrl.policies import load_policy
-
-    return load_policy(config)
-
-
-def _open_bank(o: dict[str, Any]) -> Any:
-    import os
-
-    from memory import BankConfig, SkillBank
-    from skillrl.distill import seed_bank_if_empty
-    from skillrl.workspace import resolve_workspace
-
-    bank = SkillBank.open(
-        BankConfig(
-            workspace=resolve_workspace(o["workspace"]),
-            database_url=os.environ.get("SKILLRL_DATABASE_URL"),
-            chroma_url=os.environ.get("SKILLRL_CHROMA_URL"),
-        )
-    )
-    seed_bank_if_empty(bank, o["env_id"])
-    return bank
-
-
-def _distiller() -> Any:
-    from skillrl.distill import AnalyticDistiller
-
-    return AnalyticDistiller()
