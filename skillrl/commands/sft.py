@@ -269,27 +269,11 @@ def _needs_bank(config: Any) -> bool:
 
 
 def _run_with_bars(run: Any, console: Any, resume: bool) -> None:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from skillrl.commands.train_session import PhaseBars
 
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-    )
     rounds = run.config.rounds
-    with Progress(*columns, console=console) as progress:
-        task = progress.add_task("cold start (phases)", total=2 * rounds)
-        detail = progress.add_task("", total=1, visible=False)
-
-        def show(label: str) -> Any:
-            def update(done: int, total: int) -> None:
-                progress.update(
-                    detail, description=label, completed=done, total=total, visible=True
-                )
-
-            return update
-
+    with PhaseBars(console, "cold start (phases)", 2 * rounds) as bars:
+        progress, task, show = bars.progress, bars.task, bars.show
         run.on_episode = show("  episodes")
         run.on_step = show("  optimizer steps")
 
@@ -299,7 +283,7 @@ def _run_with_bars(run: Any, console: Any, resume: bool) -> None:
                 what = "gathering examples" if phase == "data" else "fine-tuning"
                 kind = "behaviour cloning" if index == 0 else f"DAgger round {index}"
                 progress.update(task, description=f"{kind}: {what}")
-                progress.update(detail, visible=False, completed=0)
+                bars.hide_detail()
             elif when == "end":
                 progress.advance(task)
 

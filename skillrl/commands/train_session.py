@@ -7,11 +7,50 @@ rich progress bars.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from skillrl.commands.options import constrained_from, decoding_line, prompt_config_from
 from skillrl_core.errors import ConfigError
+
+
+class PhaseBars:
+    """Two rich bars: one over a run's phases, one for the current phase's episodes or steps."""
+
+    def __init__(self, console: Any, description: str, total: int) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+        )
+        self.progress = Progress(*columns, console=console, transient=False)
+        self.task = self.progress.add_task(description, total=total)
+        self._detail = self.progress.add_task("", total=1, visible=False)
+
+    def show(self, label: str) -> Callable[[int, int], None]:
+        """Return a ``(done, total)`` callback that shows ``label``'s progress on the detail bar."""
+
+        def update(done: int, total: int) -> None:
+            self.progress.update(
+                self._detail, description=label, completed=done, total=total, visible=True
+            )
+
+        return update
+
+    def hide_detail(self) -> None:
+        """Hide the detail bar (a phase ended)."""
+        self.progress.update(self._detail, visible=False, completed=0)
+
+    def __enter__(self) -> PhaseBars:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
 
 
 def run_folder(workspace: str, run_name: str) -> Path:
@@ -26,7 +65,6 @@ def run_folder(workspace: str, run_name: str) -> Path:
 def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
     """Open the policy (and bank), run the cycles with a rich progress bar, close the bank."""
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from trainers.cycle import TrainingRun
     from trainers.runtime import EpisodeRunner
@@ -51,24 +89,8 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
             prompt_config=prompt_config_from(o),
         )
         distiller = make_distiller() if bank is not None else None
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-        )
-        with Progress(*columns, console=console, transient=False) as progress:
-            task = progress.add_task("starting (phases)", total=2 + 6 * cycle.cycles)
-            detail = progress.add_task("", total=1, visible=False)
-
-            def show(label: str) -> Any:
-                def update(done: int, total: int) -> None:
-                    progress.update(
-                        detail, description=label, completed=done, total=total, visible=True
-                    )
-
-                return update
-
+        with PhaseBars(console, "starting (phases)", 2 + 6 * cycle.cycles) as bars:
+            progress, task, show = bars.progress, bars.task, bars.show
             runner.on_episode = show("  episodes")
 
             def hook(index: int, point: str) -> None:
@@ -83,7 +105,7 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
                         "save": "saving",
                     }.get(phase, phase)
                     progress.update(task, description=f"cycle {index}: {what}")
-                    progress.update(detail, visible=False, completed=0)
+                    bars.hide_detail()
                 elif when == "end":
                     progress.advance(task)
                     if phase == "save":
