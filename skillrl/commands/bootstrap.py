@@ -27,8 +27,8 @@ def _agent(bank: Any, agent: str, teacher: dict[str, Any]) -> Any:
     from skillrl.agents.llm import LLMAgent
 
     policy = load_teacher(
-        bank, teacher["teacher_backend"], teacher["teacher_model"], teacher["base_url"],
-        "--agent teacher",
+        bank.config.workspace, teacher["teacher_backend"], teacher["teacher_model"],
+        teacher["base_url"], "--agent teacher",
     )  # fmt: skip
     return LLMAgent(policy)
 

@@ -56,7 +56,7 @@ def teacher_options(command: Any) -> Any:
     return command
 
 
-def load_teacher(bank: Any, teacher_backend: str, teacher_model: str | None,
+def load_teacher(workspace: Any, teacher_backend: str, teacher_model: str | None,
                  base_url: str | None, flag: str) -> Any:  # fmt: skip
     """Load the teacher policy (``flag`` names the option that asked for it, for the error)."""
     if not teacher_model:
@@ -68,7 +68,7 @@ def load_teacher(bank: Any, teacher_backend: str, teacher_model: str | None,
             backend=teacher_backend,
             model=teacher_model,
             base_url=base_url,
-            workspace=bank.config.workspace,
+            workspace=workspace,
         )
     )
 
@@ -86,7 +86,9 @@ def make_distiller(
 
     if distiller == "analytic":
         return AnalyticDistiller()
-    policy = load_teacher(bank, teacher_backend, teacher_model, base_url, "--distiller teacher")
+    policy = load_teacher(
+        bank.config.workspace, teacher_backend, teacher_model, base_url, "--distiller teacher"
+    )
     return TeacherDistiller(policy, TeacherConfig(max_retries=teacher_retries))
 
 

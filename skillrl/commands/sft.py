@@ -296,16 +296,10 @@ def _run_with_bars(run: Any, console: Any, resume: bool) -> None:
 
 
 def _teacher(o: dict[str, Any]) -> Any:
-    from skillrl.policies import PolicyConfig, load_policy
+    from skillrl.commands.distill import load_teacher
     from skillrl.workspace import resolve_workspace
 
-    if not o.get("teacher_model"):
-        raise ConfigError("--source teacher needs --teacher-model")
-    return load_policy(
-        PolicyConfig(
-            backend=o["teacher_backend"],
-            model=o["teacher_model"],
-            base_url=o.get("teacher_base_url"),
-            workspace=resolve_workspace(o["workspace"]),
-        )
-    )
+    return load_teacher(
+        resolve_workspace(o["workspace"]), o["teacher_backend"], o.get("teacher_model"),
+        o.get("teacher_base_url"), "--source teacher",
+    )  # fmt: skip
