@@ -147,7 +147,9 @@ def _play(o: dict[str, Any], console: Console) -> tuple[list[Any], Any]:
             count_retrievals=o["record"],
         )
         engine = RolloutEngine(
-            _Progress(agent, console, quiet=o["as_json"] or interactive),
+            _Progress(
+                agent, console, quiet=o["as_json"] or interactive, show_task=not o["as_json"]
+            ),
             bank=bank,
             config=config,
             on_turn=None if o["as_json"] else _show_turn(console, o["policy_kind"] == "human"),
@@ -264,14 +266,20 @@ def _starts(o: dict[str, Any]) -> list[Any]:
 
 
 class _Progress:
-    """Wraps an agent to show a spinner while it decides (model generation takes a while)."""
+    """Wraps an agent to show each episode's task as it starts and a spinner while it decides."""
 
-    def __init__(self, agent: Any, console: Console, quiet: bool) -> None:
-        self.agent, self.console, self.quiet = agent, console, quiet
+    def __init__(self, agent: Any, console: Console, quiet: bool, show_task: bool) -> None:
+        self.agent, self.console, self.quiet, self.show_task = agent, console, quiet, show_task
         self.name = agent.name
         self.uses_skills = agent.uses_skills
 
     def begin_episode(self, episode_id: str, reset_info: dict[str, Any]) -> None:
+        # The task is shown when the episode starts, before anyone (model or person) acts on it.
+        if self.show_task:
+            from skillrl.commands.run_display import header
+
+            goal_id = str(reset_info.get("goal_id", ""))
+            self.console.print(header(str(reset_info.get("instruction", "")), goal_id))
         self.agent.begin_episode(episode_id, reset_info)
 
     def end_episode(self, episode_id: str) -> None:
@@ -287,11 +295,9 @@ class _Progress:
 
 
 def _show_turn(console: Console, human: bool) -> Any:
-    from skillrl.commands.run_display import header, turn_panel
+    from skillrl.commands.run_display import turn_panel
 
     def show(event: Any) -> None:
-        if event.turn.turn == 0:
-            console.print(header(event.record.instruction, event.record.goal_id))
         # A person sees the next page in full before typing; the panel need not repeat it.
         console.print(turn_panel(event, with_observation=event.done or not human))
 

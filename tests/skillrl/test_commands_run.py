@@ -245,3 +245,15 @@ def test_step_mode_search_box_number_asks_for_the_words(workspace):
     assert "your words> " in result.output
     steps = json.loads(result.stdout)["episodes"][0]["steps"]
     assert steps[0]["action"] == "search[zzz qqq]"
+
+
+def test_a_person_sees_the_task_before_the_first_action(workspace):
+    result = CliRunner().invoke(
+        main,
+        ["run", "--policy", "human", "--no-skills", "--no-record", "--max-turns", "1"],
+        input="q\n",
+    )
+    task_at = result.output.find("task (")
+    assert task_at != -1, result.output
+    assert task_at < result.output.find("your action> "), result.output  # before turn 1's prompt
+    assert result.output.count("task (") == 1
