@@ -21,7 +21,8 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from skillrl_core.errors import DependencyNotInstalled, ModelLoadError
@@ -123,10 +124,11 @@ def convert_gguf(gguf: Path, target: Path) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        quantized = AutoModelForCausalLM.from_pretrained(
-            str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
-        )
+        with _quiet_progress_bars():
+            tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            quantized = AutoModelForCausalLM.from_pretrained(
+                str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+            )
     except (OSError, ValueError) as error:
         raise ModelLoadError(f"could not read GGUF model {gguf}: {error}") from error
     config = quantized.config
@@ -136,8 +138,34 @@ def convert_gguf(gguf: Path, target: Path) -> Path:
         del config.quantization_config
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     plain.load_state_dict(quantized.state_dict(), strict=True)
-    _save_atomically(target, lambda folder: _save(plain, tokenizer, folder))
+    with _quiet_progress_bars():
+        _save_atomically(target, lambda folder: _save(plain, tokenizer, folder))
     return target
+
+
+@contextmanager
+def _quiet_progress_bars() -> Iterator[None]:
+    """Silence the conversion's progress bars (the caller reports progress in one line).
+
+    transformers' GGUF reader calls ``tqdm`` directly, outside the switch of
+    ``transformers.utils.logging.disable_progress_bar``, and tqdm reads ``TQDM_DISABLE`` only
+    when it is imported; so the reader's ``tqdm`` is swapped for a disabled one meanwhile.
+    """
+    from transformers import modeling_gguf_pytorch_utils as gguf_reader
+    from transformers.utils import logging as hf_logging
+
+    bars_were_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    reader_bar = getattr(gguf_reader, "tqdm", None)
+    if reader_bar is not None:
+        gguf_reader.tqdm = lambda *args, **kwargs: reader_bar(*args, **{**kwargs, "disable": True})
+    try:
+        yield
+    finally:
+        if reader_bar is not None:
+            gguf_reader.tqdm = reader_bar
+        if bars_were_on:
+            hf_logging.enable_progress_bar()
 
 
 def _save(model: object, tokenizer: object, folder: Path) -> None:

@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from skillrl.policies import model_cache
 from skillrl.policies.model_cache import (
     EMBEDDED_NAME,
@@ -73,3 +75,30 @@ def test_two_processes_converting_at_once_leave_one_complete_folder(tmp_path):
     assert (target / "model.safetensors").read_text() in ("first", "second")
     assert not (target / "config.json").exists()
     assert sorted(p.name for p in target.parent.iterdir()) == [EMBEDDED_NAME]
+
+
+@pytest.mark.slow
+def test_converting_a_gguf_prints_no_progress_bars(tmp_path):
+    """The first run converts the embedded model; the CLI says so in one line, no tqdm bars."""
+    root = Path(__file__).resolve().parents[2]
+    script = (
+        "from skillrl.policies.model_cache import ensure_embedded_checkpoint, embedded_gguf_path\n"
+        "import os\n"
+        "assert embedded_gguf_path().exists()\n"
+        "ensure_embedded_checkpoint()\n"
+        "from transformers import modeling_gguf_pytorch_utils as r\n"
+        "assert r.tqdm.__module__.startswith('tqdm')  # the reader gets its bar back\n"
+    )
+    env = {
+        "PYTHONPATH": str(root),
+        "PATH": "/usr/bin:/bin",
+        "SKILLRL_CACHE": str(tmp_path / "cache"),
+        "HF_HUB_OFFLINE": "1",
+        "HOME": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    assert "it/s" not in done.stderr and "Converting" not in done.stderr, done.stderr
+    assert (tmp_path / "cache" / "models" / EMBEDDED_NAME / "model.safetensors").exists()
