@@ -16,6 +16,9 @@ One call of :func:`train_round` fine-tunes the in-process model on a list of
   49.0. The forward and backward pass over the prompt dominates either way (one plain
   forward + backward of 2 x 360 tokens took about 25 s on the shared cores), so the prompt
   budget (``--max-prompt-tokens``) is the lever that matters for speed;
+- the LM head runs only on target positions (``config.head_only_loss``,
+  :mod:`trainers.head_loss`): TRL's own fused head scores every position on devices without
+  Triton, i.e. every prompt token on CPU; the loss and gradients are the same;
 - no packing by default: TRL packs without cross-example attention only through padding-free
   batches, which need flash-attention (not on CPU); and turn prompts are of similar length (the
   prompt budget caps them), so padding wastes little. ``packing=True`` is passed through;
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainers.head_loss import add_head_only_lm_head, remove_head_only_lm_head, supports_head_only
 from trainers.sft_config import ColdStartConfig
 from trainers.sft_data import TurnExample, tokenize_example
 
@@ -112,7 +116,7 @@ def build_trainer(
             target_modules=list(config.lora_target_modules),
             task_type="CAUSAL_LM",
         )
-    return SFTTrainer(
+    trainer = SFTTrainer(
         model=model,
         args=args,
         train_dataset=to_dataset(tokenizer, examples),
@@ -120,6 +124,15 @@ def build_trainer(
         peft_config=peft_config,
         callbacks=callbacks,
     )
+    # After the trainer: TRL patches the (peft-unwrapped) model in __init__; this patch goes
+    # over it and replaces only the fused_lm_head=True path.
+    causal_lm = getattr(trainer.model, "get_base_model", lambda: trainer.model)()
+    if config.head_only_loss:
+        if supports_head_only(causal_lm):
+            add_head_only_lm_head(causal_lm)
+        else:
+            logger.info("the model transforms its logits after the head: TRL's head is kept")
+    return trainer
 
 
 def _longest(tokenizer: Any, examples: list[TurnExample]) -> int:
@@ -176,6 +189,7 @@ def train_round(
     trained = trainer.model
     if hasattr(trained, "merge_and_unload"):
         trained = trained.merge_and_unload()
+    remove_head_only_lm_head(trained)  # and TRL's patch: rounds would stack wrappers
     trained.eval()
     if tokenizer_side is not None:  # generation pads on the left (TransformersPolicy)
         tokenizer.padding_side = tokenizer_side

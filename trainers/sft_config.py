@@ -81,6 +81,9 @@ class ColdStartConfig:
         ]
     )
     """Module names that get LoRA adapters."""
+    head_only_loss: bool = True
+    """Run the LM head only on target positions (``trainers.head_loss``); False keeps TRL's
+    head, which on CPU projects every prompt position too. Same loss and gradients."""
     save_steps: int = 25
     """Optimizer steps between resumable trainer checkpoints inside a round."""
     seed: int = 0
