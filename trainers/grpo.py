@@ -178,7 +178,8 @@ class GRPOTrainer:
 
         Under a launcher every process gets the same ``episodes`` and trains on its share of
         each optimizer step (:func:`~trainers.batching.step_batches`); DDP averages the
-        gradients. Counts and losses in the metrics are this process's share.
+        gradients. ``samples`` counts every process's turns; tokens, losses and the log-prob
+        gap are this process's share.
         """
         samples = build_samples(episodes, advantages, keep_zero_advantage=self.config.beta > 0)
         substituted = sum(
@@ -199,7 +200,6 @@ class GRPOTrainer:
         window = self.config.gradient_accumulation_steps
         per_pass = math.ceil(len(samples) / (size * window * acc.num_processes))
         total_steps = per_pass * self.config.num_iterations
-        metrics.samples = 0
         for iteration in range(self.config.num_iterations):
             steps = step_batches(
                 samples,
@@ -219,8 +219,6 @@ class GRPOTrainer:
                 metrics.optimizer_steps += 1
                 if self.on_progress is not None:
                     self.on_progress(metrics.optimizer_steps, total_steps)
-                if iteration == 0:
-                    metrics.samples += sum(len(b) for b in batches)
                 metrics.completion_tokens += sum(b.num_completion_tokens for b in group)
                 metrics.total_tokens += sum(int(b.attention_mask.sum()) for b in group)
         _average_into(metrics, outs)
