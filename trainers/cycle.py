@@ -55,6 +55,7 @@ from trainers.processes import Processes
 from trainers.retrieval_log import RetrievalEvent, record_deferred
 from trainers.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
 from trainers.run_files import PHASES, RunFiles, RunState, plot_learning_curve, write_tensorboard
+from trainers.run_settings import check_resume_settings, run_settings
 from trainers.runtime import EpisodeRunner, Start
 from trainers.sampling import collect_groups
 
@@ -424,38 +425,3 @@ def _goal_order(config: CycleConfig, size: int) -> list[int]:
     order = list(range(size))
     random.Random(f"train-goals-{config.seed}").shuffle(order)
     return order
-
-
-def run_settings(config: CycleConfig, grpo: GRPOConfig) -> dict[str, Any]:
-    """Return what a run's ``config.json`` holds."""
-    return {"cycle": asdict(config), "grpo": asdict(grpo)}
-
-
-def check_resume_settings(files: RunFiles, config: CycleConfig, grpo: GRPOConfig) -> None:
-    """Raise CheckpointError unless the run in ``files`` was started with these settings.
-
-    Only ``cycles`` may differ. Cheap (two JSON reads): the CLI calls it before loading a model.
-    """
-    saved = files.load_config()
-    if _identity(saved) != _identity(run_settings(config, grpo)):
-        changed = _changed(_identity(saved), _identity(run_settings(config, grpo)))
-        raise CheckpointError(
-            f"--resume with different settings than {files.config_path} ({changed}): "
-            "only --cycles may change when resuming"
-        )
-
-
-def _changed(saved: dict[str, Any], now: dict[str, Any]) -> str:
-    diffs = [
-        f"{part}.{key}: {saved.get(part, {}).get(key)!r} -> {value!r}"
-        for part in ("cycle", "grpo")
-        for key, value in now.get(part, {}).items()
-        if saved.get(part, {}).get(key) != value
-    ]
-    return "; ".join(diffs[:3]) or "settings differ"
-
-
-def _identity(settings: dict[str, Any]) -> dict[str, Any]:
-    """Return the settings that must not change on resume (everything but the cycle count)."""
-    cycle = {k: v for k, v in settings.get("cycle", {}).items() if k != "cycles"}
-    return {"cycle": cycle, "grpo": settings.get("grpo", {})}

@@ -421,8 +421,8 @@ def _check_run_folder(folder: Path, resume: bool, cycle: Any, grpo: Any) -> None
 
     A resume of nothing, or with settings other than the run's (all but --cycles), is refused.
     """
-    from trainers.cycle import check_resume_settings
     from trainers.run_files import RunFiles
+    from trainers.run_settings import check_resume_settings
 
     files = RunFiles(folder)
     exists = files.exists()

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 import skillrl.commands.train as train_command
 from cli import main
-from trainers.cycle import run_settings
+from trainers.run_settings import run_settings
 
 
 class Started(Exception):
