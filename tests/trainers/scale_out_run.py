@@ -1,7 +1,7 @@
 """One short training run with a bank, in this process or as one of a launcher's processes.
 
 ``python scale_out_run.py WORKSPACE OUT_DIR PER_DEVICE_BATCH`` (alone, or under
-``torchrun --nproc_per_node 2``): cycle 0 and one improvement cycle of the resume tests' small
+``torchrun --nproc_per_node 2``): cycle 0 and two improvement cycles of the resume tests' small
 run (scripted policy over a tiny random Llama, hashed-words embedder, analytic distiller). The
 main process writes ``OUT_DIR/bank.json`` (the bank's contents and stored episodes),
 ``OUT_DIR/weights.safetensors`` (the trained model) and ``OUT_DIR/history.json``; every process
@@ -35,7 +35,7 @@ from trainers.processes import Processes
 from trainers.runtime import EpisodeRunner
 
 CONFIG = CycleConfig(
-    cycles=1,
+    cycles=2,  # cycle 2 retrieves what cycle 1 distilled: the others must see the new entries
     goals_per_cycle=3,  # odd: the two processes play different numbers of groups
     group_size=2,
     eval_goals=2,
