@@ -162,6 +162,43 @@ def micro_batches(
     return batches
 
 
+def step_batches(
+    samples: Sequence[TurnSample],
+    size: int,
+    window: int,
+    generator: torch.Generator | None = None,
+    *,
+    index: int = 0,
+    count: int = 1,
+    sort: bool = True,
+) -> list[tuple[list[TurnSample], list[list[TurnSample]]]]:
+    """Cut one pass over ``samples`` into optimizer steps; return (step, this process's share).
+
+    Each optimizer step takes ``size * window * count`` samples of one shuffle (``generator``
+    must be seeded alike in every process, so every process cuts the same steps); process
+    ``index`` of ``count`` trains on every ``count``-th of them, cut into micro-batches of
+    ``size`` (sorted by length first when ``sort``, as :func:`micro_batches` does). Every process
+    gets the same number of steps, each with the whole step beside the share (the loss
+    normaliser counts the step's tokens over all processes); a share may be empty when a step
+    has fewer samples than processes. With ``count`` 1 the micro-batches are exactly
+    :func:`micro_batches` ``(samples, size, generator, sort_window=window if sort else 1)``
+    cut into runs of ``window``.
+    """
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(f"process index ({index}) must be in [0, count={count})")
+    span = size * window * count
+    steps = micro_batches(samples, span, generator)  # one shuffle, cut into whole steps
+    cut: list[tuple[list[TurnSample], list[list[TurnSample]]]] = []
+    for step in steps:
+        share = step[index::count]
+        if sort and window > 1:
+            batches = _sorted_cut(sorted(share, key=_length_key), size) if share else []
+        else:
+            batches = [share[i : i + size] for i in range(0, len(share), size)]
+        cut.append((step, batches))
+    return cut
+
+
 def _length_key(sample: TurnSample) -> tuple[int, int, list[int]]:
     return (sample.num_tokens, len(sample.completion_ids), sample.prompt_ids)
 

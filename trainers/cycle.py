@@ -19,6 +19,15 @@ whose trainer state is on disk is not applied twice), so nothing is lost or dupl
 Training rollouts hold their retrieval events back (``trainers.retrieval_log``) and record them
 when the rollout phase commits, so a rollout killed half-way leaves no usage counts behind; and
 ``--resume`` first deletes the temp files a killed write left (a half-saved checkpoint).
+
+Under ``accelerate launch`` / ``torchrun`` (``trainers.processes``) every process runs this loop
+in step: each rolls out its share of a round's goals and the episodes are gathered to all, so
+every process takes the same dynamic-sampling decisions and trains on the same episodes
+(data-parallel, its share of each optimizer step). The main process alone writes: the run
+folder, the bank (episodes, retrieval counts, distillation, evolution, snapshots), evaluation
+and checkpoints; every phase ends at a barrier, so what it wrote is on disk before any process
+reads it (the others read ``rollout.json`` and the trainer state from the run folder, and the
+bank re-reads its index when another process changed it, ``memory.store``).
 """
 
 from __future__ import annotations
@@ -42,9 +51,11 @@ from trainers.checkpoint import (
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.evaluation import summarise
 from trainers.grpo import GRPOTrainer
+from trainers.processes import Processes
 from trainers.retrieval_log import RetrievalEvent, record_deferred
 from trainers.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
 from trainers.run_files import PHASES, RunFiles, RunState, plot_learning_curve, write_tensorboard
+from trainers.run_settings import check_resume_settings, run_settings
 from trainers.runtime import EpisodeRunner, Start
 from trainers.sampling import collect_groups
 
@@ -70,8 +81,11 @@ class TrainingRun:
         distiller: Any | None = None,
         reward_functions: Sequence[TurnRewardFn] | None = None,
         hook: Hook | None = None,
+        processes: Processes | None = None,
     ) -> None:
         self.config, self.grpo = config, grpo
+        # Before the trainer's Accelerator: this starts the process group with our timeout.
+        self.processes = processes or Processes.current()
         self.policy, self.runner, self.bank, self.distiller = policy, runner, bank, distiller
         self.files = RunFiles(run_dir)
         self.rewards = list(
@@ -89,7 +103,8 @@ class TrainingRun:
         state = self._start(resume)
         # A rollout server (trl-vllm) starts from the trainer's weights, resumed ones included;
         # syncing before the first rollout also surfaces a sync setup problem early.
-        self._sync_rollout_weights()
+        if self.processes.is_main:
+            self._sync_rollout_weights()
         for cycle in range(state.cycle, self.config.cycles + 1):
             phases = ("eval", "save") if cycle == 0 else PHASES
             for phase in phases:
@@ -98,16 +113,34 @@ class TrainingRun:
                 self.hook(cycle, f"{phase}:start")
                 getattr(self, f"_{phase}")(cycle, state)
                 state.cycle, state.phase = cycle, phase
-                self.files.save_state(state)
+                self._save_state(state)
+                self.processes.wait()  # what this phase wrote is on disk for every process
                 self.hook(cycle, f"{phase}:end")
             state.cycle, state.phase, state.current = cycle + 1, "", {}
-            self.files.save_state(state)
+            self._save_state(state)
         state.done = True
-        self.files.save_state(state)
-        plot_learning_curve(state.history, self.files.curve_path, self.files.root.name)
+        self._save_state(state)
+        if self.processes.is_main:
+            plot_learning_curve(state.history, self.files.curve_path, self.files.root.name)
         return state
 
+    def _save_state(self, state: RunState) -> None:
+        """Commit ``state`` (the main process's; the others keep theirs in step, unsaved)."""
+        if self.processes.is_main:
+            self.files.save_state(state)
+
     def _start(self, resume: bool) -> RunState:
+        # The main process checks and prepares the folder; a refusal stops every process.
+        state = self.processes.from_main(lambda: self._prepare_folder(resume))
+        if resume and read_trainer_meta(self.files.trainer_state) is not None:
+            # Every process loads it: the optimizer state is per process, like the weights.
+            load_trainer_state(
+                self.trainer.unwrapped_model, self.trainer.optimizer, self.files.trainer_state
+            )
+            logger.info("resumed trainer state from %s", self.files.trainer_state)
+        return state
+
+    def _prepare_folder(self, resume: bool) -> RunState:
         settings = run_settings(self.config, self.grpo)
         if not resume:
             if self.files.exists():
@@ -123,11 +156,6 @@ class TrainingRun:
         self.files.remove_stale_temps()  # e.g. a half-written checkpoint of a killed save
         check_resume_settings(self.files, self.config, self.grpo)
         self.files.save_config(settings)
-        if read_trainer_meta(self.files.trainer_state) is not None:
-            load_trainer_state(
-                self.trainer.unwrapped_model, self.trainer.optimizer, self.files.trainer_state
-            )
-            logger.info("resumed trainer state from %s", self.files.trainer_state)
         return state
 
     # -- phases ----------------------------------------------------------------------------
@@ -135,10 +163,11 @@ class TrainingRun:
         data = self.files.load_episodes(cycle, "rollout")
         if data is None:
             data = self._collect(cycle, state.goal_cursor)
-            self._save_rollout(cycle, data)
+            if self.processes.is_main:
+                self._save_rollout(cycle, data)
         self.hook(cycle, "rollout:saved")
         episodes: list[EpisodeRecord] = data["episodes"]
-        if self.bank is not None:
+        if self.bank is not None and self.processes.is_main:
             # Retrievals were held back while rolling out (a killed attempt counts nothing);
             # they reach the bank now, once, marked in rollout.json so a resume skips them.
             if not data.get("retrievals_recorded", True):
@@ -177,22 +206,36 @@ class TrainingRun:
         rounds = iter(range(1_000_000))
         config = self.config
         held: list[RetrievalEvent] = []
+        processes = self.processes
 
         def rollout(goals: list[int]) -> list[EpisodeRecord]:
             round_index = next(rounds)
+            # Each process plays whole groups: its share of the round's goals.
             starts = [
                 Start(
                     config.train_split, goal, seed=config.seed + goal, group_id=f"c{cycle}-g{goal}"
                 )
-                for goal in goals
+                for goal in processes.share(goals)
                 for _ in range(config.group_size)
             ]
-            return self.runner.run(
-                starts,
-                temperature=config.train_temperature,
-                sampling_seed=config.seed * 100_003 + cycle * 101 + round_index,
-                held_retrievals=held,
+            seed = config.seed * 100_003 + cycle * 101 + round_index
+            played = (
+                self.runner.run(
+                    starts,
+                    temperature=config.train_temperature,
+                    # A seed of its own per process: equal seeds would draw the same noise for
+                    # different groups (process 0 keeps the single-process seed).
+                    sampling_seed=seed + 7_919 * processes.index,
+                    held_retrievals=held,
+                )
+                if starts
+                else []
             )
+            if not processes.distributed:
+                return played
+            # Every process gets every episode, in the order of ``goals``, so all of them make
+            # the same keep / drop / top-up decisions and train on the same groups.
+            return _in_goal_order(len(goals), processes.all_gather(played), config.group_size)
 
         positions = iter(
             range(cursor, cursor + 10 * config.goals_per_cycle * (config.max_topup_rounds + 1))
@@ -207,6 +250,8 @@ class TrainingRun:
             max_topup_rounds=config.max_topup_rounds,
         )
         kept = sorted({e.group_id for e in collection.episodes if e.group_id})
+        if processes.distributed:  # the main process records every process's retrievals
+            held = [event for part in processes.all_gather(held) for event in part]
         return {
             "episodes": collection.rolled_out,
             "kept_groups": kept,
@@ -224,6 +269,8 @@ class TrainingRun:
 
     def _distill(self, cycle: int, state: RunState) -> None:
         if self.bank is None or self.distiller is None or not self.config.distill:
+            return
+        if not self.processes.is_main:
             return
         from skillrl.distill import PipelineConfig, distill_pending, upkeep
 
@@ -255,6 +302,8 @@ class TrainingRun:
         )
         step = self.trainer.train_step(episodes, advantages.advantages)
         self.trainer.model.eval()
+        if not self.processes.is_main:
+            return  # every process trained; the main one saves the (identical) state
         metrics = {f"update.{k}": v for k, v in asdict(step).items()}
         metrics["update.tokens_per_second"] = step.tokens_per_second
         metrics["update.step_groups_shared"] = sum(
@@ -285,6 +334,8 @@ class TrainingRun:
         return float(sync(self.trainer.unwrapped_model))
 
     def _eval(self, cycle: int, state: RunState) -> None:
+        if not self.processes.is_main:
+            return
         episodes = self._episodes_of(cycle, "eval", self.config.eval_split, self.config.eval_goals)
         s = summarise(episodes)
         state.current.update({f"eval.{k}": v for k, v in asdict(s).items()})
@@ -307,6 +358,8 @@ class TrainingRun:
     def _evolve(self, cycle: int, state: RunState) -> None:
         if self.bank is None or self.distiller is None or not self.config.evolve:
             return
+        if not self.processes.is_main:
+            return
         from skillrl.distill import evolve_from_validation
 
         if self.config.validation_goals > 0:
@@ -323,6 +376,8 @@ class TrainingRun:
         )
 
     def _save(self, cycle: int, state: RunState) -> None:
+        if not self.processes.is_main:
+            return
         row: dict[str, Any] = {"cycle": cycle, **state.current}
         if self.bank is not None:
             row.update(self._snapshot(cycle))
@@ -349,43 +404,24 @@ class TrainingRun:
         return row
 
 
+def _in_goal_order(
+    goals: int, parts: list[list[EpisodeRecord]], group_size: int
+) -> list[EpisodeRecord]:
+    """Reassemble the episodes of ``goals`` goals that processes played as ``Processes.share``.
+
+    Process p played goals p, p + P, ... (P = ``len(parts)``), ``group_size`` episodes each, in
+    that order; the result lists each goal's group in the goals' order.
+    """
+    count = len(parts)
+    ordered: list[EpisodeRecord] = []
+    for position in range(goals):
+        part, slot = parts[position % count], position // count
+        ordered.extend(part[slot * group_size : (slot + 1) * group_size])
+    return ordered
+
+
 def _goal_order(config: CycleConfig, size: int) -> list[int]:
     """Training goals in a seeded order (the cursor walks it; it wraps when exhausted)."""
     order = list(range(size))
     random.Random(f"train-goals-{config.seed}").shuffle(order)
     return order
-
-
-def run_settings(config: CycleConfig, grpo: GRPOConfig) -> dict[str, Any]:
-    """Return what a run's ``config.json`` holds."""
-    return {"cycle": asdict(config), "grpo": asdict(grpo)}
-
-
-def check_resume_settings(files: RunFiles, config: CycleConfig, grpo: GRPOConfig) -> None:
-    """Raise CheckpointError unless the run in ``files`` was started with these settings.
-
-    Only ``cycles`` may differ. Cheap (two JSON reads): the CLI calls it before loading a model.
-    """
-    saved = files.load_config()
-    if _identity(saved) != _identity(run_settings(config, grpo)):
-        changed = _changed(_identity(saved), _identity(run_settings(config, grpo)))
-        raise CheckpointError(
-            f"--resume with different settings than {files.config_path} ({changed}): "
-            "only --cycles may change when resuming"
-        )
-
-
-def _changed(saved: dict[str, Any], now: dict[str, Any]) -> str:
-    diffs = [
-        f"{part}.{key}: {saved.get(part, {}).get(key)!r} -> {value!r}"
-        for part in ("cycle", "grpo")
-        for key, value in now.get(part, {}).items()
-        if saved.get(part, {}).get(key) != value
-    ]
-    return "; ".join(diffs[:3]) or "settings differ"
-
-
-def _identity(settings: dict[str, Any]) -> dict[str, Any]:
-    """Return the settings that must not change on resume (everything but the cycle count)."""
-    cycle = {k: v for k, v in settings.get("cycle", {}).items() if k != "cycles"}
-    return {"cycle": cycle, "grpo": settings.get("grpo", {})}

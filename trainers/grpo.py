@@ -10,12 +10,16 @@ samples are *turns* of episodes that the rollout engine already played with per-
 retrieval, each with its own advantage (episode + step level). So we keep TRL's vocabulary
 (``GRPOConfig`` field names, loss types, the k3 KL) and its ``selective_log_softmax``, and write
 the update loop ourselves. It runs under ``accelerate.Accelerator``: on CPU as is; with
-``accelerate launch`` each process trains on its shard of the turns and DDP averages gradients
-(the ``dapo`` normaliser is the global token count, so sharding does not change the loss).
+``accelerate launch`` / ``torchrun`` every process cuts the same optimizer steps (of
+``per_device_train_batch_size * gradient_accumulation_steps * processes`` turns), trains on its
+share of each, and DDP averages the gradients. The ``dapo`` normaliser is the step's token count
+over all processes, so with the same global step the update is the single-process one (up to
+float summation order); ``grpo`` / ``dr_grpo`` average per process's micro-batches first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -29,7 +33,7 @@ from accelerate import Accelerator
 from trl.trainer.utils import selective_log_softmax
 
 from skillrl_core.records import EpisodeRecord
-from trainers.batching import TurnBatch, build_samples, collate, micro_batches
+from trainers.batching import TurnBatch, TurnSample, build_samples, collate, step_batches
 from trainers.config import GRPOConfig
 from trainers.loss import LossOutput, policy_loss
 
@@ -93,6 +97,8 @@ def _reference_logprobs(
     if ref_model is not None:
         return compute_logprobs(ref_model, batch, temperature)
     # LoRA: the reference is the base model, i.e. the same model with its adapter switched off.
+    # Under DDP the adapter lives on the wrapped module (no gradient flows here, so no sync).
+    model = getattr(model, "module", model)
     with model.disable_adapter():
         return compute_logprobs(model, batch, temperature)
 
@@ -168,10 +174,14 @@ class GRPOTrainer:
     def train_step(
         self, episodes: Sequence[EpisodeRecord], advantages: Sequence[Sequence[float]]
     ) -> StepMetrics:
-        """Run ``num_iterations`` passes of clipped policy-gradient steps over the turns."""
+        """Run ``num_iterations`` passes of clipped policy-gradient steps over the turns.
+
+        Under a launcher every process gets the same ``episodes`` and trains on its share of
+        each optimizer step (:func:`~trainers.batching.step_batches`); DDP averages the
+        gradients. ``samples`` counts every process's turns; tokens, losses and the log-prob
+        gap are this process's share.
+        """
         samples = build_samples(episodes, advantages, keep_zero_advantage=self.config.beta > 0)
-        acc = self.accelerator
-        samples = samples[acc.process_index :: acc.num_processes]
         substituted = sum(
             bool(t.action_substituted and t.completion_token_ids)
             for episode in episodes
@@ -181,30 +191,30 @@ class GRPOTrainer:
         if not samples:
             logger.info("no turn with a non-zero advantage: skipping the update")
             return metrics
+        acc = self.accelerator
         started = time.perf_counter()
         self.model.train()
         outs: list[LossOutput] = []
         gaps: list[torch.Tensor] = []
+        size = self.config.per_device_train_batch_size
         window = self.config.gradient_accumulation_steps
-        per_pass = math.ceil(
-            math.ceil(len(samples) / self.config.per_device_train_batch_size) / window
-        )
+        per_pass = math.ceil(len(samples) / (size * window * acc.num_processes))
         total_steps = per_pass * self.config.num_iterations
         for iteration in range(self.config.num_iterations):
-            batches = micro_batches(
+            steps = step_batches(
                 samples,
-                self.config.per_device_train_batch_size,
+                size,
+                window,
                 self.generator,
-                sort_window=window if self.sort_by_length else 1,
+                index=acc.process_index,
+                count=acc.num_processes,
+                sort=self.sort_by_length,
             )
-            for start in range(0, len(batches), window):
-                group = [
-                    collate(b, self.pad_token_id).to(acc.device)
-                    for b in batches[start : start + window]
-                ]
+            for number, (step, batches) in enumerate(steps):
+                group = [collate(b, self.pad_token_id).to(acc.device) for b in batches]
                 # The gap is measured before the first optimizer step, against pi_old itself.
-                first = iteration == 0 and start == 0
-                outs.extend(self._accumulate(group, gaps if first else None))
+                first = iteration == 0 and number == 0
+                outs.extend(self._accumulate(group, step, gaps if first else None))
                 metrics.grad_norm = self._optimizer_step()
                 metrics.optimizer_steps += 1
                 if self.on_progress is not None:
@@ -217,28 +227,50 @@ class GRPOTrainer:
         return metrics
 
     def _accumulate(
-        self, group: list[TurnBatch], gaps: list[torch.Tensor] | None
+        self,
+        group: list[TurnBatch],
+        step: Sequence[TurnSample],
+        gaps: list[torch.Tensor] | None,
     ) -> list[LossOutput]:
-        """Backward every micro-batch of one optimizer step; collect rollout/recompute gaps."""
-        local_tokens = torch.tensor(float(sum(b.num_completion_tokens for b in group)))
-        global_tokens = float(
-            self.accelerator.gather(local_tokens.to(self.accelerator.device)).sum()
-        )
-        # DDP averages gradients over processes; scaling by P keeps dapo's sum / global tokens.
-        num_tokens = global_tokens / self.accelerator.num_processes
+        """Backward every micro-batch of one optimizer step; collect rollout/recompute gaps.
+
+        ``step`` is the whole optimizer step over all processes (``group`` is this process's
+        share of it): every process holds it, so the ``dapo`` normaliser (the step's completion
+        tokens over all processes) needs no communication. DDP averages gradients over the P
+        processes; scaling the normaliser by 1/P keeps the step's loss "sum over all its tokens
+        / all its tokens", the single-process loss. Only the last backward of a step
+        synchronises (``no_sync`` before it), so processes whose shares have different numbers
+        of micro-batches still meet once per step; a process with an empty share joins that
+        meeting with a zero-weighted backward.
+        """
+        acc = self.accelerator
+        num_tokens = sum(len(s.completion_ids) for s in step) / acc.num_processes
+        if not group:  # fewer samples in this step than processes: contribute zero gradient
+            return self._zero_backward(step, num_tokens)
         outs = []
-        for batch in group:
-            out, fresh = compute_loss(
-                self.model, batch, self.config, num_tokens=num_tokens, ref_model=self.ref_model
-            )
-            loss = out.loss if self.config.loss_type == "dapo" else out.loss / len(group)
-            self.accelerator.backward(loss)
+        for number, batch in enumerate(group):
+            last = number == len(group) - 1
+            with contextlib.nullcontext() if last else acc.no_sync(self.model):
+                out, fresh = compute_loss(
+                    self.model, batch, self.config, num_tokens=num_tokens, ref_model=self.ref_model
+                )
+                loss = out.loss if self.config.loss_type == "dapo" else out.loss / len(group)
+                acc.backward(loss)
             outs.append(dataclasses.replace(out, loss=out.loss.detach()))  # keep no graph alive
             if gaps is not None:
                 chosen = batch.completion_mask.bool() & batch.has_old_logprobs.unsqueeze(1)
                 if chosen.any():
                     gaps.append((batch.old_logprobs - fresh)[chosen].abs().cpu())
         return outs
+
+    def _zero_backward(self, step: Sequence[TurnSample], num_tokens: float) -> list[LossOutput]:
+        """Take part in the step's gradient averaging with a zero gradient (an empty share)."""
+        batch = collate(step[:1], self.pad_token_id).to(self.accelerator.device)
+        out, _ = compute_loss(
+            self.model, batch, self.config, num_tokens=num_tokens, ref_model=self.ref_model
+        )
+        self.accelerator.backward(out.loss * 0.0)
+        return []
 
     def _optimizer_step(self) -> float:
         norm = 0.0

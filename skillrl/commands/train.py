@@ -351,10 +351,19 @@ def train(**options: Any) -> None:
         lora_alpha=2 * o["lora_r"],
         max_completion_length=o["max_new_tokens"],
     )
-    _check_run_folder(folder, o["resume"], cycle, grpo)
-    save_settings(folder, resolved_settings(ctx, o))  # only once the settings are accepted
-    state = run_with_progress(cycle, grpo, o)
-    if o["as_json"]:
+    from trainers.processes import Processes
+
+    processes = Processes.current()  # under accelerate launch / torchrun: which process this is
+    settings = resolved_settings(ctx, o)
+
+    def claim_folder() -> None:
+        _check_run_folder(folder, o["resume"], cycle, grpo)
+        save_settings(folder, settings)  # only once the settings are accepted
+
+    # The main process owns the run folder; every process stops if it refuses it.
+    processes.from_main(claim_folder)
+    state = run_with_progress(cycle, grpo, o, processes)
+    if o["as_json"] and processes.is_main:
         click.echo(json.dumps(state.history, indent=2, sort_keys=True))
 
 
@@ -362,6 +371,12 @@ def _starting_model(o: dict[str, Any]) -> str:
     """Return the model GRPO starts from: --init, the cold-started one, or --model."""
     if o["init_checkpoint"] is not None and o["cold_start"]:
         raise ConfigError("--init and --cold-start both choose the starting model: pick one")
+    if o["cold_start"] and _launched_processes() > 1:
+        raise ConfigError(
+            "--cold-start runs in one process: run `skillrl sft` (or `skillrl train "
+            "--cold-start --cycles 1`) without the launcher first, then launch `skillrl train "
+            "--init <its checkpoint>`"
+        )
     if o["init_checkpoint"] is not None:
         folder = Path(o["init_checkpoint"]).expanduser()
         if not (folder / "config.json").is_file():
@@ -391,13 +406,23 @@ def _starting_model(o: dict[str, Any]) -> str:
     return str(run_cold_start(config, o, run_folder(o["workspace"], o["run_name"]) / "sft"))
 
 
+def _launched_processes() -> int:
+    """How many processes the launcher started (its WORLD_SIZE), read before the group starts."""
+    import os
+
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+
+
 def _check_run_folder(folder: Path, resume: bool, cycle: Any, grpo: Any) -> None:
     """Refuse, before any model loads, a fresh start over a run or a resume that cannot go on.
 
     A resume of nothing, or with settings other than the run's (all but --cycles), is refused.
     """
-    from trainers.cycle import check_resume_settings
     from trainers.run_files import RunFiles
+    from trainers.run_settings import check_resume_settings
 
     files = RunFiles(folder)
     exists = files.exists()

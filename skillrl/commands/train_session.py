@@ -62,21 +62,29 @@ def run_folder(workspace: str, run_name: str) -> Path:
     return resolve_workspace(workspace) / "runs" / run_name
 
 
-def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
-    """Open the policy (and bank), run the cycles with a rich progress bar, close the bank."""
+def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any], processes: Any = None) -> Any:
+    """Open the policy (and bank), run the cycles with a rich progress bar, close the bank.
+
+    Under a launcher (``processes``, :class:`trainers.processes.Processes`) only the main
+    process shows anything; it opens the model and the bank first (it may download the model
+    or create and seed the bank), the others after it.
+    """
     from rich.console import Console
 
     from trainers.cycle import TrainingRun
+    from trainers.processes import Processes
     from trainers.runtime import EpisodeRunner
 
-    console = Console(stderr=o["as_json"])
+    processes = processes or Processes()
+    console = Console(stderr=o["as_json"], quiet=not processes.is_main)
     constrained = constrained_from(o)
     console.print(decoding_line(constrained))
     folder = run_folder(o["workspace"], o["run_name"])
     server = server_config(o)  # checked before the model loads
-    policy = open_policy(o)
-    rollout_policy = load_server_policy(server) if server is not None else policy
-    bank = open_bank(o) if cycle.skills else None
+    with processes.main_first():
+        policy = open_policy(o)
+        rollout_policy = load_server_policy(server) if server is not None else policy
+        bank = open_bank(o) if cycle.skills else None
     try:
         runner = EpisodeRunner(
             rollout_policy,
@@ -108,7 +116,7 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
                     bars.hide_detail()
                 elif when == "end":
                     progress.advance(task)
-                    if phase == "save":
+                    if phase == "save" and processes.is_main:
                         print_cycle(console, run.files.metrics_path)
 
             run = TrainingRun(
@@ -120,6 +128,7 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any]) -> Any:
                 bank=bank,
                 distiller=distiller,
                 hook=hook,
+                processes=processes,
             )
             run.trainer.on_progress = show("  optimizer steps")
             if o["resume"] and run.files.exists():  # the bar starts at the phases already done

@@ -84,3 +84,50 @@ def test_a_sorted_step_has_the_loss_and_gradient_of_the_shuffled_step():
     assert loss_sorted == pytest.approx(loss_plain, abs=1e-6)
     for name, grad in grad_plain.items():
         torch.testing.assert_close(grad_sorted[name], grad, atol=1e-6, rtol=1e-5, msg=name)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 30), min_size=1, max_size=25),
+    size=st.integers(1, 4),
+    window=st.integers(1, 3),
+    sort=st.booleans(),
+)
+def test_one_process_steps_are_todays_micro_batches(lengths, size, window, sort):
+    from trainers.batching import step_batches
+
+    samples = [sample(n, 1 + n % 4, seed=i) for i, n in enumerate(lengths)]
+    today = micro_batches(
+        samples, size, torch.Generator().manual_seed(7), sort_window=window if sort else 1
+    )
+    cut = step_batches(samples, size, window, torch.Generator().manual_seed(7), sort=sort)
+    assert [b for _, batches in cut for b in batches] == today
+    assert [len(batches) for _, batches in cut] == [
+        len(today[i : i + window]) for i in range(0, len(today), window)
+    ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 30), min_size=1, max_size=25),
+    size=st.integers(1, 4),
+    window=st.integers(1, 3),
+    count=st.integers(2, 4),
+)
+def test_processes_cut_the_same_steps_and_their_shares_partition_each(lengths, size, window, count):
+    from trainers.batching import step_batches
+
+    samples = [sample(n, 1 + n % 4, seed=i) for i, n in enumerate(lengths)]
+    cuts = [
+        step_batches(samples, size, window, torch.Generator().manual_seed(7), index=i, count=count)
+        for i in range(count)
+    ]
+    assert len({len(cut) for cut in cuts}) == 1  # every process takes as many optimizer steps
+    for number, (step, _) in enumerate(cuts[0]):
+        assert len(step) <= size * window * count
+        assert all(cut[number][0] == step for cut in cuts)
+        shares = [s for cut in cuts for batch in cut[number][1] for s in batch]
+        assert sorted(map(id, shares)) == sorted(map(id, step))
+        assert all(len(b) <= size for cut in cuts for b in cut[number][1])
+    every = [s for step, _ in cuts[0] for s in step]
+    assert sorted(map(id, every)) == sorted(map(id, samples))

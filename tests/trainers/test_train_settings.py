@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 import skillrl.commands.train as train_command
 from cli import main
-from trainers.cycle import run_settings
+from trainers.run_settings import run_settings
 
 
 class Started(Exception):
@@ -23,8 +23,9 @@ def started(monkeypatch):
     """Stop ``skillrl train`` where it would load the model; keep what it was asked to run."""
     calls = []
 
-    def capture(cycle, grpo, o):
+    def capture(cycle, grpo, o, processes):
         calls.append((cycle, grpo, dict(o)))
+        assert processes.is_main and not processes.distributed  # no launcher here
         raise Started()
 
     monkeypatch.setattr(train_command, "run_with_progress", capture)

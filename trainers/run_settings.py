@@ -1,0 +1,48 @@
+"""What a training run's ``config.json`` holds, and the check that a resume keeps it.
+
+Cheap (JSON only, no torch): the CLI checks a ``--resume`` before it loads a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from skillrl_core.errors import CheckpointError
+from trainers.config import CycleConfig, GRPOConfig
+from trainers.run_files import RunFiles
+
+
+def run_settings(config: CycleConfig, grpo: GRPOConfig) -> dict[str, Any]:
+    """Return what a run's ``config.json`` holds."""
+    return {"cycle": asdict(config), "grpo": asdict(grpo)}
+
+
+def check_resume_settings(files: RunFiles, config: CycleConfig, grpo: GRPOConfig) -> None:
+    """Raise CheckpointError unless the run in ``files`` was started with these settings.
+
+    Only ``cycles`` may differ. Cheap (two JSON reads): the CLI calls it before loading a model.
+    """
+    saved = files.load_config()
+    if _identity(saved) != _identity(run_settings(config, grpo)):
+        changed = _changed(_identity(saved), _identity(run_settings(config, grpo)))
+        raise CheckpointError(
+            f"--resume with different settings than {files.config_path} ({changed}): "
+            "only --cycles may change when resuming"
+        )
+
+
+def _changed(saved: dict[str, Any], now: dict[str, Any]) -> str:
+    diffs = [
+        f"{part}.{key}: {saved.get(part, {}).get(key)!r} -> {value!r}"
+        for part in ("cycle", "grpo")
+        for key, value in now.get(part, {}).items()
+        if saved.get(part, {}).get(key) != value
+    ]
+    return "; ".join(diffs[:3]) or "settings differ"
+
+
+def _identity(settings: dict[str, Any]) -> dict[str, Any]:
+    """Return the settings that must not change on resume (everything but the cycle count)."""
+    cycle = {k: v for k, v in settings.get("cycle", {}).items() if k != "cycles"}
+    return {"cycle": cycle, "grpo": settings.get("grpo", {})}
