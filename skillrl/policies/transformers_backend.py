@@ -33,6 +33,7 @@ from skillrl.policies.base import (
 )
 from skillrl.policies.config import PolicyConfig
 from skillrl.policies.kv_reuse import (
+    DEFAULT_BUDGET_BYTES,
     Hit,
     PrefixKVCache,
     assemble,
@@ -84,7 +85,13 @@ class TransformersPolicy:
     """A chat model run in-process by transformers."""
 
     def __init__(
-        self, model: Any, tokenizer: Any, name: str = "transformers", *, fast: bool = True
+        self,
+        model: Any,
+        tokenizer: Any,
+        name: str = "transformers",
+        *,
+        fast: bool = True,
+        prefix_cache_bytes: int = DEFAULT_BUDGET_BYTES,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -93,7 +100,9 @@ class TransformersPolicy:
         """Share work between rows and calls (identical prompts encoded once, candidates packed
         into one row per prompt, cached prompt prefixes reused); False runs the plain batched
         path (the benchmarks' baseline)."""
-        self.prefix_cache: PrefixKVCache | None = PrefixKVCache()
+        self.prefix_cache: PrefixKVCache | None = (
+            PrefixKVCache(prefix_cache_bytes) if prefix_cache_bytes else None
+        )
         """KV of recently encoded prompts, reused by later prompts that start the same way
         (fast path only; None turns reuse off)."""
         self.stats = PolicyStats()
@@ -125,7 +134,12 @@ class TransformersPolicy:
                 "(models are never downloaded at run time unless HF_HUB_OFFLINE is unset)"
             ) from error
         model.to(device).eval()
-        return cls(model, tokenizer, name=f"transformers:{config.model}")
+        return cls(
+            model,
+            tokenizer,
+            name=f"transformers:{config.model}",
+            prefix_cache_bytes=config.prefix_cache_mb * 2**20,
+        )
 
     @property
     def device(self) -> torch.device:

@@ -17,8 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skillrl.policies.base import SamplingConfig
+from skillrl.policies.config import PolicyConfig
 from skillrl.policies.kv_reuse import Hit, PrefixKVCache, assemble, weights_version
 from skillrl.policies.transformers_backend import TransformersPolicy
+from skillrl_core.errors import ConfigError
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "trainers"))
 from tiny_checkpoint import write_tiny_checkpoint  # noqa: E402
@@ -78,6 +80,13 @@ def test_the_budget_evicts_the_least_recently_used_and_prefixes_of_newer_entries
     assert cache.lookup(a + [9]).length == 10
     cache.store(list(range(100)), fake_layers(list(range(100))))  # larger than the budget
     assert len(cache) == 2
+
+
+def test_bad_cache_settings_are_refused_naming_the_value():
+    with pytest.raises(ConfigError, match=r"prefix_cache_mb \(-1\)"):
+        PolicyConfig(prefix_cache_mb=-1)
+    with pytest.raises(ConfigError, match=r"min_reuse \(0\)"):
+        PrefixKVCache(min_reuse=0)
 
 
 def test_a_weight_change_empties_the_cache():
