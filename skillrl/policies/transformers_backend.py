@@ -166,30 +166,41 @@ class TransformersPolicy:
         mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in ids], dtype=torch.long)
         return EncodedBatch(input_ids.to(self.device), mask.to(self.device), ids)
 
-    def count_encoded(self, prompts: list[list[int]], reused: int = 0) -> None:
-        """Count ``prompts`` as encoded, ``reused`` of their tokens taken from the cache."""
-        self.stats.computed_rows += len(prompts)
+    def count_encoded(self, prompts: list[list[int]], reused: int = 0, rows: bool = True) -> None:
+        """Count ``prompts`` as encoded, ``reused`` of their tokens taken from the cache.
+
+        ``rows``: False for a batch's shared prefix (tokens computed, but no prompt of its own).
+        """
+        self.stats.computed_rows += len(prompts) if rows else 0
         self.stats.prefill_tokens += sum(len(r) for r in prompts) - reused
         self.stats.reused_tokens += reused
         shared = len(os.path.commonprefix(prompts)) if len(prompts) > 1 else 0
         self.stats.prefix_shareable_tokens += shared * (len(prompts) - 1)
 
-    def prefill(self, prompts: list[list[int]]) -> tuple[Any, torch.Tensor]:
+    def prefill(
+        self, prompts: list[list[int]], *, shared: bool = False
+    ) -> tuple[Any, torch.Tensor]:
         """Encode distinct ``prompts`` on top of their cached prefixes; keep their KV for later.
 
         Returns the forward output (last position's logits and the KV cache) and the attention
         mask over that cache's columns (rows are ``[pad, cached prefix, pad, new tokens]``).
+        ``shared``: ``prompts`` is a batch's common prefix, encoded only to be cached.
         """
         from transformers import DynamicCache
 
         cache = self.prefix_cache if self.fast else None
         if cache is not None:
             cache.check_version(weights_version(self.model))
+            common = os.path.commonprefix(prompts) if len(prompts) > 1 else []
+            # A prefix all rows share (the system message at least) but the cache lacks is
+            # encoded once here, so that every row finds it below.
+            if len(common) > cache.min_reuse and cache.lookup(common).length < len(common) - 1:
+                self.prefill([common], shared=True)
             hits = [cache.lookup(p) for p in prompts]
         else:
             hits = [Hit(0, None) for _ in prompts]
         layout = assemble(prompts, hits, self.tokenizer.pad_token_id)
-        self.count_encoded(prompts, reused=sum(h.length for h in hits))
+        self.count_encoded(prompts, reused=sum(h.length for h in hits), rows=not shared)
         past = None if layout.past is None else DynamicCache(ddp_cache_data=layout.past)
         mask = layout.attention_mask.to(self.device)
         out = self.forward(

@@ -194,6 +194,27 @@ def test_generation_is_the_same_with_and_without_prefix_reuse_over_turns(tiny, t
             assert b.logprobs == pytest.approx(a.logprobs, abs=TOL)
 
 
+def test_a_batch_encodes_its_shared_prefix_once(tiny):
+    convs = [turn(task, 1) for task in ("red shirt", "blue jeans", "green socks")]
+    prompts = [tiny.token_ids(tiny.render(c)) for c in convs]
+    common = len(os.path.commonprefix(prompts))
+    assert common > 40  # the system message and the start of the user message
+    tiny.prefix_cache = None
+    tiny.stats.reset()
+    without = tiny.score_continuations_detailed(convs, [CANDIDATES] * 3)
+    assert tiny.stats.prefill_tokens == sum(map(len, prompts))
+    tiny.prefix_cache = PrefixKVCache()
+    tiny.stats.reset()
+    shared = tiny.score_continuations_detailed(convs, [CANDIDATES] * 3)
+    # The prefix once, then each prompt's own rest on top of it.
+    assert tiny.stats.reused_tokens == 3 * common
+    assert tiny.stats.prefill_tokens == sum(map(len, prompts)) - 2 * common
+    assert tiny.stats.computed_rows == 3
+    for a_row, b_row in zip(without, shared, strict=True):
+        for a, b in zip(a_row, b_row, strict=True):
+            assert b.token_logprobs == pytest.approx(a.token_logprobs, abs=TOL)
+
+
 def test_changed_weights_are_never_scored_with_a_stale_prefix(tiny):
     convs = [turn("red shirt", 2)]
     tiny.score_continuations_detailed(convs, [CANDIDATES])  # fills the cache
