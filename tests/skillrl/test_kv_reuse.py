@@ -233,9 +233,10 @@ def test_changed_weights_are_never_scored_with_a_stale_prefix(tiny):
 
 
 @pytest.mark.slow
-def test_real_multi_turn_rollouts_are_the_same_with_and_without_prefix_reuse(tmp_path):
+@pytest.mark.parametrize("temperature", [0.0, 2.0], ids=["greedy", "sampled"])
+def test_real_multi_turn_rollouts_are_the_same_with_and_without_prefix_reuse(tmp_path, temperature):
     from memory import BankConfig, SkillBank
-    from skillrl.agents.llm import LLMAgent
+    from skillrl.agents.llm import LLMAgent, LLMAgentConfig
     from skillrl.distill.seeding import seed_bank_if_empty
     from skillrl.policies import PolicyConfig, load_policy
     from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
@@ -243,9 +244,11 @@ def test_real_multi_turn_rollouts_are_the_same_with_and_without_prefix_reuse(tmp
     policy = load_policy(PolicyConfig(model="embedded", workspace=tmp_path, dtype="float32"))
     bank = SkillBank.open(BankConfig(workspace=tmp_path))
     seed_bank_if_empty(bank, "webshop")
-    agent = LLMAgent(policy, constrained=True)
+    sampling = SamplingConfig(max_new_tokens=64, temperature=temperature, seed=7)
+    agent = LLMAgent(policy, constrained=True, config=LLMAgentConfig(sampling=sampling))
     # A group of two episodes of goal 0 and one of goal 1: reuse within an episode across
-    # turns, within the group, and of the system message shared by both goals.
+    # turns, within the group (sampled: the siblings part after their shared first turn), and
+    # of the system message shared by both goals (encoded once in the first call).
     starts = [EpisodeStart("webshop", "test", g, seed=g) for g in (0, 0, 1)]
     records, reused = {}, {}
     cache = policy.prefix_cache
@@ -258,6 +261,9 @@ def test_real_multi_turn_rollouts_are_the_same_with_and_without_prefix_reuse(tmp
     bank.close()
     assert reused[False] == 0 and reused[True] > 0
     assert max(len(r.turns) for r in records[True]) >= 3
+    if temperature:  # the siblings parted, so each reused its own turns and their shared start
+        first, second = records[True][0].turns, records[True][1].turns
+        assert [t.prompt_token_ids for t in first] != [t.prompt_token_ids for t in second]
     for old, new in zip(records[False], records[True], strict=True):
         assert [t.action for t in old.turns] == [t.action for t in new.turns]
         for a, b in zip(old.turns, new.turns, strict=True):
