@@ -17,8 +17,13 @@ different goals share only the 82-token system message.
 
 The cache is invalidated whenever the model's weights change (a GRPO step updates them in place:
 every parameter's version counter is part of the key), and it is bounded by bytes (least recently
-used entries go first). :func:`assemble` lays several rows' cached prefixes and new suffixes out
-for one batched forward pass: each row is ``[pad, prefix, pad, suffix]`` with a 2D attention mask
+used entries go first). Whole prompts are kept (the next turn's shared length is not known
+yet); if more distinct prompts run per call than the budget holds, each is evicted before its
+episode's next turn and reuse quietly stops, so the budget must exceed the rollout's parallel
+episodes x prompt size (16 x 650 tokens x 45 KiB = 460 MiB for SmolLM2 in fp32).
+
+:func:`assemble` lays several rows' cached prefixes and new suffixes out for one batched forward
+pass: each row is ``[pad, prefix, pad, suffix]`` with a 2D attention mask
 that hides both pads and explicit position ids that count only real tokens.
 """
 
