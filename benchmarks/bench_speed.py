@@ -9,7 +9,9 @@ on a shared machine hits both sides alike; ratios are total old time / total new
 (a) the machine: 1024x1024 fp32 matmul GFLOP/s, measured before every phase;
 (b) constrained rollouts: ``--goals`` WebShop test goals x ``--group-size`` episodes (a GRPO
     group each), greedy so both sides must choose the same actions (asserted), skills retrieved
-    from a seeded bank unless ``--no-skills``. Old = ``TransformersPolicy(fast=False)``;
+    from a seeded bank unless ``--no-skills``. Old = ``TransformersPolicy(fast=False)``; new =
+    the fast paths, including the prompt-prefix KV cache (emptied before every run, so each run
+    starts cold; ``--no-prefix-reuse`` runs new without it, to measure what it adds);
 (c) GRPO update trained tokens/s, LoRA and full, on turns of those rollouts (advantages +-1 by
     episode so every turn trains). Old = micro-batches in shuffled order; new = sorted by
     length inside each optimizer step;
@@ -65,6 +67,8 @@ def rollout(policy, agent, starts, max_turns: int, bank, fast: bool) -> dict:
     """Play ``starts`` once; return actions, timings and the policy's phase timers."""
     policy.fast = fast
     policy.stats.reset()
+    if policy.prefix_cache is not None:
+        policy.prefix_cache.clear()  # no run may start with another run's prompts cached
     engine = RolloutEngine(
         agent, bank=bank, config=RolloutConfig(max_turns=max_turns, max_parallel=len(starts))
     )
@@ -188,6 +192,8 @@ def phase_free(args, policy, gflops: list[float]) -> dict:
     out = {}
     for name, parallel in (("batched", len(starts)), ("sequential", 1)):
         gflops.append(matmul_gflops())
+        if policy.prefix_cache is not None:
+            policy.prefix_cache.clear()  # the same episodes: no side may find the other's
         engine = RolloutEngine(
             agent, config=RolloutConfig(max_turns=args.free_turns, max_parallel=parallel)
         )
@@ -207,6 +213,9 @@ def main() -> None:
     parser.add_argument("--max-turns", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2, help="old/new rollout pairs (ABBA..)")
     parser.add_argument("--no-skills", action="store_true", help="no bank, no retrieval")
+    parser.add_argument(
+        "--no-prefix-reuse", action="store_true", help="new side without the prefix KV cache"
+    )
     parser.add_argument("--train-samples", type=int, default=8, help="turns per GRPO step")
     parser.add_argument("--train-rounds", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=4)
@@ -221,7 +230,14 @@ def main() -> None:
     skip = set(filter(None, args.skip.split(",")))
 
     workspace = Path(args.workspace or tempfile.mkdtemp(prefix="bench-speed-"))
-    policy = load_policy(PolicyConfig(model="embedded", workspace=workspace, dtype="float32"))
+    policy = load_policy(
+        PolicyConfig(
+            model="embedded",
+            workspace=workspace,
+            dtype="float32",
+            prefix_cache_mb=0 if args.no_prefix_reuse else PolicyConfig.prefix_cache_mb,
+        )
+    )
     params = body_params(policy.model)
     bank = None
     if not args.no_skills:
@@ -310,7 +326,8 @@ def print_report(report: dict, episodes: int) -> None:
         )
     print(
         f"\nrollouts: {args['goals']} goals x G={args['group_size']} = {episodes} episodes, "
-        f"<= {args['max_turns']} turns, skills {'off' if args['no_skills'] else 'on'}; "
+        f"<= {args['max_turns']} turns, skills {'off' if args['no_skills'] else 'on'}, "
+        f"prefix KV reuse (new) {'off' if args['no_prefix_reuse'] else 'on'}; "
         "same greedy actions old and new: yes (asserted)"
     )
     for side in ("old", "new"):
@@ -318,6 +335,7 @@ def print_report(report: dict, episodes: int) -> None:
         print(
             f"profile {side}: {ro[side + '_profile']}; prompts {int(pol['prompt_rows'])} asked, "
             f"{int(pol['computed_rows'])} encoded, {int(pol['prefill_tokens'])} prompt tokens "
+            f"computed, {int(pol['reused_tokens'])} reused from the prefix KV cache "
             f"({int(pol['prefix_shareable_tokens'])} in batch-wide common prefixes)"
         )
 

@@ -300,6 +300,10 @@ class TrainingRun:
             step_weight=self.grpo.step_advantage_weight,
             scale=self.grpo.scale_rewards,
         )
+        prefix_cache = getattr(self.policy, "prefix_cache", None)
+        if prefix_cache is not None:
+            # Stale once the weights change, and up to its budget of memory during the update.
+            prefix_cache.clear()
         step = self.trainer.train_step(episodes, advantages.advantages)
         self.trainer.model.eval()
         if not self.processes.is_main:

@@ -10,10 +10,9 @@ Pure helpers of :class:`skillrl.policies.transformers_backend.TransformersPolicy
   mask in which each candidate token sees the prompt and the earlier tokens of its own candidate
   only (tree attention), so candidates need no copy of the prompt's KV cache at all.
 
-Not done: computing a prefix common to *different* prompts once. The prompt layout (system,
-task, skills, history, observation, actions) leaves only the system text (~50 tokens) common to a
-batch of different goals, and system + task (~80) to a group, against 140-900 prompt tokens; the
-policy's ``prefix_shareable_tokens`` statistic measures this bound on real runs.
+A prefix common to *different* prompts (the system message every prompt of an environment
+starts with, an episode's previous turn) is shared through the prompt-prefix KV cache instead:
+:mod:`skillrl.policies.kv_reuse`.
 """
 
 from __future__ import annotations
