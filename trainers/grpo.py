@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
+from transformers import modeling_utils
 from trl.trainer.utils import selective_log_softmax
 
 from skillrl_core.records import EpisodeRecord
@@ -35,23 +36,46 @@ from trainers.loss import LossOutput, policy_loss
 
 logger = logging.getLogger(__name__)
 
+_MASKED_KEEP = hasattr(modeling_utils, "slice_logits_to_keep")
+"""Whether ``logits_to_keep`` takes a [B, L] boolean mask (logits of the True positions only)."""
+
+
+def completion_positions(batch: TurnBatch) -> torch.Tensor:
+    """[B, L] bool: the positions whose next token is a generated token (they need logits).
+
+    Completions are right-aligned: column c of the [B, C] block is position L - C + c, predicted
+    by the hidden state at position L - C - 1 + c.
+    """
+    length, width = batch.input_ids.shape[1], batch.completion_ids.shape[1]
+    keep = torch.zeros(batch.input_ids.shape, dtype=torch.bool, device=batch.input_ids.device)
+    keep[:, length - width - 1 : length - 1] = batch.completion_mask.bool()
+    return keep
+
 
 def compute_logprobs(model: Any, batch: TurnBatch, temperature: float = 1.0) -> torch.Tensor:
     """Per-token log pi(o_t | prompt, o_<t) of the right-aligned completions, shape [B, C].
 
-    Only the last C + 1 positions get logits: position j predicts token j + 1, so the logits at
-    positions L-C-1 .. L-2 score the completion block at L-C .. L-1.
+    The LM head (49,152 x 576 for SmolLM2) runs only on the positions that predict a generated
+    token (``logits_to_keep`` as a boolean mask): not on the prompt, and not on the padding of
+    the completion block of a row shorter than the batch's longest completion. Entries where
+    ``completion_mask`` is 0 are 0. Transformers without mask support (before
+    ``slice_logits_to_keep``) get the last C + 1 positions and the same rows are picked after.
     """
-    width = batch.completion_ids.shape[1]
+    mask = batch.completion_mask.bool()
+    keep = completion_positions(batch) if _MASKED_KEEP else batch.completion_ids.shape[1] + 1
     output = model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask,
         position_ids=batch.position_ids,
-        logits_to_keep=width + 1,
+        logits_to_keep=keep,
         use_cache=False,
     )
-    logits = output.logits[:, :-1, :].float()
-    return selective_log_softmax(logits, batch.completion_ids, temperature=temperature)
+    logits = output.logits if _MASKED_KEEP else output.logits[:, :-1][mask]
+    # One [1, n, V] row: selective_log_softmax loops over the leading dimension on CPU.
+    picked = selective_log_softmax(
+        logits.float().unsqueeze(0), batch.completion_ids[mask].unsqueeze(0), temperature
+    )[0]
+    return picked.new_zeros(mask.shape).masked_scatter(mask, picked)
 
 
 def compute_loss(
@@ -149,8 +173,11 @@ class GRPOTrainer:
         if config.beta > 0 and not config.use_peft:
             self.ref_model = _frozen_copy(model)
         params = [p for p in model.parameters() if p.requires_grad]
+        # The fused kernel (what HF Trainer picks by default since torch 2.8): one pass over all
+        # parameters instead of a loop of small ops. On CPU, 135M parameters (full fine-tuning)
+        # take about a fifth of the looped step; updates agree to float rounding (1 ulp).
         optimizer = torch.optim.AdamW(
-            params, lr=config.learning_rate, weight_decay=config.weight_decay
+            params, lr=config.learning_rate, weight_decay=config.weight_decay, fused=True
         )
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.generator = torch.Generator().manual_seed(seed)
