@@ -52,17 +52,21 @@ def completion_positions(batch: TurnBatch) -> torch.Tensor:
     return keep
 
 
-def compute_logprobs(model: Any, batch: TurnBatch, temperature: float = 1.0) -> torch.Tensor:
+def compute_logprobs(
+    model: Any, batch: TurnBatch, temperature: float = 1.0, *, head_only: bool = True
+) -> torch.Tensor:
     """Per-token log pi(o_t | prompt, o_<t) of the right-aligned completions, shape [B, C].
 
     The LM head (49,152 x 576 for SmolLM2) runs only on the positions that predict a generated
     token (``logits_to_keep`` as a boolean mask): not on the prompt, and not on the padding of
     the completion block of a row shorter than the batch's longest completion. Entries where
-    ``completion_mask`` is 0 are 0. Transformers without mask support (before
-    ``slice_logits_to_keep``) get the last C + 1 positions and the same rows are picked after.
+    ``completion_mask`` is 0 are 0. With ``head_only`` False (the benchmarks' baseline), and on
+    transformers without mask support (before ``slice_logits_to_keep``), the head runs on the
+    last C + 1 positions of every row and the same rows are picked after.
     """
     mask = batch.completion_mask.bool()
-    keep = completion_positions(batch) if _MASKED_KEEP else batch.completion_ids.shape[1] + 1
+    masked = head_only and _MASKED_KEEP
+    keep = completion_positions(batch) if masked else batch.completion_ids.shape[1] + 1
     output = model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask,
@@ -70,7 +74,7 @@ def compute_logprobs(model: Any, batch: TurnBatch, temperature: float = 1.0) -> 
         logits_to_keep=keep,
         use_cache=False,
     )
-    logits = output.logits if _MASKED_KEEP else output.logits[:, :-1][mask]
+    logits = output.logits if masked else output.logits[:, :-1][mask]
     # One [1, n, V] row: selective_log_softmax loops over the leading dimension on CPU.
     picked = selective_log_softmax(
         logits.float().unsqueeze(0), batch.completion_ids[mask].unsqueeze(0), temperature
@@ -85,16 +89,17 @@ def compute_loss(
     *,
     num_tokens: float | None = None,
     ref_model: Any | None = None,
+    head_only: bool = True,
 ) -> tuple[LossOutput, torch.Tensor]:
     """Compute the GRPO loss of one micro-batch; also return the fresh log-probs (detached)."""
-    logprobs = compute_logprobs(model, batch, config.temperature)
+    logprobs = compute_logprobs(model, batch, config.temperature, head_only=head_only)
     fresh = logprobs.detach()
     # Samples without rollout log-probs start on-policy: pi_old := the current policy.
     old = torch.where(batch.has_old_logprobs.unsqueeze(1), batch.old_logprobs, fresh)
     ref = None
     if config.beta > 0:
         with torch.no_grad():
-            ref = _reference_logprobs(model, ref_model, batch, config.temperature)
+            ref = _reference_logprobs(model, ref_model, batch, config.temperature, head_only)
     out = policy_loss(
         logprobs,
         old,
@@ -112,13 +117,13 @@ def compute_loss(
 
 
 def _reference_logprobs(
-    model: Any, ref_model: Any | None, batch: TurnBatch, temperature: float
+    model: Any, ref_model: Any | None, batch: TurnBatch, temperature: float, head_only: bool
 ) -> torch.Tensor:
     if ref_model is not None:
-        return compute_logprobs(ref_model, batch, temperature)
+        return compute_logprobs(ref_model, batch, temperature, head_only=head_only)
     # LoRA: the reference is the base model, i.e. the same model with its adapter switched off.
     with model.disable_adapter():
-        return compute_logprobs(model, batch, temperature)
+        return compute_logprobs(model, batch, temperature, head_only=head_only)
 
 
 @dataclass
@@ -184,6 +189,9 @@ class GRPOTrainer:
         self.sort_by_length = True
         """Sort each optimizer step's samples by length before cutting micro-batches (less
         padding, same step gradient for ``dapo``; False is the benchmarks' baseline)."""
+        self.head_only = True
+        """Run the LM head only where a generated token is predicted (``compute_logprobs``;
+        False, the last C + 1 positions of every row, is the benchmarks' baseline)."""
         self.on_progress: Callable[[int, int], None] | None = None
         """Called as ``on_progress(done, total)`` after every optimizer step (progress bars)."""
 
@@ -256,7 +264,12 @@ class GRPOTrainer:
         outs = []
         for batch in group:
             out, fresh = compute_loss(
-                self.model, batch, self.config, num_tokens=num_tokens, ref_model=self.ref_model
+                self.model,
+                batch,
+                self.config,
+                num_tokens=num_tokens,
+                ref_model=self.ref_model,
+                head_only=self.head_only,
             )
             loss = out.loss if self.config.loss_type == "dapo" else out.loss / len(group)
             self.accelerator.backward(loss)

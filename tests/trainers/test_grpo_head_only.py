@@ -80,6 +80,7 @@ def trainable_grads(model) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("masked_keep", [True, False])
 @pytest.mark.parametrize("lora", [False, True])
 def test_loss_and_gradients_equal_the_full_logits_computation(monkeypatch, lora, masked_keep):
+    # Without mask support in transformers the last C + 1 positions are projected instead.
     monkeypatch.setattr(grpo, "_MASKED_KEEP", masked_keep)
     config = GRPOConfig(beta=0.05, temperature=0.7, use_peft=lora)
     model = tiny_model(seed=2).train()
@@ -97,12 +98,21 @@ def test_loss_and_gradients_equal_the_full_logits_computation(monkeypatch, lora,
     out, fresh = compute_loss(
         model, batch, config, num_tokens=tokens, ref_model=None if lora else ref_model
     )
+    baseline, _ = compute_loss(
+        copy.deepcopy(model),
+        batch,
+        config,
+        num_tokens=tokens,
+        ref_model=None if lora else ref_model,
+        head_only=False,
+    )
     out.loss.backward()
     expected = full_loss(reference, _base_view(reference, ref_model, lora), batch, config, tokens)
     expected.backward()
 
     assert out.kl > 0
     assert out.loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert baseline.loss.item() == pytest.approx(expected.item(), rel=1e-5)
     torch.testing.assert_close(fresh, full_logprobs(reference, batch, 0.7).detach(), **TOLERANCE)
     mine, theirs = trainable_grads(model), trainable_grads(reference)
     assert mine.keys() == theirs.keys() and mine
