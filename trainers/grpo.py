@@ -185,6 +185,11 @@ class GRPOTrainer:
             params, lr=config.learning_rate, weight_decay=config.weight_decay, fused=True
         )
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self._prepared = self.model
+        if config.torch_compile:
+            # dynamic: every micro-batch has its own length; one graph serves them all.
+            # unwrapped_model (checkpoints, weight sync, rollouts) is the module without it.
+            self.model = torch.compile(self.model, dynamic=True)
         self.generator = torch.Generator().manual_seed(seed)
         self.sort_by_length = True
         """Sort each optimizer step's samples by length before cutting micro-batches (less
@@ -198,7 +203,7 @@ class GRPOTrainer:
     @property
     def unwrapped_model(self) -> Any:
         """The model without accelerate's wrappers (a PeftModel when training LoRA)."""
-        return self.accelerator.unwrap_model(self.model)
+        return self.accelerator.unwrap_model(self._prepared)
 
     def train_step(
         self, episodes: Sequence[EpisodeRecord], advantages: Sequence[Sequence[float]]
