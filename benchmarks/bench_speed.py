@@ -15,7 +15,15 @@ on a shared machine hits both sides alike; ratios are total old time / total new
 (c) GRPO update trained tokens/s, LoRA and full, on turns of those rollouts (advantages +-1 by
     episode so every turn trains). Old = micro-batches in shuffled order; new = sorted by
     length inside each optimizer step;
-(d) free decoding: the same episodes batched vs one after another (new engine), episodes/min.
+(d) free decoding: the same episodes batched vs one after another (new engine), episodes/min;
+(e) SFT trained tokens/s, LoRA and full: ``trainers.sft.build_trainer(...).train()`` for one epoch
+    over the scripted expert's turns on ``--sft-goals`` training goals (the cold start's examples).
+    Old = TRL's own fused LM head (on CPU it projects every position, prompt included); new = the
+    head on target positions only (``ColdStartConfig.head_only_loss``).
+
+GRPO old = micro-batches in shuffled order with the LM head on the last C + 1 positions of every
+row; new = sorted by length inside each optimizer step, head only where a generated token is
+predicted (``GRPOTrainer.head_only``). Trained tokens = real (non-padding) tokens forwarded.
 
 Achieved GFLOP/s counts 2 x P_body multiply-adds per token the model actually ran (P_body = the
 parameters of the transformer layers, i.e. without the embedding lookup and the LM head, whose
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import os
 import tempfile
@@ -157,7 +166,7 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
     for r in range(args.train_rounds):
         for fast in (False, True) if r % 2 == 0 else (True, False):
             gflops.append(matmul_gflops())
-            trainer.sort_by_length = fast
+            trainer.sort_by_length = trainer.head_only = fast
             metrics = trainer.train_step(episodes, advantages)
             seconds[fast] += metrics.seconds
             tokens[fast] += metrics.total_tokens
@@ -206,6 +215,91 @@ def phase_free(args, policy, gflops: list[float]) -> dict:
     return out
 
 
+def sft_examples(args, policy, agent, bank) -> list:
+    """The cold start's examples: the scripted expert's turns on successful training goals."""
+    from trainers.dagger import ExpertLabeller, LabellingAgent, collect_examples, succeeded
+
+    labelling = LabellingAgent(
+        agent,
+        actor=None,
+        labeller=ExpertLabeller(args.sft_max_turns),
+        skills=bank is not None,
+        constrained=True,
+    )
+    starts = [EpisodeStart("webshop", "train", g, seed=g) for g in range(args.sft_goals)]
+    labelled = collect_examples(
+        labelling,
+        starts,
+        bank=bank,
+        source="expert",
+        round_index=0,
+        max_turns=args.sft_max_turns,
+        keep=succeeded,
+    )
+    if not labelled.examples:
+        raise SystemExit("the expert solved none of the SFT goals: raise --sft-goals")
+    return labelled.examples[: args.sft_examples]
+
+
+def sft_run(policy, examples, config, head_only: bool) -> tuple[float, float]:
+    """One epoch of ``build_trainer(...).train()`` on a copy of the model: (seconds, loss)."""
+    from transformers.trainer_callback import PrinterCallback
+
+    from trainers.sft import build_trainer
+
+    config = dataclasses.replace(config, head_only_loss=head_only)
+    with tempfile.TemporaryDirectory(prefix="bench-sft-") as folder:
+        trainer = build_trainer(
+            copy.deepcopy(policy.model), policy.tokenizer, examples, config, Path(folder)
+        )
+        trainer.remove_callback(PrinterCallback)
+        began = time.perf_counter()
+        output = trainer.train()
+        return time.perf_counter() - began, float(output.training_loss)
+
+
+def phase_sft(args, policy, examples, mode: str, gflops: list[float]) -> dict:
+    from trainers.sft_config import ColdStartConfig
+    from trainers.sft_data import tokenize_example
+
+    config = ColdStartConfig(
+        per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.grad_accum,
+        num_train_epochs=1,
+        learning_rate=1e-6,
+        use_peft=mode == "lora",
+        save_steps=10**6,  # no resumable checkpoints inside the timed epoch
+    )
+    rows = [tokenize_example(policy.tokenizer, e) for e in examples]
+    tokens = sum(len(r["input_ids"]) for r in rows)
+    sft_run(policy, examples[: args.batch_size], config, True)  # warm-up: first-call costs
+    seconds = {False: 0.0, True: 0.0}
+    losses: dict[bool, list[float]] = {False: [], True: []}
+    for r in range(args.train_rounds):
+        for head_only in (False, True) if r % 2 == 0 else (True, False):
+            gflops.append(matmul_gflops())
+            took, loss = sft_run(policy, examples, config, head_only)
+            seconds[head_only] += took
+            losses[head_only].append(loss)
+            print(f"  sft {mode} {'new' if head_only else 'old'}: {took:.1f}s", flush=True)
+    runs = args.train_rounds
+    return {
+        "examples": len(examples),
+        "tokens": tokens,
+        "target_tokens": sum(sum(r["completion_mask"]) for r in rows),
+        "old_tokens_per_s": tokens * runs / seconds[False],
+        "new_tokens_per_s": tokens * runs / seconds[True],
+        "ratio": seconds[False] / seconds[True],
+        "old_loss": losses[False],
+        "new_loss": losses[True],
+        # Every run starts from the same weights and data order: the epoch's loss must agree.
+        "same_loss": all(
+            abs(a - b) <= 1e-4 * abs(a) for a, b in zip(losses[False], losses[True], strict=True)
+        ),
+        "factor": 3 if mode == "full" else 2,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--goals", type=int, default=2, help="WebShop test goals (groups)")
@@ -223,7 +317,14 @@ def main() -> None:
     parser.add_argument("--free-episodes", type=int, default=4)
     parser.add_argument("--free-turns", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--skip", default="", help="comma list of phases to skip: train,free")
+    parser.add_argument("--sft-goals", type=int, default=2, help="training goals for SFT turns")
+    parser.add_argument("--sft-examples", type=int, default=8, help="most SFT turns per epoch")
+    parser.add_argument("--sft-max-turns", type=int, default=10)
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="comma list of phases to skip: rollout (and so train), train, free, sft",
+    )
     parser.add_argument("--workspace", default=None)
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args()
@@ -252,30 +353,18 @@ def main() -> None:
         for g in range(args.goals)
         for _ in range(args.group_size)
     ]
-    rollout(policy, agent, starts[:1], 1, bank, True)  # warm-up: first-call costs
     gflops: list[float] = []
     report: dict = {"args": vars(args), "threads": torch.get_num_threads(), "body_params": params}
 
-    print(f"(b) constrained rollouts, {len(starts)} episodes, {args.rounds} rounds", flush=True)
-    rolls = phase_rollouts(args, policy, agent, starts, bank, gflops)
-    old_s = sum(r["engine"]["wall_seconds"] for r in rolls["old"])
-    new_s = sum(r["engine"]["wall_seconds"] for r in rolls["new"])
-    turns = sum(r["engine"]["turns"] for r in rolls["old"])
-    report["rollout"] = {
-        "old_turns_per_s": turns / old_s,
-        "new_turns_per_s": turns / new_s,
-        "ratio": old_s / new_s,
-        "old_gflops": rollout_gflops(rolls["old"][0], params),
-        "new_gflops": rollout_gflops(rolls["new"][0], params),
-        "old_profile": profile_line(rolls["old"][0]),
-        "new_profile": profile_line(rolls["new"][0]),
-        "old_policy": rolls["old"][0]["policy"],
-        "new_policy": rolls["new"][0]["policy"],
-    }
+    records = None
+    if "rollout" in skip:
+        skip.add("train")  # GRPO trains on the rollouts' turns
+    else:
+        rollout(policy, agent, starts[:1], 1, bank, True)  # warm-up: first-call costs
+        report["rollout"] = rollout_report(args, policy, agent, starts, bank, gflops, params)
+        records = report["rollout"].pop("_records")
     if "train" not in skip:
-        episodes, advantages = training_samples(
-            rolls["new"][0]["records"], args.train_samples, seed=0
-        )
+        episodes, advantages = training_samples(records, args.train_samples, seed=0)
         for mode in ("lora", "full"):
             print(f"(c) GRPO update, {mode}", flush=True)
             result = phase_training(args, policy.model, episodes, advantages, mode, gflops)
@@ -285,6 +374,14 @@ def main() -> None:
     if "free" not in skip:
         print("(d) free decoding, batched vs sequential", flush=True)
         report["free"] = phase_free(args, policy, gflops)
+    if "sft" not in skip:
+        examples = sft_examples(args, policy, agent, bank)
+        for mode in ("lora", "full"):
+            print(f"(e) SFT, {mode}, {len(examples)} turns", flush=True)
+            result = phase_sft(args, policy, examples, mode, gflops)
+            result["old_gflops"] = result["factor"] * 2 * params * result["old_tokens_per_s"] / 1e9
+            result["new_gflops"] = result["factor"] * 2 * params * result["new_tokens_per_s"] / 1e9
+            report[f"sft_{mode}"] = result
     if bank is not None:
         bank.close()
     report["matmul_gflops"] = {"min": min(gflops), "max": max(gflops), "all": gflops}
@@ -295,6 +392,27 @@ def main() -> None:
         Path(args.json_path).write_text(json.dumps(report, indent=2, default=str))
 
 
+def rollout_report(args, policy, agent, starts, bank, gflops: list[float], params: int) -> dict:
+    """Phase (b); the new engine's first records ride along under ``_records`` for GRPO."""
+    print(f"(b) constrained rollouts, {len(starts)} episodes, {args.rounds} rounds", flush=True)
+    rolls = phase_rollouts(args, policy, agent, starts, bank, gflops)
+    old_s = sum(r["engine"]["wall_seconds"] for r in rolls["old"])
+    new_s = sum(r["engine"]["wall_seconds"] for r in rolls["new"])
+    turns = sum(r["engine"]["turns"] for r in rolls["old"])
+    return {
+        "old_turns_per_s": turns / old_s,
+        "new_turns_per_s": turns / new_s,
+        "ratio": old_s / new_s,
+        "old_gflops": rollout_gflops(rolls["old"][0], params),
+        "new_gflops": rollout_gflops(rolls["new"][0], params),
+        "old_profile": profile_line(rolls["old"][0]),
+        "new_profile": profile_line(rolls["new"][0]),
+        "old_policy": rolls["old"][0]["policy"],
+        "new_policy": rolls["new"][0]["policy"],
+        "_records": rolls["new"][0]["records"],
+    }
+
+
 def print_report(report: dict, episodes: int) -> None:
     mm = report["matmul_gflops"]
     args = report["args"]
@@ -303,11 +421,13 @@ def print_report(report: dict, episodes: int) -> None:
         f"{mm['min']:.0f}-{mm['max']:.0f} GFLOP/s over the run (P_body {report['body_params']:,})"
     )
     print(f"{'phase':<34}{'old':>10}{'new':>10}{'new/old':>9}{'GF/s old':>10}{'GF/s new':>10}")
-    ro = report["rollout"]
-    print(
-        f"{'constrained turns/s':<34}{ro['old_turns_per_s']:>10.3f}{ro['new_turns_per_s']:>10.3f}"
-        f"{ro['ratio']:>8.2f}x{ro['old_gflops']:>10.1f}{ro['new_gflops']:>10.1f}"
-    )
+    ro = report.get("rollout")
+    if ro:
+        print(
+            f"{'constrained turns/s':<34}{ro['old_turns_per_s']:>10.3f}"
+            f"{ro['new_turns_per_s']:>10.3f}{ro['ratio']:>8.2f}x{ro['old_gflops']:>10.1f}"
+            f"{ro['new_gflops']:>10.1f}"
+        )
     for mode in ("lora", "full"):
         tr = report.get(f"train_{mode}")
         if tr:
@@ -324,6 +444,18 @@ def print_report(report: dict, episodes: int) -> None:
             f"{fr['ratio']:>8.2f}x   (old = sequential, new = batched; same actions: "
             f"{fr['same_actions']})"
         )
+    for mode in ("lora", "full"):
+        sf = report.get(f"sft_{mode}")
+        if sf:
+            print(
+                f"{'SFT trained tokens/s ' + mode:<34}{sf['old_tokens_per_s']:>10.1f}"
+                f"{sf['new_tokens_per_s']:>10.1f}{sf['ratio']:>8.2f}x"
+                f"{sf['old_gflops']:>10.1f}{sf['new_gflops']:>10.1f}   ({sf['examples']} turns, "
+                f"{sf['tokens']} tokens, {sf['target_tokens']} with loss; same loss: "
+                f"{sf['same_loss']})"
+            )
+    if not ro:
+        return
     print(
         f"\nrollouts: {args['goals']} goals x G={args['group_size']} = {episodes} episodes, "
         f"<= {args['max_turns']} turns, skills {'off' if args['no_skills'] else 'on'}, "

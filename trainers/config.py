@@ -71,6 +71,12 @@ class GRPOConfig:
     """Module names that get LoRA adapters."""
     logprob_gap_warn: float = 0.5
     """Warn when the mean |old - recomputed| log-prob gap on generated tokens exceeds this."""
+    torch_compile: bool = False
+    """Compile the trained model's forward and backward (``torch.compile``, inductor, dynamic
+    shapes). Measured on SmolLM2-135M, 2 shared CPU cores, a forward + backward of 4 x ~380
+    tokens: full fine-tuning 1.86x faster after 115-250 s of compilation, LoRA 1.49x after
+    350 s, once per process; it pays after tens of micro-batches. Gradients agree to float
+    rounding, not bit for bit. Off by default: short runs and tests would pay the compile."""
 
     def __post_init__(self) -> None:
         check_finite_fields(self)

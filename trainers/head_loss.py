@@ -37,7 +37,15 @@ _SCALING_FIELDS = (
 
 
 def supports_head_only(model: Any) -> bool:
-    """Whether ``model``'s logits are the plain head projection (no scaling, soft-cap, router)."""
+    """Whether the head-only forward can stand in for TRL's here.
+
+    It can when TRL's ``SFTTrainer`` asks for the fused head and ``model``'s logits are
+    the plain head projection (no scaling, no soft-cap, no MoE router loss).
+    """
+    from trl.trainer import utils as trl_utils
+
+    if not hasattr(trl_utils, "FusedCausalLMOutput"):
+        return False  # a TRL whose SFTTrainer does not call the fused head: nothing to replace
     config = model.config.get_text_config()
     if getattr(config, "output_router_logits", False):
         return False

@@ -11,7 +11,7 @@ from skillrl_core.errors import CheckpointError
 from trainers.batching import TurnSample, collate
 from trainers.checkpoint import load_trainer_state, save_checkpoint, save_trainer_state
 from trainers.config import GRPOConfig
-from trainers.grpo import GRPOTrainer, compute_logprobs, compute_loss
+from trainers.grpo import GRPOTrainer, completion_positions, compute_logprobs, compute_loss
 
 PAD = 0
 
@@ -69,25 +69,27 @@ def test_only_generated_tokens_move_the_loss():
     config = GRPOConfig(beta=0.0)
 
     def loss_with_noise(where: torch.Tensor) -> float:
+        # Noise on the final hidden states (what the LM head reads) at the positions ``where``.
         def hook(_module, _inputs, output):
-            noisy = output.clone()
-            noise = torch.randn_like(noisy[:, :-1]) * 5
-            noisy[:, :-1] += noise * where.unsqueeze(-1)
-            return noisy
+            return output + torch.randn_like(output) * 5 * where.unsqueeze(-1)
 
-        handle = model.lm_head.register_forward_hook(hook)
+        handle = model.model.norm.register_forward_hook(hook)
         try:
             with torch.no_grad():
                 return compute_loss(model, batch, config)[0].loss.item()
         finally:
             handle.remove()
 
-    base = loss_with_noise(torch.zeros_like(batch.completion_mask))
-    # Logits that score prompt / observation / padding positions: the loss must not move.
-    outside = loss_with_noise(1 - batch.completion_mask)
+    predicting = completion_positions(batch)
+    # Positions 6 and 7 of row 0 predict its completion [10, 11] (its last two tokens).
+    assert predicting[0].nonzero().flatten().tolist() == [6, 7]
+    assert predicting[1].nonzero().flatten().tolist() == [4, 5, 6, 7]
+    base = loss_with_noise(torch.zeros(predicting.shape))
+    # Hidden states that predict prompt / observation / padding tokens: the loss must not move.
+    outside = loss_with_noise((~predicting).float())
     assert outside == pytest.approx(base, abs=1e-6)
-    # Logits that score generated tokens: it must.
-    assert loss_with_noise(batch.completion_mask) != pytest.approx(base, abs=1e-3)
+    # Those that predict generated tokens: it must.
+    assert loss_with_noise(predicting.float()) != pytest.approx(base, abs=1e-3)
 
 
 @pytest.mark.parametrize("use_peft", [False, True])
