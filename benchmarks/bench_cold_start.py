@@ -77,7 +77,7 @@ class Bench:
             self.results.update(json.loads(self.out.read_text()))
         self.results["config"] = {k: v for k, v in vars(args).items() if k != "resume"}
         self._bank: SkillBank | None = None
-        self._runs: dict[bool, ColdStartRun] = {}
+        self._runs: dict[tuple[bool, int], ColdStartRun] = {}
 
     def save(self) -> None:
         atomic_write_json(self.out, self.results)
@@ -93,14 +93,18 @@ class Bench:
         return [Start("test", i, seed=i) for i in range(self.args.goals)]
 
     # -- training ----------------------------------------------------------------------
-    def cold_start(self, skills: bool) -> ColdStartRun:
-        """Run (or resume) the cold start with or without skills; record its phase costs."""
-        if skills in self._runs:
-            return self._runs[skills]
+    def cold_start(self, skills: bool, dagger_rounds: int) -> ColdStartRun:
+        """Run (or resume) the cold start with or without skills through ``dagger_rounds``.
+
+        Behaviour cloning is the same run stopped after round 0, so ``bc`` is evaluated (and its
+        result saved) before any DAgger round is paid for; ``dagger`` resumes that run.
+        """
+        if (skills, dagger_rounds) in self._runs:
+            return self._runs[(skills, dagger_rounds)]
         a = self.args
         config = ColdStartConfig(
             goals=a.sft_goals,
-            dagger_rounds=a.dagger_rounds,
+            dagger_rounds=dagger_rounds,
             dagger_goals=a.dagger_goals,
             skills=skills,
             constrained=True,
@@ -131,7 +135,7 @@ class Bench:
             for row in state.history
         ]
         self.save()
-        self._runs[skills] = run
+        self._runs[(skills, dagger_rounds)] = run
         return run
 
     def policy(self, model: str) -> Any:
@@ -143,8 +147,9 @@ class Bench:
         kind, _, skills = setting.partition("+")
         if kind == "base":
             return self.args.model
-        run = self.cold_start(skills == "skills")
-        return str(run.checkpoint(0) if kind == "bc" else run.final_checkpoint)
+        if kind == "bc":
+            return str(self.cold_start(skills == "skills", 0).checkpoint(0))
+        return str(self.cold_start(skills == "skills", self.args.dagger_rounds).final_checkpoint)
 
     # -- evaluation --------------------------------------------------------------------
     def evaluate(self, setting: str, budget: int | None = None) -> dict[str, Any]:
