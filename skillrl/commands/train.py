@@ -155,6 +155,13 @@ from skillrl_core.errors import CheckpointError, ConfigError
     help="Train a LoRA adapter (peft) instead of every weight.",
 )
 @click.option("--lora-r", type=click.IntRange(1), default=16, show_default=True, help="LoRA rank.")
+@click.option(
+    "--torch-compile/--no-torch-compile",
+    default=False,
+    show_default=True,
+    help="Compile the update's forward and backward with torch.compile (inductor): on 2 CPU "
+    "cores 1.5-1.9x faster steps after 2-6 minutes of compiling, once per process.",
+)
 @decoding_option
 @click.option(
     "--dynamic-sampling/--no-dynamic-sampling",
@@ -350,6 +357,7 @@ def train(**options: Any) -> None:
         lora_r=o["lora_r"],
         lora_alpha=2 * o["lora_r"],
         max_completion_length=o["max_new_tokens"],
+        torch_compile=o["torch_compile"],
     )
     from trainers.processes import Processes
 

@@ -59,6 +59,13 @@ def test_a_config_file_sets_options_and_the_command_line_overrides_it(workspace,
     assert "workspace" not in saved and "resume" not in saved and "config" not in saved
 
 
+def test_torch_compile_is_off_by_default_and_reaches_the_update(workspace, started):
+    assert isinstance(train("--run-name", "eager").exception, Started)
+    assert started[0][1].torch_compile is False
+    assert isinstance(train("--run-name", "compiled", "--torch-compile").exception, Started)
+    assert started[1][1].torch_compile is True
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
