@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from skillrl_core.errors import SkillRLError
+from skillrl_core.errors import ConfigError, SkillRLError
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class Processes:
 
     def __post_init__(self) -> None:
         if self.count < 1 or not 0 <= self.index < self.count:
-            raise ValueError(f"process index ({self.index}) must be in [0, count={self.count})")
+            raise ConfigError(f"process index ({self.index}) must be in [0, count={self.count})")
 
     @classmethod
     def current(cls) -> Processes:

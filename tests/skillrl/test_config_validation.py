@@ -29,6 +29,7 @@ from skillrl_core.errors import ConfigError
 from skillrl_core.validation import check_number, float_fields
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.eval_run import EvalConfig
+from trainers.processes import Processes
 from trainers.rewards import InvalidActionPenalty, LLMJudgeReward, TurnCost
 from trainers.sft_config import ColdStartConfig
 
@@ -39,7 +40,7 @@ CONFIGS: dict[type, dict] = {
     UpkeepConfig: {}, SamplingConfig: {}, PolicyConfig: {}, PromptConfig: {}, RolloutConfig: {},
     CycleConfig: {}, GRPOConfig: {}, EvalConfig: {}, InvalidActionPenalty: {}, TurnCost: {},
     LLMJudgeReward: {"policy": None, "sampling": None}, WebShopConfig: {}, SokobanConfig: {},
-    ColdStartConfig: {},
+    ColdStartConfig: {}, Processes: {},
 }  # fmt: skip
 CASES = [
     (cls, f.name, value)

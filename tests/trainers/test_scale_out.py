@@ -180,6 +180,7 @@ def test_skillrl_train_under_torchrun_shares_one_run_folder(tmp_path):
 
 
 def test_one_process_is_told_it_is_alone():
+    from skillrl_core.errors import ConfigError
     from trainers.processes import Processes
 
     alone = Processes.current() if not torch.distributed.is_initialized() else Processes()
@@ -188,5 +189,5 @@ def test_one_process_is_told_it_is_alone():
     assert alone.all_gather("x") == ["x"]
     assert alone.from_main(lambda: 7) == 7
     assert Processes(index=1, count=3).share(list(range(7))) == [1, 4]
-    with pytest.raises(ValueError, match="process index"):
+    with pytest.raises(ConfigError, match=r"process index \(2\)"):
         Processes(index=2, count=2)
