@@ -431,12 +431,8 @@ def print_report(report: dict, episodes: int) -> None:
     for mode in ("lora", "full"):
         tr = report.get(f"train_{mode}")
         if tr:
-            print(
-                f"{'GRPO trained tokens/s ' + mode:<34}{tr['old_tokens_per_s']:>10.1f}"
-                f"{tr['new_tokens_per_s']:>10.1f}{tr['ratio']:>8.2f}x"
-                f"{tr['old_gflops']:>10.1f}{tr['new_gflops']:>10.1f}   (padding "
-                f"{100 * tr['old_padding']:.0f}% -> {100 * tr['new_padding']:.0f}%)"
-            )
+            padding = f"padding {100 * tr['old_padding']:.0f}% -> {100 * tr['new_padding']:.0f}%"
+            print(_tokens_row(f"GRPO trained tokens/s {mode}", tr, padding))
     fr = report.get("free")
     if fr:
         print(
@@ -447,13 +443,11 @@ def print_report(report: dict, episodes: int) -> None:
     for mode in ("lora", "full"):
         sf = report.get(f"sft_{mode}")
         if sf:
-            print(
-                f"{'SFT trained tokens/s ' + mode:<34}{sf['old_tokens_per_s']:>10.1f}"
-                f"{sf['new_tokens_per_s']:>10.1f}{sf['ratio']:>8.2f}x"
-                f"{sf['old_gflops']:>10.1f}{sf['new_gflops']:>10.1f}   ({sf['examples']} turns, "
-                f"{sf['tokens']} tokens, {sf['target_tokens']} with loss; same loss: "
-                f"{sf['same_loss']})"
+            note = (
+                f"{sf['examples']} turns, {sf['tokens']} tokens, {sf['target_tokens']} with loss; "
+                f"same loss: {sf['same_loss']}"
             )
+            print(_tokens_row(f"SFT trained tokens/s {mode}", sf, note))
     if not ro:
         return
     print(
@@ -470,6 +464,14 @@ def print_report(report: dict, episodes: int) -> None:
             f"computed, {int(pol['reused_tokens'])} reused from the prefix KV cache "
             f"({int(pol['prefix_shareable_tokens'])} in batch-wide common prefixes)"
         )
+
+
+def _tokens_row(label: str, row: dict, note: str) -> str:
+    """One trained-tokens/s line of the report (GRPO and SFT phases share its columns)."""
+    return (
+        f"{label:<34}{row['old_tokens_per_s']:>10.1f}{row['new_tokens_per_s']:>10.1f}"
+        f"{row['ratio']:>8.2f}x{row['old_gflops']:>10.1f}{row['new_gflops']:>10.1f}   ({note})"
+    )
 
 
 if __name__ == "__main__":
