@@ -8,8 +8,14 @@ avoid), a short window of recent turns, the current observation and the admissib
 Everything environment-specific comes from the environment's :class:`envs.adapter.AgentAdapter`
 (looked up by ``state.env_id``). The policy is small (135M parameters on two CPU cores), so
 every part is kept short and the whole is capped at :attr:`PromptConfig.max_prompt_tokens`: when
-over, history shrinks first (oldest turn first), then skills (mistakes, then task skills, then
-general ones, lowest-ranked first), then the observation is cut.
+over, skills go first (mistakes, then task skills, then general ones, lowest-ranked first), then
+history (oldest turn first), then the observation is cut.
+
+The recent actions outlast the skills because they are the agent's state: WebShop's text page
+does not show which options were already clicked, so without them the prompts before and after
+clicking "grey" are identical and no policy can tell whether to click "grey", "10" or buy now
+(a cold-started policy that lost its history at a 512-token budget bought without options on
+every goal). They cost a few tokens per turn; a skill costs about fifty.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ class PromptConfig:
     """What goes into a turn's prompt and how large it may get."""
 
     max_prompt_tokens: int = 900
-    """Token budget for the whole prompt (history shrinks first, then skills, then observation)."""
+    """Token budget for the whole prompt (skills shrink first, then history, then observation)."""
     history_turns: int = 3
     """Recent turns shown (their actions and whether they were valid)."""
     max_observation_tokens: int = 360
@@ -106,10 +112,10 @@ def build_prompt(
         excess = sum(parts.values()) - config.max_prompt_tokens
         if excess <= 0:
             break
-        if history:
-            history = history[1:]
-        elif skills:
+        if skills:
             skills = _drop_one_skill(skills)
+        elif history:
+            history = history[1:]
         else:
             observation = _cut_tokens(observation, max(parts["observation"] - excess, 0), count)
             parts["observation"] = count(observation)

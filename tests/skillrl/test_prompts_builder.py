@@ -69,22 +69,34 @@ def test_history_window_is_configurable():
     )
 
 
-def test_budget_shrinks_history_first_then_skills_then_observation():
+def test_budget_shrinks_skills_first_then_history_then_observation():
     full = build_prompt(state(turns=3), PromptConfig(), count)
     tight = PromptConfig(max_prompt_tokens=full.total_tokens - 3)
     built = build_prompt(state(turns=3), tight, count)
     assert built.total_tokens <= tight.max_prompt_tokens
-    assert built.history_turns == 2 and built.skill_ids == ["g1", "t1", "m1"]
+    assert built.history_turns == 3 and built.skill_ids == ["g1", "t1"]  # mistakes go first
 
-    no_history = full.total_tokens - full.token_counts["history"]
-    built = build_prompt(state(turns=3), PromptConfig(max_prompt_tokens=no_history - 2), count)
-    assert built.history_turns == 0 and built.skill_ids == ["g1", "t1"]  # mistakes go first
+    no_skills = full.total_tokens - full.token_counts["skills"]
+    built = build_prompt(state(turns=3), PromptConfig(max_prompt_tokens=no_skills - 2), count)
+    assert built.skill_ids == [] and built.history_turns == 2  # then the oldest action
 
     fixed = sum(full.token_counts[p] for p in ("system", "format", "task", "actions"))
     config = PromptConfig(max_prompt_tokens=fixed + 3)
     built = build_prompt(state(turns=3), config, count)
     assert built.skill_ids == [] and built.history_turns == 0
     assert built.token_counts["observation"] <= 3 and built.total_tokens <= config.max_prompt_tokens
+
+
+def test_recent_actions_tell_apart_pages_that_look_the_same():
+    """WebShop's page does not mark clicked options: only the history tells the turns apart."""
+    page = "Back to Search [SEP] color [SEP] grey [SEP] size [SEP] 10 [SEP] Buy Now"
+    before, after = state(turns=1, observation=page), state(turns=2, observation=page)
+    config = PromptConfig(
+        max_prompt_tokens=build_prompt(before, PromptConfig(), count).total_tokens - 5
+    )
+    assert (
+        build_prompt(before, config, count).messages != build_prompt(after, config, count).messages
+    )
 
 
 def test_observation_is_capped_and_the_repeated_instruction_removed():
