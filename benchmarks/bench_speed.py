@@ -13,8 +13,10 @@ on a shared machine hits both sides alike; ratios are total old time / total new
     the fast paths, including the prompt-prefix KV cache (emptied before every run, so each run
     starts cold; ``--no-prefix-reuse`` runs new without it, to measure what it adds);
 (c) GRPO update trained tokens/s, LoRA and full, on turns of those rollouts (advantages +-1 by
-    episode so every turn trains). Old = micro-batches in shuffled order; new = sorted by
-    length inside each optimizer step;
+    episode so every turn trains). Old = micro-batches in shuffled order, every row its whole
+    prompt; new = sorted (by length, or by prompt when that forwards less) inside each optimizer
+    step, each micro-batch's shared prompt prefix run once; ``--compile`` adds the new path under
+    ``torch.compile`` (its compile time, spent in the warm-up step, is reported beside it);
 (d) free decoding: the same episodes batched vs one after another (new engine), episodes/min;
 (e) SFT trained tokens/s, LoRA and full: ``trainers.sft.build_trainer(...).train()`` for one epoch
     over the scripted expert's turns on ``--sft-goals`` training goals (the cold start's examples).
@@ -22,8 +24,10 @@ on a shared machine hits both sides alike; ratios are total old time / total new
     head on target positions only (``ColdStartConfig.head_only_loss``).
 
 GRPO old = micro-batches in shuffled order with the LM head on the last C + 1 positions of every
-row; new = sorted by length inside each optimizer step, head only where a generated token is
-predicted (``GRPOTrainer.head_only``). Trained tokens = real (non-padding) tokens forwarded.
+row; new = sorted inside each optimizer step, shared prompt prefixes once
+(``GRPOTrainer.share_prefix``), head only where a generated token is predicted
+(``GRPOTrainer.head_only``). Trained tokens = the samples' real (non-padding) prompt +
+completion tokens, a shared prefix counted once per row: the same work unit on both sides.
 
 Achieved GFLOP/s counts 2 x P_body multiply-adds per token the model actually ran (P_body = the
 parameters of the transformer layers, i.e. without the embedding lookup and the LM head, whose
@@ -50,7 +54,7 @@ import torch  # noqa: E402
 from skillrl.agents.llm import LLMAgent, LLMAgentConfig  # noqa: E402
 from skillrl.policies import PolicyConfig, SamplingConfig, load_policy  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
-from trainers.batching import build_samples, micro_batches, padding_fraction  # noqa: E402
+from trainers.batching import build_samples, forwarded_positions, step_batches  # noqa: E402
 from trainers.config import GRPOConfig  # noqa: E402
 from trainers.grpo import GRPOTrainer  # noqa: E402
 
@@ -159,38 +163,53 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
         per_device_train_batch_size=args.batch_size,
         gradient_accumulation_steps=args.grad_accum,
     )
-    trainer = GRPOTrainer(copy.deepcopy(model), config, pad_token_id=0)
-    trainer.train_step(episodes, advantages)  # warm-up: optimizer state, first-call costs
-    seconds = {False: 0.0, True: 0.0}
-    tokens = {False: 0, True: 0}
+    sides = {"old": GRPOTrainer(copy.deepcopy(model), config, pad_token_id=0)}
+    sides["old"].sort_by_length = sides["old"].head_only = sides["old"].share_prefix = False
+    sides["new"] = GRPOTrainer(copy.deepcopy(model), config, pad_token_id=0)
+    compile_seconds = None
+    if args.compile:
+        compiled = dataclasses.replace(config, torch_compile=True)
+        sides["compiled"] = GRPOTrainer(copy.deepcopy(model), compiled, pad_token_id=0)
+    for name, trainer in sides.items():  # warm-up: optimizer state, first-call costs, compiling
+        tick = time.perf_counter()
+        trainer.train_step(episodes, advantages)
+        if name == "compiled":
+            compile_seconds = time.perf_counter() - tick
+    seconds = dict.fromkeys(sides, 0.0)
+    tokens = dict.fromkeys(sides, 0)
     for r in range(args.train_rounds):
-        for fast in (False, True) if r % 2 == 0 else (True, False):
+        for name in list(sides) if r % 2 == 0 else list(sides)[::-1]:
             gflops.append(matmul_gflops())
-            trainer.sort_by_length = trainer.head_only = fast
-            metrics = trainer.train_step(episodes, advantages)
-            seconds[fast] += metrics.seconds
-            tokens[fast] += metrics.total_tokens
-            print(f"  {mode} {'new' if fast else 'old'}: {metrics.seconds:.1f}s", flush=True)
+            metrics = sides[name].train_step(episodes, advantages)
+            seconds[name] += metrics.seconds
+            tokens[name] += metrics.total_tokens
+            print(f"  {mode} {name}: {metrics.seconds:.1f}s", flush=True)
     samples = build_samples(episodes, advantages)
-    padding = {
-        fast: padding_fraction(
-            micro_batches(
-                samples,
-                args.batch_size,
-                torch.Generator().manual_seed(0),
-                sort_window=args.grad_accum if fast else 1,
-            )
+    positions = {}
+    for name, fast in (("old", False), ("new", True)):
+        steps = step_batches(
+            samples,
+            args.batch_size,
+            args.grad_accum,
+            torch.Generator().manual_seed(0),
+            sort=fast,
+            share_prefix=fast,
         )
-        for fast in (False, True)
-    }
-    return {
-        "old_padding": padding[False],
-        "new_padding": padding[True],
-        "old_tokens_per_s": tokens[False] / seconds[False],
-        "new_tokens_per_s": tokens[True] / seconds[True],
-        "ratio": (tokens[True] / seconds[True]) / (tokens[False] / seconds[False]),
+        batches = [batch for _, share in steps for batch in share]
+        positions[name] = sum(forwarded_positions(b, share_prefix=fast) for b in batches)
+    result = {
+        "real_tokens": sum(s.num_tokens for s in samples),
+        "old_positions": positions["old"],
+        "new_positions": positions["new"],
         "factor": 3 if mode == "full" else 2,
     }
+    for name in sides:
+        result[f"{name}_tokens_per_s"] = tokens[name] / seconds[name]
+    result["ratio"] = result["new_tokens_per_s"] / result["old_tokens_per_s"]
+    if "compiled" in sides:
+        result["compiled_ratio"] = result["compiled_tokens_per_s"] / result["old_tokens_per_s"]
+        result["compile_seconds"] = compile_seconds
+    return result
 
 
 def phase_free(args, policy, gflops: list[float]) -> dict:
@@ -312,6 +331,11 @@ def main() -> None:
     )
     parser.add_argument("--train-samples", type=int, default=8, help="turns per GRPO step")
     parser.add_argument("--train-rounds", type=int, default=1)
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="GRPO phase: also time the new path under torch.compile (compiles in its warm-up)",
+    )
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--grad-accum", type=int, default=2)
     parser.add_argument("--free-episodes", type=int, default=4)
@@ -370,6 +394,10 @@ def main() -> None:
             result = phase_training(args, policy.model, episodes, advantages, mode, gflops)
             result["old_gflops"] = result["factor"] * 2 * params * result["old_tokens_per_s"] / 1e9
             result["new_gflops"] = result["factor"] * 2 * params * result["new_tokens_per_s"] / 1e9
+            if "compiled_tokens_per_s" in result:
+                result["compiled_gflops"] = (
+                    result["factor"] * 2 * params * result["compiled_tokens_per_s"] / 1e9
+                )
             report[f"train_{mode}"] = result
     if "free" not in skip:
         print("(d) free decoding, batched vs sequential", flush=True)
@@ -431,8 +459,18 @@ def print_report(report: dict, episodes: int) -> None:
     for mode in ("lora", "full"):
         tr = report.get(f"train_{mode}")
         if tr:
-            padding = f"padding {100 * tr['old_padding']:.0f}% -> {100 * tr['new_padding']:.0f}%"
-            print(_tokens_row(f"GRPO trained tokens/s {mode}", tr, padding))
+            work = (
+                f"{tr['real_tokens']} tokens; positions run {tr['old_positions']} -> "
+                f"{tr['new_positions']}: padding and shared prompt prefixes"
+            )
+            print(_tokens_row(f"GRPO trained tokens/s {mode}", tr, work))
+            if "compiled_ratio" in tr:
+                print(
+                    f"{'  + torch.compile':<34}{tr['old_tokens_per_s']:>10.1f}"
+                    f"{tr['compiled_tokens_per_s']:>10.1f}{tr['compiled_ratio']:>8.2f}x"
+                    f"{'':>10}{tr['compiled_gflops']:>10.1f}   (after "
+                    f"{tr['compile_seconds']:.0f} s compiling, in the warm-up step)"
+                )
     fr = report.get("free")
     if fr:
         print(

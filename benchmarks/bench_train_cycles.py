@@ -4,6 +4,11 @@ Run: python benchmarks/bench_train_cycles.py --model <converted SmolLM2 folder> 
      [--constrained] [--lora] [--only a]   (configurations can run as separate processes; the
      table includes every configuration whose workspace under --out already holds metrics)
 
+From a cold-started policy (issue 10): ``--model`` = the policy cold-started with skills (for a
+and b), ``--no-skills-model`` = the one cold-started without (for c; a policy trained without
+skills is run without). ``--plot`` writes every configuration's curve (success and score per
+cycle, cycle 0 = the starting policy) into one PNG.
+
 Three ``skillrl train`` runs of the embedded SmolLM2-135M-Instruct, each in its own fresh
 workspace (its own bank, seeded with the shipped starting bank), same seed, same training and
 evaluation goals:
@@ -34,6 +39,7 @@ CONFIGS = {
 
 def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> list[dict]:
     workspace = root / name.split(":")[0]
+    model = args.no_skills_model if "--no-skills" in flags and args.no_skills_model else args.model
     command = [
         sys.executable,
         "-m",
@@ -42,7 +48,7 @@ def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> 
         "--workspace",
         str(workspace),
         "--model",
-        args.model,
+        model,
         "--cycles",
         str(args.cycles),
         "--goals-per-cycle",
@@ -120,6 +126,10 @@ def main() -> None:
     parser.add_argument("--constrained", action="store_true", help="Constrained decoding.")
     parser.add_argument("--lora", action="store_true", help="LoRA instead of full fine-tuning.")
     parser.add_argument("--only", default="abc", help="Which configurations to run (letters).")
+    parser.add_argument(
+        "--no-skills-model", default=None, help="Starting checkpoint of c (default: --model)."
+    )
+    parser.add_argument("--plot", default=None, help="PNG of every configuration's curve.")
     args = parser.parse_args()
     root = Path(args.out)
     results = {}
@@ -154,6 +164,44 @@ def main() -> None:
         "args": vars(args),
     }
     (root / "summary.json").write_text(json.dumps(summary, indent=2))
+    if args.plot:
+        plot(results, Path(args.plot), args)
+
+
+def plot(results: dict[str, list[dict]], path: Path, args: argparse.Namespace) -> None:
+    """Success (with its 95% Wilson interval) and mean score per cycle of each configuration."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from trainers.evaluation import wilson_interval
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for name, rows in results.items():
+        cycles = [row["cycle"] for row in rows]
+        success = [row["eval.success_rate"] for row in rows]
+        n = args.eval_goals
+        bounds = [wilson_interval(round(s * n), n) for s in success]
+        line = left.plot(cycles, success, "o-", label=name)[0]
+        left.fill_between(
+            cycles,
+            [b[0] for b in bounds],
+            [b[1] for b in bounds],
+            alpha=0.12,
+            color=line.get_color(),
+        )
+        right.plot(cycles, [row["eval.mean_score"] for row in rows], "s-", label=name)
+    for axis, label in ((left, "success (95% interval)"), (right, "mean score")):
+        axis.set_xlabel("cycle (0 = starting policy)")
+        axis.set_ylabel(label)
+        axis.set_ylim(0, 1)
+        axis.grid(alpha=0.3)
+    right.legend(fontsize=8)
+    figure.suptitle(f"{args.eval_goals} test goals, greedy, max {args.max_turns} turns")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
 
 
 if __name__ == "__main__":

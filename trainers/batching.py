@@ -5,10 +5,17 @@ log-probs, the turn's advantage). :func:`collate` left-pads ``prompt + completio
 completion ends at the last position; the model then only needs logits for the last
 ``max_completion + 1`` positions (``logits_to_keep``), which saves most of the vocabulary
 projection on long skill-augmented prompts.
+
+With ``share_prefix`` the prompt prefix that every row of a micro-batch shares (the system
+message at least; the whole prompt for a GRPO group's first turn, whose G episodes see the same
+page) is cut off into ``TurnBatch.prefix_ids`` and run once, its keys and values shared by all
+rows (:mod:`trainers.shared_prefix`); :func:`step_batches` then orders a step's samples so that
+prompts sharing a prefix land in the same micro-batch when that forwards fewer positions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,15 +57,33 @@ class TurnBatch:
     """[B]: whether the rollout recorded log-probs for this sample."""
     advantages: torch.Tensor
     """[B]."""
+    prefix_ids: torch.Tensor | None = None
+    """[1, P]: the prompt prefix every row shares, run once (None: none cut off). The rows'
+    ``input_ids`` continue it; their ``position_ids`` start at P."""
 
     @property
     def num_completion_tokens(self) -> int:
         """Generated tokens in the batch."""
         return int(self.completion_mask.sum())
 
+    @property
+    def num_tokens(self) -> int:
+        """Real tokens of the rows, the shared prefix counted once per row.
+
+        That is the work a plain batch would forward (padding not counted).
+        """
+        shared = 0 if self.prefix_ids is None else self.prefix_ids.shape[1]
+        return int(self.attention_mask.sum()) + shared * self.attention_mask.shape[0]
+
+    @property
+    def forwarded_positions(self) -> int:
+        """Positions the model actually runs, padding included, the shared prefix once."""
+        shared = 0 if self.prefix_ids is None else self.prefix_ids.shape[1]
+        return self.input_ids.numel() + shared
+
     def to(self, device: torch.device | str) -> TurnBatch:
         """Move every tensor to ``device``."""
-        return TurnBatch(**{k: v.to(device) for k, v in vars(self).items()})
+        return TurnBatch(**{k: v if v is None else v.to(device) for k, v in vars(self).items()})
 
 
 def build_samples(
@@ -96,10 +121,45 @@ def build_samples(
     return samples
 
 
-def collate(samples: Sequence[TurnSample], pad_token_id: int) -> TurnBatch:
-    """Left-pad ``prompt + completion`` rows; right-align completions in a [B, C] block."""
+MIN_SHARED_PREFIX = 8
+"""Shortest common prompt prefix worth its own forward pass (shorter ones stay in the rows)."""
+
+
+def shared_prefix_length(samples: Sequence[TurnSample]) -> int:
+    """Length of the prompt prefix all ``samples`` share, leaving each row one prompt token.
+
+    The last prompt token stays in every row because its position predicts the first generated
+    token (it needs logits, which the prefix pass does not compute). 0 for a single sample or
+    when the shared part is shorter than :data:`MIN_SHARED_PREFIX`.
+    """
+    if len(samples) < 2:
+        return 0
+    first = samples[0].prompt_ids
+    limit = min(len(s.prompt_ids) for s in samples) - 1
+    length = 0
+    while length < limit and all(s.prompt_ids[length] == first[length] for s in samples[1:]):
+        length += 1
+    return length if length >= MIN_SHARED_PREFIX else 0
+
+
+def collate(
+    samples: Sequence[TurnSample], pad_token_id: int, *, share_prefix: bool = False
+) -> TurnBatch:
+    """Left-pad ``prompt + completion`` rows; right-align completions in a [B, C] block.
+
+    ``share_prefix``: cut the prompt prefix all rows share into ``prefix_ids`` (see
+    :func:`shared_prefix_length`); the rows hold the rest.
+    """
     if not samples:
         raise ValueError("cannot collate an empty list of samples")
+    shared = shared_prefix_length(samples) if share_prefix else 0
+    if shared:
+        prefix = torch.tensor([samples[0].prompt_ids[:shared]], dtype=torch.long)
+        rest = [dataclasses.replace(s, prompt_ids=s.prompt_ids[shared:]) for s in samples]
+        batch = collate(rest, pad_token_id)
+        batch.prefix_ids = prefix
+        batch.position_ids = batch.position_ids + shared
+        return batch
     length = max(s.num_tokens for s in samples)
     width = max(len(s.completion_ids) for s in samples)
     size = len(samples)
@@ -171,6 +231,7 @@ def step_batches(
     index: int = 0,
     count: int = 1,
     sort: bool = True,
+    share_prefix: bool = False,
 ) -> list[tuple[list[TurnSample], list[list[TurnSample]]]]:
     """Cut one pass over ``samples`` into optimizer steps; return (step, this process's share).
 
@@ -182,7 +243,9 @@ def step_batches(
     normaliser counts the step's tokens over all processes); a share may be empty when a step
     has fewer samples than processes. With ``count`` 1 the micro-batches are exactly
     :func:`micro_batches` ``(samples, size, generator, sort_window=window if sort else 1)``
-    cut into runs of ``window``.
+    cut into runs of ``window``. With ``share_prefix`` (and ``sort``) a share is cut either by
+    length or by prompt (equal prefixes side by side), whichever forwards fewer positions when
+    each micro-batch runs its common prompt prefix once (:func:`forwarded_positions`).
     """
     if count < 1 or not 0 <= index < count:
         raise ValueError(f"process index ({index}) must be in [0, count={count})")
@@ -192,7 +255,7 @@ def step_batches(
     for step in steps:
         share = step[index::count]
         if sort and window > 1:
-            batches = _sorted_cut(sorted(share, key=_length_key), size) if share else []
+            batches = _cheapest_cut(share, size, share_prefix) if share else []
         else:
             batches = [share[i : i + size] for i in range(0, len(share), size)]
         cut.append((step, batches))
@@ -203,11 +266,39 @@ def _length_key(sample: TurnSample) -> tuple[int, int, list[int]]:
     return (sample.num_tokens, len(sample.completion_ids), sample.prompt_ids)
 
 
-def _sorted_cut(ordered: list[TurnSample], size: int) -> list[list[TurnSample]]:
-    """Cut length-sorted samples into runs of ``size`` with the least padding.
+def _prompt_key(sample: TurnSample) -> tuple[list[int], int]:
+    return (sample.prompt_ids, sample.num_tokens)
 
-    Runs of sorted samples are optimal; only a short run (when ``size`` does not divide the
-    count) has a choice of place: try each and keep the cheapest (sum of rows x longest row).
+
+def forwarded_positions(run: Sequence[TurnSample], share_prefix: bool = False) -> int:
+    """Count the positions a micro-batch of ``run`` forwards, padding included.
+
+    Rows x longest row; with ``share_prefix``, its common prompt prefix once, not once per row.
+    """
+    shared = shared_prefix_length(run) if share_prefix else 0
+    return shared + len(run) * (max(s.num_tokens for s in run) - shared)
+
+
+def _cheapest_cut(share: list[TurnSample], size: int, share_prefix: bool) -> list[list[TurnSample]]:
+    """Cut ``share`` sorted by length, or (``share_prefix``) by prompt if that forwards less."""
+    by_length = _sorted_cut(sorted(share, key=_length_key), size)
+    if not share_prefix:
+        return by_length
+    by_prompt = _sorted_cut(sorted(share, key=_prompt_key), size, share_prefix=True)
+
+    def cost(runs: list[list[TurnSample]]) -> int:
+        return sum(forwarded_positions(run, share_prefix) for run in runs)
+
+    return by_prompt if cost(by_prompt) < cost(by_length) else by_length
+
+
+def _sorted_cut(
+    ordered: list[TurnSample], size: int, *, share_prefix: bool = False
+) -> list[list[TurnSample]]:
+    """Cut sorted samples into runs of ``size`` that forward the fewest positions.
+
+    Runs of sorted samples are kept; only a short run (when ``size`` does not divide the
+    count) has a choice of place: try each and keep the cheapest (:func:`forwarded_positions`).
     """
     short = len(ordered) % size
     places = range(len(ordered) // size + 1) if short else [0]
@@ -221,7 +312,7 @@ def _sorted_cut(ordered: list[TurnSample], size: int) -> list[list[TurnSample]]:
         for n in sizes:
             runs.append(ordered[start : start + n])
             start += n
-        cost = sum(len(run) * run[-1].num_tokens for run in runs)
+        cost = sum(forwarded_positions(run, share_prefix) for run in runs)
         if best_cost is None or cost < best_cost:
             best, best_cost = runs, cost
     return best

@@ -71,6 +71,12 @@ class GRPOConfig:
     """Module names that get LoRA adapters."""
     logprob_gap_warn: float = 0.5
     """Warn when the mean |old - recomputed| log-prob gap on generated tokens exceeds this."""
+    share_prompt_prefix: bool = True
+    """Run the prompt prefix that a micro-batch's turns share (the system message; a group's
+    whole first-turn prompt) once instead of once per turn, gradients included
+    (:mod:`trainers.shared_prefix`); the step's turns are grouped by prompt when that forwards
+    fewer positions. Same loss and gradients to float rounding. Single process only: under
+    ``torchrun`` / ``accelerate launch`` DDP expects one forward per backward, so it is off."""
     torch_compile: bool = False
     """Compile the trained model's forward and backward (``torch.compile``, inductor, dynamic
     shapes). Measured on SmolLM2-135M, 2 shared CPU cores, a forward + backward of 4 x ~380

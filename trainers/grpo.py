@@ -37,6 +37,7 @@ from skillrl_core.records import EpisodeRecord
 from trainers.batching import TurnBatch, TurnSample, build_samples, collate, step_batches
 from trainers.config import GRPOConfig
 from trainers.loss import LossOutput, policy_loss
+from trainers.shared_prefix import forward_rows
 
 logger = logging.getLogger(__name__)
 
@@ -71,13 +72,7 @@ def compute_logprobs(
     mask = batch.completion_mask.bool()
     masked = head_only and _MASKED_KEEP
     keep = completion_positions(batch) if masked else batch.completion_ids.shape[1] + 1
-    output = model(
-        input_ids=batch.input_ids,
-        attention_mask=batch.attention_mask,
-        position_ids=batch.position_ids,
-        logits_to_keep=keep,
-        use_cache=False,
-    )
+    output = forward_rows(model, batch, keep)
     logits = output.logits if masked else output.logits[:, :-1][mask]
     # One [1, n, V] row: selective_log_softmax loops over the leading dimension on CPU.
     picked = selective_log_softmax(
@@ -200,6 +195,9 @@ class GRPOTrainer:
         self.sort_by_length = True
         """Sort each optimizer step's samples by length before cutting micro-batches (less
         padding, same step gradient for ``dapo``; False is the benchmarks' baseline)."""
+        self.share_prefix = config.share_prompt_prefix and self.accelerator.num_processes == 1
+        """Run each micro-batch's shared prompt prefix once (``GRPOConfig.share_prompt_prefix``;
+        off under DDP, which expects one forward per backward)."""
         self.head_only = True
         """Run the LM head only where a generated token is predicted (``compute_logprobs``;
         False, the last C + 1 positions of every row, is the benchmarks' baseline)."""
@@ -249,9 +247,13 @@ class GRPOTrainer:
                 index=acc.process_index,
                 count=acc.num_processes,
                 sort=self.sort_by_length,
+                share_prefix=self.share_prefix,
             )
             for number, (step, batches) in enumerate(steps):
-                group = [collate(b, self.pad_token_id).to(acc.device) for b in batches]
+                group = [
+                    collate(b, self.pad_token_id, share_prefix=self.share_prefix).to(acc.device)
+                    for b in batches
+                ]
                 # The gap is measured before the first optimizer step, against pi_old itself.
                 first = iteration == 0 and number == 0
                 outs.extend(self._accumulate(group, step, gaps if first else None))
@@ -260,7 +262,7 @@ class GRPOTrainer:
                 if self.on_progress is not None:
                     self.on_progress(metrics.optimizer_steps, total_steps)
                 metrics.completion_tokens += sum(b.num_completion_tokens for b in group)
-                metrics.total_tokens += sum(int(b.attention_mask.sum()) for b in group)
+                metrics.total_tokens += sum(b.num_tokens for b in group)
         _average_into(metrics, outs)
         _report_gap(metrics, gaps, self.config.logprob_gap_warn)
         metrics.seconds = time.perf_counter() - started

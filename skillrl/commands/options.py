@@ -51,7 +51,7 @@ max_prompt_tokens_option = click.option(
     type=click.IntRange(16),
     default=900,
     show_default=True,
-    help="Token budget of each turn's prompt (older history goes first, then skills).",
+    help="Token budget of each turn's prompt (skills go first, then older actions).",
 )
 
 
