@@ -12,8 +12,9 @@ on a shared machine hits both sides alike; ratios are total old time / total new
     from a seeded bank unless ``--no-skills``. Old = ``TransformersPolicy(fast=False)``; new =
     the fast paths, including the prompt-prefix KV cache (emptied before every run, so each run
     starts cold; ``--no-prefix-reuse`` runs new without it, to measure what it adds);
-(c) GRPO update trained tokens/s, LoRA and full, on turns of those rollouts (advantages +-1 by
-    episode so every turn trains). Old = micro-batches in shuffled order, every row its whole
+(c) GRPO update trained tokens/s, LoRA and full, on the turns of whole groups (up to
+    ``--train-samples`` turns) of one sampled rollout (temperature 1, as training plays; advantages
+    +-1 by episode so every turn trains). Old = micro-batches in shuffled order, every row its whole
     prompt; new = sorted (by length, or by prompt when that forwards less) inside each optimizer
     step, each micro-batch's shared prompt prefix run once; ``--compile`` adds the new path under
     ``torch.compile`` (its compile time, spent in the warm-up step, is reported beside it);
@@ -143,15 +144,33 @@ def phase_rollouts(args, policy, agent, starts, bank, gflops: list[float]) -> di
     return {"old": old, "new": new}
 
 
-def training_samples(records, limit: int, seed: int):
-    """Episodes with advantages +-1 by episode on ``limit`` turns (fixed seed), 0 elsewhere."""
-    episodes = [r for r in records if any(t.completion_token_ids for t in r.turns)]
-    turns = [(i, t) for i, e in enumerate(episodes) for t in range(len(e.turns))]
-    order = torch.randperm(len(turns), generator=torch.Generator().manual_seed(seed)).tolist()
-    picked = {turns[k] for k in order[:limit]}
+def sampled_records(args, policy, bank, starts) -> list:
+    """One sampled rollout (temperature 1, as ``skillrl train`` plays its groups), new engine.
+
+    A GRPO step trains on such turns: a group's G episodes share their first page (and its
+    prompt) and part ways after, which the greedy rollouts of phase (b) cannot show.
+    """
+    sampling = SamplingConfig(max_new_tokens=64, temperature=1.0, seed=0, stop=["</action>"])
+    agent = LLMAgent(
+        policy,
+        config=LLMAgentConfig(sampling=sampling),
+        constrained=True,
+        uses_skills=bank is not None,
+    )
+    return rollout(policy, agent, starts, args.max_turns, bank, True)["records"]
+
+
+def training_samples(records, limit: int):
+    """Whole episodes in group order up to ``limit`` turns, advantages +-1 by episode."""
+    episodes, taken = [], 0
+    for record in records:
+        if taken >= limit:
+            break
+        if any(t.completion_token_ids for t in record.turns):
+            episodes.append(record)
+            taken += len(record.turns)
     advantages = [
-        [(1.0 if i % 2 == 0 else -1.0) if (i, t) in picked else 0.0 for t in range(len(e.turns))]
-        for i, e in enumerate(episodes)
+        [1.0 if i % 2 == 0 else -1.0 for _ in episode.turns] for i, episode in enumerate(episodes)
     ]
     return episodes, advantages
 
@@ -347,7 +366,7 @@ def main() -> None:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma list of phases to skip: rollout (and so train), train, free, sft",
+        help="comma list of phases to skip: rollout, train, free, sft",
     )
     parser.add_argument("--workspace", default=None)
     parser.add_argument("--json", dest="json_path", default=None)
@@ -380,15 +399,13 @@ def main() -> None:
     gflops: list[float] = []
     report: dict = {"args": vars(args), "threads": torch.get_num_threads(), "body_params": params}
 
-    records = None
-    if "rollout" in skip:
-        skip.add("train")  # GRPO trains on the rollouts' turns
-    else:
+    if "rollout" not in skip:
         rollout(policy, agent, starts[:1], 1, bank, True)  # warm-up: first-call costs
         report["rollout"] = rollout_report(args, policy, agent, starts, bank, gflops, params)
-        records = report["rollout"].pop("_records")
     if "train" not in skip:
-        episodes, advantages = training_samples(records, args.train_samples, seed=0)
+        print("(c) a sampled rollout for the GRPO step's turns", flush=True)
+        sampled = sampled_records(args, policy, bank, starts)
+        episodes, advantages = training_samples(sampled, args.train_samples)
         for mode in ("lora", "full"):
             print(f"(c) GRPO update, {mode}", flush=True)
             result = phase_training(args, policy.model, episodes, advantages, mode, gflops)
@@ -421,7 +438,7 @@ def main() -> None:
 
 
 def rollout_report(args, policy, agent, starts, bank, gflops: list[float], params: int) -> dict:
-    """Phase (b); the new engine's first records ride along under ``_records`` for GRPO."""
+    """Phase (b): constrained rollouts, old engine vs new."""
     print(f"(b) constrained rollouts, {len(starts)} episodes, {args.rounds} rounds", flush=True)
     rolls = phase_rollouts(args, policy, agent, starts, bank, gflops)
     old_s = sum(r["engine"]["wall_seconds"] for r in rolls["old"])
@@ -437,7 +454,6 @@ def rollout_report(args, policy, agent, starts, bank, gflops: list[float], param
         "new_profile": profile_line(rolls["new"][0]),
         "old_policy": rolls["old"][0]["policy"],
         "new_policy": rolls["new"][0]["policy"],
-        "_records": rolls["new"][0]["records"],
     }
 
 

@@ -71,6 +71,8 @@ def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> 
         str(args.threads),
         "--max-topup-rounds",
         str(args.max_topup_rounds),
+        "--validation-goals",
+        str(args.validation_goals),
         "--max-prompt-tokens",
         str(args.max_prompt_tokens),
         "--constrained" if args.constrained else "--free",
@@ -119,6 +121,12 @@ def main() -> None:
     parser.add_argument("--max-turns", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--max-topup-rounds", type=int, default=3)
+    parser.add_argument(
+        "--validation-goals",
+        type=int,
+        default=8,
+        help="Goals of the eval split whose failures evolve the bank (never the test goals).",
+    )
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
