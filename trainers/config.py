@@ -145,8 +145,10 @@ class CycleConfig:
     """Split the evaluation goals come from."""
     train_split: str = "train"
     """Split the training goals come from."""
-    validation_goals: int = 0
-    """Goals of ``validation_split`` whose failures evolve the bank (0: use the eval failures)."""
+    validation_goals: int = 4
+    """Goals of ``validation_split`` whose failures evolve the bank. 0: use the evaluation
+    failures instead, unless they are test goals (then the bank is not evolved: learning from
+    the held-out goals would inflate the next evaluation)."""
     validation_split: str = "eval"
     """Split of the validation goals."""
     max_turns: int = 15

@@ -370,6 +370,12 @@ class TrainingRun:
             validation = self._episodes_of(
                 cycle, "validation", self.config.validation_split, self.config.validation_goals
             )
+        elif self.config.eval_split == "test":
+            # Evolving from test failures would leak the held-out goals into the bank, and the
+            # next cycle's evaluation would measure that leak, not learning.
+            logger.info("no validation goals and the evaluation goals are test goals: no evolve")
+            state.current["bank.evolved_entries"] = 0
+            return
         else:
             validation = self._episodes_of(
                 cycle, "eval", self.config.eval_split, self.config.eval_goals

@@ -72,9 +72,10 @@ from skillrl_core.errors import CheckpointError, ConfigError
 @click.option(
     "--validation-goals",
     type=click.IntRange(0),
-    default=0,
+    default=4,
     show_default=True,
-    help="Goals of the 'eval' split whose failures evolve the bank (0: the eval goals).",
+    help="Goals of the 'eval' split whose failures evolve the bank (0: the evaluation goals' "
+    "failures, unless those are test goals: the bank never learns from the test split).",
 )
 @max_turns_option
 @max_new_tokens_option

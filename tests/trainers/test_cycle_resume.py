@@ -247,3 +247,27 @@ def test_a_new_checkpoint_save_removes_what_a_killed_save_left(tmp_path):
     save_checkpoint(tiny_causal_lm(), TinyTokenizer(), target)
     assert (target / "config.json").exists()
     assert not stale.exists() and other.exists()
+
+
+@pytest.mark.parametrize("validation_goals", [0, 2])
+def test_the_bank_never_evolves_from_test_goals(tmp_path, monkeypatch, validation_goals):
+    """Without validation goals the test goals' failures would be learned and then re-measured."""
+    import skillrl.distill
+
+    seen = []
+
+    def record(bank, distiller, episodes):
+        seen.append({e.split for e in episodes})
+        return real(bank, distiller, episodes)
+
+    real = skillrl.distill.evolve_from_validation
+    monkeypatch.setattr(skillrl.distill, "evolve_from_validation", record)
+    config = CycleConfig(**{**CONFIG.__dict__, "cycles": 1, "validation_goals": validation_goals})
+    run, bank = open_run(tmp_path, config=config, stop_at=(1, "save:end"))
+    with pytest.raises(Interrupted):
+        run.run()
+    bank.close()
+    assert config.eval_split == "test"
+    assert seen == ([] if validation_goals == 0 else [{"eval"}])
+    if validation_goals == 0:
+        assert run.files.load_state().history[-1]["bank.evolved_entries"] == 0
