@@ -73,6 +73,16 @@ def full_loss(model, ref_model, batch, config: GRPOConfig, num_tokens: float) ->
     ).loss
 
 
+def lora_with_live_gradients(model, config: GRPOConfig):
+    """LoRA on ``model`` with B drawn at random: B = 0 at init would zero the A gradients."""
+    model = grpo.apply_lora(model, config)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0, 0.2)
+    return model
+
+
 def trainable_grads(model) -> dict[str, torch.Tensor]:
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
 
@@ -86,11 +96,7 @@ def test_loss_and_gradients_equal_the_full_logits_computation(monkeypatch, lora,
     model = tiny_model(seed=2).train()
     ref_model = tiny_model(seed=5)  # any other policy: the KL term must be non-zero
     if lora:
-        model = grpo.apply_lora(model, config)
-        with torch.no_grad():  # B = 0 at init would zero the A gradients on both sides
-            for name, parameter in model.named_parameters():
-                if "lora_B" in name:
-                    parameter.normal_(0, 0.2)
+        model = lora_with_live_gradients(model, config)
     reference = copy.deepcopy(model)
     batch = collate(samples(), PAD)
     tokens = float(batch.num_completion_tokens)

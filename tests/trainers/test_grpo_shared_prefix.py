@@ -12,10 +12,10 @@ import copy
 
 import pytest
 import torch
-from test_grpo_head_only import TOLERANCE, trainable_grads
+from test_grpo_head_only import TOLERANCE, lora_with_live_gradients, trainable_grads
 from test_grpo_update import PAD, tiny_model
+from trainer_helpers import sample_episodes
 
-from trainers import grpo
 from trainers.batching import (
     MIN_SHARED_PREFIX,
     TurnSample,
@@ -70,11 +70,7 @@ def test_loss_and_gradients_equal_the_plain_batch(lora):
     model = tiny_model(seed=2).train()
     ref_model = tiny_model(seed=5)
     if lora:
-        model = grpo.apply_lora(model, config)
-        with torch.no_grad():  # B = 0 at init would zero the A gradients on both sides
-            for name, parameter in model.named_parameters():
-                if "lora_B" in name:
-                    parameter.normal_(0, 0.2)
+        model = lora_with_live_gradients(model, config)
     plain_model = copy.deepcopy(model)
     samples = group_samples()
     shared, plain = collate(samples, PAD, share_prefix=True), collate(samples, PAD)
@@ -106,7 +102,7 @@ def test_a_trainer_step_leaves_the_same_weights_and_counts_the_same_tokens():
     for share in (False, True):
         trainer = GRPOTrainer(tiny_model(seed=3).train(), config, pad_token_id=PAD)
         trainer.share_prefix = share
-        episodes, advantages = _as_episodes(samples)
+        episodes, advantages = sample_episodes(samples)
         metrics = trainer.train_step(episodes, advantages)
         results.append((metrics, dict(trainer.unwrapped_model.named_parameters())))
     (plain, plain_weights), (shared, shared_weights) = results
@@ -143,34 +139,6 @@ def test_the_shared_path_is_off_under_several_processes():
     ).share_prefix
 
 
-def _as_episodes(samples: list[TurnSample]):
-    from skillrl_core.records import EpisodeRecord, TurnRecord
-
-    episodes, advantages = [], []
-    for sample in samples:
-        turn = TurnRecord(
-            turn=0,
-            observation="page",
-            available_actions=[],
-            action="click[x]",
-            action_valid=True,
-            reward=0.0,
-            prompt_token_ids=sample.prompt_ids,
-            completion_token_ids=sample.completion_ids,
-            completion_logprobs=sample.old_logprobs,
-        )
-        episodes.append(
-            EpisodeRecord(
-                env_id="webshop",
-                goal_id="g",
-                instruction="t",
-                category="fashion",
-                turns=[turn],
-            )
-        )
-        advantages.append([sample.advantage])
-    return episodes, advantages
-
 
 @pytest.mark.slow
 def test_the_compiled_update_shares_the_prefix_too():
@@ -191,7 +159,7 @@ def test_the_compiled_update_shares_the_prefix_too():
         )
         trainer = GRPOTrainer(tiny_model(seed=3).train(), config, pad_token_id=PAD)
         trainer.share_prefix = share
-        metrics = trainer.train_step(*_as_episodes(samples))
+        metrics = trainer.train_step(*sample_episodes(samples))
         trained = trainer.unwrapped_model.eval()
         with torch.no_grad():
             after = compute_logprobs(trained, collate(samples, PAD)).sum(dim=1)

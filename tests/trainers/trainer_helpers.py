@@ -54,27 +54,40 @@ def group_episodes(
         batch = collate([TurnSample(prompt, completion, None, 0.0)], pad)
         with torch.no_grad():
             old = (compute_logprobs(model, batch)[0] + old_shift).tolist()
-        turn = TurnRecord(
-            turn=0,
-            observation="search page",
-            available_actions=[],
-            action="x",
-            action_valid=True,
-            reward=score,
-            terminated=True,
-            prompt_token_ids=prompt,
-            completion_token_ids=completion,
-            completion_logprobs=old,
-        )
-        episodes.append(
-            EpisodeRecord(
-                env_id="webshop",
-                goal_id="g",
-                instruction="i",
-                category="c",
-                turns=[turn],
-                score=score,
-                group_id="grp",
-            )
-        )
+        episodes.append(one_turn_episode(prompt, completion, old, score))
     return episodes
+
+
+def one_turn_episode(
+    prompt: list[int], completion: list[int], old: list[float] | None, score: float
+) -> EpisodeRecord:
+    """An episode of one generated turn (group "grp") that ends with ``score``."""
+    turn = TurnRecord(
+        turn=0,
+        observation="search page",
+        available_actions=[],
+        action="x",
+        action_valid=True,
+        reward=score,
+        terminated=True,
+        prompt_token_ids=prompt,
+        completion_token_ids=completion,
+        completion_logprobs=old,
+    )
+    return EpisodeRecord(
+        env_id="webshop",
+        goal_id="g",
+        instruction="i",
+        category="c",
+        turns=[turn],
+        score=score,
+        group_id="grp",
+    )
+
+
+def sample_episodes(samples: list[TurnSample]) -> tuple[list[EpisodeRecord], list[list[float]]]:
+    """One one-turn episode per sample, and the samples' advantages (what train_step takes)."""
+    episodes = [
+        one_turn_episode(s.prompt_ids, s.completion_ids, s.old_logprobs, 0.0) for s in samples
+    ]
+    return episodes, [[s.advantage] for s in samples]
