@@ -351,6 +351,9 @@ def main() -> None:
     parser.add_argument("--train-samples", type=int, default=8, help="turns per GRPO step")
     parser.add_argument("--train-rounds", type=int, default=1)
     parser.add_argument(
+        "--train-modes", default="lora,full", help="GRPO phase: lora, full or both (comma list)"
+    )
+    parser.add_argument(
         "--compile",
         action="store_true",
         help="GRPO phase: also time the new path under torch.compile (compiles in its warm-up)",
@@ -406,7 +409,7 @@ def main() -> None:
         print("(c) a sampled rollout for the GRPO step's turns", flush=True)
         sampled = sampled_records(args, policy, bank, starts)
         episodes, advantages = training_samples(sampled, args.train_samples)
-        for mode in ("lora", "full"):
+        for mode in args.train_modes.split(","):
             print(f"(c) GRPO update, {mode}", flush=True)
             result = phase_training(args, policy.model, episodes, advantages, mode, gflops)
             result["old_gflops"] = result["factor"] * 2 * params * result["old_tokens_per_s"] / 1e9

@@ -200,7 +200,10 @@ def plot(results: dict[str, list[dict]], path: Path, args: argparse.Namespace) -
             color=line.get_color(),
         )
         right.plot(cycles, [row["eval.mean_score"] for row in rows], "s-", label=name)
+    from matplotlib.ticker import MaxNLocator
+
     for axis, label in ((left, "success (95% interval)"), (right, "mean score")):
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.set_xlabel("cycle (0 = starting policy)")
         axis.set_ylabel(label)
         axis.set_ylim(0, 1)
