@@ -75,12 +75,6 @@ class TurnBatch:
         shared = 0 if self.prefix_ids is None else self.prefix_ids.shape[1]
         return int(self.attention_mask.sum()) + shared * self.attention_mask.shape[0]
 
-    @property
-    def forwarded_positions(self) -> int:
-        """Positions the model actually runs, padding included, the shared prefix once."""
-        shared = 0 if self.prefix_ids is None else self.prefix_ids.shape[1]
-        return self.input_ids.numel() + shared
-
     def to(self, device: torch.device | str) -> TurnBatch:
         """Move every tensor to ``device``."""
         return TurnBatch(**{k: v if v is None else v.to(device) for k, v in vars(self).items()})

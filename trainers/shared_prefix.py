@@ -14,23 +14,13 @@ training through a cache needs the rows' view of it built by hand, as here.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
 
-from skillrl.policies.prefix_cache import cache_layers
+from skillrl.policies.prefix_cache import cache_keyword, cache_layers
+from skillrl.policies.transformers_scoring import cache_of
 from trainers.batching import TurnBatch
-
-
-def cache_keyword(model: Any) -> str:
-    """Return the forward keyword of the KV cache (5.2x renamed ``past_key_values``)."""
-    inner = getattr(model, "_orig_mod", model)  # torch.compile
-    inner = getattr(inner, "module", inner)  # DDP
-    if hasattr(inner, "get_base_model"):  # peft passes keywords through to the base model
-        inner = inner.get_base_model()
-    parameters = inspect.signature(inner.forward).parameters
-    return "cache" if "cache" in parameters else "past_key_values"
 
 
 def forward_rows(model: Any, batch: TurnBatch, logits_to_keep: Any) -> Any:
@@ -48,8 +38,7 @@ def forward_rows(model: Any, batch: TurnBatch, logits_to_keep: Any) -> Any:
     keyword = cache_keyword(model)
     rows, shared = batch.input_ids.shape[0], batch.prefix_ids.shape[1]
     prefix = model(input_ids=batch.prefix_ids, logits_to_keep=1, use_cache=True)
-    cache = getattr(prefix, "cache", None)
-    cache = cache if cache is not None else prefix.past_key_values
+    cache = cache_of(prefix)
     expanded = DynamicCache(
         ddp_cache_data=[
             (keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1))

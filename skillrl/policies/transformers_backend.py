@@ -15,7 +15,6 @@ Loading lives in :mod:`~skillrl.policies.transformers_loading`, candidate scorin
 from __future__ import annotations
 
 import copy
-import inspect
 import logging
 import os
 import time
@@ -42,7 +41,13 @@ from skillrl.policies.kv_reuse import (
 )
 from skillrl.policies.model_cache import Progress
 from skillrl.policies.policy_stats import PolicyStats
-from skillrl.policies.prefix_cache import Dedupe, cache_layers, dedupe, select_rows
+from skillrl.policies.prefix_cache import (
+    Dedupe,
+    cache_keyword,
+    cache_layers,
+    dedupe,
+    select_rows,
+)
 from skillrl.policies.transformers_loading import (
     cpu_has_native_bf16,
     pick_device,
@@ -109,9 +114,7 @@ class TransformersPolicy:
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
-        forward = inspect.signature(model.forward).parameters
-        # transformers 5.2x renamed ``past_key_values`` to ``cache``; support both.
-        self._cache_kwarg = "cache" if "cache" in forward else "past_key_values"
+        self._cache_kwarg = cache_keyword(model)
 
     @classmethod
     def load(cls, config: PolicyConfig, progress: Progress | None = None) -> TransformersPolicy:

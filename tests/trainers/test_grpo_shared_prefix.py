@@ -60,7 +60,8 @@ def test_the_shared_prefix_leaves_every_row_its_last_prompt_token():
     plain = collate(samples, PAD)
     assert batch.prefix_ids.tolist() == [SYSTEM]
     assert batch.num_tokens == plain.num_tokens == sum(s.num_tokens for s in samples)
-    assert batch.forwarded_positions < plain.input_ids.numel()
+    assert batch.input_ids.numel() + len(SYSTEM) < plain.input_ids.numel()
+    assert forwarded_positions(samples, share_prefix=True) < forwarded_positions(samples)
     assert torch.equal(batch.completion_ids, plain.completion_ids)
 
 
@@ -137,7 +138,6 @@ def test_the_shared_path_is_off_under_several_processes():
     assert not GRPOTrainer(
         tiny_model(), GRPOConfig(share_prompt_prefix=False), pad_token_id=PAD
     ).share_prefix
-
 
 
 @pytest.mark.slow
