@@ -36,7 +36,7 @@ from skillrl.distill.seeding import seed_bank_if_empty  # noqa: E402
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
-from trainers.checkpoint import atomic_write_json  # noqa: E402
+from skillrl_core.files import atomic_write_json  # noqa: E402
 from trainers.cold_start import ColdStartRun  # noqa: E402
 from trainers.evaluation import summarise, wilson_interval  # noqa: E402
 from trainers.runtime import EpisodeRunner, Start  # noqa: E402

@@ -20,8 +20,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,6 +30,7 @@ from memory.bulk import insert_entries
 from memory.entries import STAT_FIELDS, normalise_draft, validate_draft
 from memory.types import Entry, EntryDraft
 from skillrl_core.errors import DataFileError, ImportFormatError, InvalidEntryError
+from skillrl_core.files import atomic_write_text
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank
@@ -55,32 +54,6 @@ class ImportReport:
     """Ids of existing entries that near-duplicates merged into."""
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same folder and a rename.
-
-    The folder must exist: creating folders from a mistyped path would hide the typo.
-    """
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise DataFileError(f"cannot write {path}: the folder {path.parent} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as e:
-        raise DataFileError(f"cannot write {path}: {e.strerror or e}") from e
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
-        raise DataFileError(f"cannot write {path}: {e.strerror or e}") from e
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _read(path: Path) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
@@ -95,7 +68,7 @@ def export_jsonl(bank: SkillBank, path: Path, *, status: str | None = None) -> i
     """Write every entry (``status`` None: active and retired) as one JSON object per line."""
     entries = bank.list(status=status)
     lines = [json.dumps(dataclasses.asdict(e), ensure_ascii=False) for e in entries]
-    write_atomic(path, "".join(line + "\n" for line in lines))
+    atomic_write_text(path, "".join(line + "\n" for line in lines), create_folder=False)
     return len(entries)
 
 
@@ -409,5 +382,7 @@ def export_skillrl(bank: SkillBank, path: Path, *, env: str | None = None) -> in
     """Write the active entries in SkillRL's JSON layout; returns how many were written."""
     entries = bank.list(status="active")
     data = to_skillrl(entries, env=env)
-    write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(
+        path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", create_folder=False
+    )
     return len(entries)

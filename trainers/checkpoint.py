@@ -23,42 +23,11 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from skillrl_core.errors import CheckpointError
+from skillrl_core.files import make_readable
 
 PARAMS_FILE = "trainable.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
 META_FILE = "meta.json"
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _readable(path: Path, directory: bool = False) -> None:
-    """Give a mkstemp/mkdtemp result the permissions a plain open/mkdir would (0600 -> 0644)."""
-    path.chmod((0o777 if directory else 0o666) & ~_umask())
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        _readable(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as indented JSON, atomically."""
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def replace_dir(tmp: Path, final: Path) -> None:
@@ -98,7 +67,7 @@ def save_checkpoint(model: Any, tokenizer: Any, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
-    _readable(tmp, directory=True)
+    make_readable(tmp, directory=True)
     try:
         plain = _merged(model)
         plain.save_pretrained(tmp, safe_serialization=True)
@@ -127,7 +96,7 @@ def save_trainer_state(
     folder.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(folder)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
-    _readable(tmp, directory=True)
+    make_readable(tmp, directory=True)
     try:
         params = {n: p.detach().contiguous().cpu() for n, p in _trainable(model)}
         save_file(params, str(tmp / PARAMS_FILE))

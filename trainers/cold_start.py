@@ -33,7 +33,8 @@ from typing import Any
 
 from skillrl.rollout import EpisodeStart
 from skillrl_core.errors import CheckpointError, ConfigError
-from trainers.checkpoint import atomic_write_json, atomic_write_text, save_checkpoint
+from skillrl_core.files import atomic_write_json, atomic_write_text
+from trainers.checkpoint import save_checkpoint
 from trainers.dagger import ExpertLabeller, LabellingAgent, ReplayAgent, collect_examples, succeeded
 from trainers.sft import train_round
 from trainers.sft_config import TRAIN_SPLIT, ColdStartConfig

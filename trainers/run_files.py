@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from skillrl_core.errors import CheckpointError
+from skillrl_core.files import atomic_write_json, atomic_write_text
 from skillrl_core.records import EpisodeRecord
-from trainers.checkpoint import atomic_write_json, atomic_write_text
 
 logger = logging.getLogger(__name__)
 

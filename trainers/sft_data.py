@@ -31,7 +31,7 @@ from skillrl.agent import AgentState
 from skillrl.agents.llm import ACTION_PREFIX
 from skillrl.policies.base import Conversation, render_chat_ids
 from skillrl_core.errors import DataFileError
-from trainers.checkpoint import atomic_write_text
+from skillrl_core.files import atomic_write_text
 
 
 @dataclass

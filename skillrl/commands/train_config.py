@@ -122,7 +122,7 @@ def save_settings(folder: Path, settings: dict[str, Any]) -> Path:
     """Write ``<folder>/train.yaml`` atomically; returns its path."""
     import yaml
 
-    from trainers.checkpoint import atomic_write_text
+    from skillrl_core.files import atomic_write_text
 
     path = folder / SAVED_NAME
     text = "# skillrl train settings (resolved); reuse with --config\n"

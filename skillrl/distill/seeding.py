@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -25,6 +24,7 @@ from typing import Any
 from memory.types import ENTRY_KINDS, EntryDraft
 from skillrl.distill.leakage import find_leaks
 from skillrl_core.errors import DataFileError
+from skillrl_core.files import atomic_write_json
 
 FORMAT = "skillrl-starting-bank"
 VERSION = 1
@@ -131,20 +131,7 @@ def write_starting_bank(
         "regenerate": regenerate,
         "entries": records,
     }
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=1, ensure_ascii=False)
-            handle.write("\n")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a shipped file must be readable
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_json(path, payload, indent=1, sort_keys=False)
 
 
 def seed_bank(
