@@ -1,9 +1,9 @@
 """The category table of ``skillrl skills import``: the env's default, a file, or OLD=NEW pairs.
 
 A SkillRL bank files task skills under SkillRL's categories; the import maps them to the
-environment's (``memory.io.import_skillrl``). The default table comes with the environment
-(``envs.skillrl_categories``); ``--category-map FILE`` replaces it and ``--map-category OLD=NEW``
-adds to or overrides whichever table is in use.
+environment's (``memory.skillrl_format.import_skillrl``). The default table comes with the
+environment (``envs.skillrl_categories``); ``--category-map FILE`` replaces it and
+``--map-category OLD=NEW`` adds to or overrides whichever table is in use.
 """
 
 from __future__ import annotations

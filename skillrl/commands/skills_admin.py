@@ -64,15 +64,17 @@ def import_command(bank: Any, file: Path, fmt: str | None, env: str, category_ma
     SkillRL task skills are filed under the env's categories through a table (the env's default,
     --category-map, --map-category); each keeps its SkillRL category, which export restores.
     """
-    from memory import io
+    from memory import jsonl_format, skillrl_format
     from skillrl.commands.category_maps import category_map_for
 
     table: dict[str, str] = {}
     if _format(file, fmt) == "jsonl":
-        report = io.import_jsonl(bank, file, author=author)
+        report = jsonl_format.import_jsonl(bank, file, author=author)
     else:
         table = category_map_for(env, category_map, map_category)
-        report = io.import_skillrl(bank, file, env=env, author=author, category_map=table)
+        report = skillrl_format.import_skillrl(
+            bank, file, env=env, author=author, category_map=table
+        )
     if as_json:
         print_json({**dataclasses.asdict(report), "category_map": table})
     else:
@@ -100,13 +102,13 @@ def import_command(bank: Any, file: Path, fmt: str | None, env: str, category_ma
 @bank_options
 def export(bank: Any, file: Path, fmt: str | None, env: str | None, as_json: bool) -> None:
     """Export the bank to FILE (written atomically)."""
-    from memory import io
+    from memory import jsonl_format, skillrl_format
 
     chosen = _format(file, fmt)
     if chosen == "jsonl":
-        count = io.export_jsonl(bank, file)
+        count = jsonl_format.export_jsonl(bank, file)
     else:
-        count = io.export_skillrl(bank, file, env=env)
+        count = skillrl_format.export_skillrl(bank, file, env=env)
     if as_json:
         print_json({"file": str(file), "format": chosen, "entries": count})
     else:

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory import BankConfig, Entry, SkillBank, io
+import skillrl_core.files
+from memory import BankConfig, Entry, SkillBank, jsonl_format, skillrl_format
 from skillrl_core.errors import DataFileError, ImportFormatError
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
@@ -22,7 +23,7 @@ needs_bank = pytest.mark.skipif(not SKILLRL_BANK.exists(), reason=f"{SKILLRL_BAN
 @needs_bank
 def test_skillrl_bank_imports_and_exports_back_equivalent(local_bank, tmp_path):
     original = json.loads(SKILLRL_BANK.read_text())
-    report = io.import_skillrl(local_bank, SKILLRL_BANK, env="webshop")
+    report = skillrl_format.import_skillrl(local_bank, SKILLRL_BANK, env="webshop")
     assert report.records == 66 and len(report.added) == 66 and report.merged == []
     assert local_bank.count(kind="general") == 15
     assert local_bank.count(kind="task") == 39 and local_bank.count(kind="mistake") == 12
@@ -30,12 +31,12 @@ def test_skillrl_bank_imports_and_exports_back_equivalent(local_bank, tmp_path):
     wanted = [s["skill_id"] for s in original["task_specific_skills"]["footwear"]]
     assert [e.external_id for e in footwear] == wanted
     out = tmp_path / "exported.json"
-    io.export_skillrl(local_bank, out, env="webshop")
+    skillrl_format.export_skillrl(local_bank, out, env="webshop")
     exported = json.loads(out.read_text())
     for key in ("general_skills", "task_specific_skills", "common_mistakes"):
         assert exported[key] == original[key], key
     # Importing the same bank again merges every record instead of duplicating it.
-    again = io.import_skillrl(local_bank, SKILLRL_BANK, env="webshop")
+    again = skillrl_format.import_skillrl(local_bank, SKILLRL_BANK, env="webshop")
     assert len(again.merged) == 66 and local_bank.count() == 66
     assert local_bank.get(again.merged[0]).support_count == 2
 
@@ -51,20 +52,20 @@ def test_jsonl_moves_full_records_between_banks(local_bank, tmp_path, embedder, 
     retired = local_bank.add(samples.general).entry
     local_bank.retire(retired.id, author="bob")
     path = tmp_path / "bank.jsonl"
-    assert io.export_jsonl(local_bank, path) == 3
+    assert jsonl_format.export_jsonl(local_bank, path) == 3
     with SkillBank.open(BankConfig(workspace=tmp_path / "other"), embedder=embedder) as other:
-        report = io.import_jsonl(other, path)
+        report = jsonl_format.import_jsonl(other, path)
         assert len(report.added) == 3
         assert _state(other) == _state(local_bank)
         assert other.check().ok and other.count() == 2  # the retired entry is not indexed
         with pytest.raises(ImportFormatError, match="already in the bank"):
-            io.import_jsonl(other, path)
+            jsonl_format.import_jsonl(other, path)
 
 
 def test_a_malformed_jsonl_line_is_reported_and_nothing_is_written(local_bank, tmp_path, samples):
     local_bank.add(samples.size)
     path = tmp_path / "bank.jsonl"
-    io.export_jsonl(local_bank, path)
+    jsonl_format.export_jsonl(local_bank, path)
     good = json.loads(path.read_text().splitlines()[0])
     lines = [
         json.dumps({**good, "id": "a" * 32}),
@@ -74,10 +75,10 @@ def test_a_malformed_jsonl_line_is_reported_and_nothing_is_written(local_bank, t
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join(lines) + "\n")
     with pytest.raises(ImportFormatError, match=r"bad.jsonl:3: .*kind"):
-        io.import_jsonl(local_bank, bad)
+        jsonl_format.import_jsonl(local_bank, bad)
     bad.write_text(lines[0] + "\n{not json\n")
     with pytest.raises(ImportFormatError, match=r"bad.jsonl:2: not valid JSON"):
-        io.import_jsonl(local_bank, bad)
+        jsonl_format.import_jsonl(local_bank, bad)
     assert local_bank.count(status=None) == 1 and local_bank.check().ok
 
 
@@ -88,12 +89,12 @@ def test_a_malformed_skillrl_record_is_reported_with_its_path(local_bank, tmp_pa
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
     with pytest.raises(ImportFormatError, match=r"task_specific_skills\.apparel\[2\]\.principle"):
-        io.import_skillrl(local_bank, bad)
+        skillrl_format.import_skillrl(local_bank, bad)
     data = json.loads(SKILLRL_BANK.read_text())
     data["common_mistakes"][4] = "just a string"
     bad.write_text(json.dumps(data))
     with pytest.raises(ImportFormatError, match=r"common_mistakes\[4\]"):
-        io.import_skillrl(local_bank, bad)
+        skillrl_format.import_skillrl(local_bank, bad)
     assert local_bank.count(status=None) == 0 and local_bank.check().ok
 
 
@@ -105,9 +106,9 @@ def test_exports_are_written_atomically(local_bank, tmp_path, samples, monkeypat
     def crash(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(io.os, "replace", crash)
+    monkeypatch.setattr(skillrl_core.files.os, "replace", crash)
     with pytest.raises(DataFileError, match="disk full"):
-        io.export_jsonl(local_bank, path)
+        jsonl_format.export_jsonl(local_bank, path)
     assert path.read_text() == "previous export\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
@@ -138,7 +139,7 @@ def test_any_value_in_any_jsonl_field_is_imported_or_refused_cleanly(
     path.write_text(json.dumps(record) + "\n")
     before = local_bank.count(status=None)
     try:
-        report = io.import_jsonl(local_bank, path)
+        report = jsonl_format.import_jsonl(local_bank, path)
     except ImportFormatError as e:
         assert f"{path}:1:" in str(e)
         assert local_bank.count(status=None) == before

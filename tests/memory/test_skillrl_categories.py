@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import envs
 from cli import main
 from envs.webshop.categories import CATEGORIES, SKILLRL_CATEGORIES
-from memory import BankConfig, RetrievalConfig, RetrievalQuery, SkillBank, io
+from memory import BankConfig, RetrievalConfig, RetrievalQuery, SkillBank, skillrl_format
 from skillrl.commands.category_maps import (
     category_map_for,
     category_map_from,
@@ -30,12 +30,14 @@ needs_bank = pytest.mark.skipif(not SKILLRL_BANK.exists(), reason=f"{SKILLRL_BAN
 def test_mapped_import_serves_task_skills_and_export_gives_back_the_original(local_bank, tmp_path):
     original = json.loads(SKILLRL_BANK.read_text())
     table = envs.skillrl_categories("webshop")
-    report = io.import_skillrl(local_bank, SKILLRL_BANK, env="webshop", category_map=table)
+    report = skillrl_format.import_skillrl(
+        local_bank, SKILLRL_BANK, env="webshop", category_map=table
+    )
     assert report.records == 66 and len(report.added) == 66  # no skill merged into another
     tasks = local_bank.list(kind="task")
     assert {e.category for e in tasks} == set(CATEGORIES)
     assert local_bank.list(kind="task", category="apparel") == []
-    footwear = [e for e in tasks if io.skillrl_category(e) == "footwear"]
+    footwear = [e for e in tasks if skillrl_format.skillrl_category(e) == "footwear"]
     assert [e.external_id for e in footwear] == [
         s["skill_id"] for s in original["task_specific_skills"]["footwear"]
     ]
@@ -53,7 +55,7 @@ def test_mapped_import_serves_task_skills_and_export_gives_back_the_original(loc
     assert skills.task and all(r.entry.source.startswith("import:skillrl") for r in skills.task)
     # Export files each task skill back under its SkillRL category: the original file again.
     out = tmp_path / "exported.json"
-    io.export_skillrl(local_bank, out, env="webshop")
+    skillrl_format.export_skillrl(local_bank, out, env="webshop")
     exported = json.loads(out.read_text())
     for key in ("general_skills", "task_specific_skills", "common_mistakes"):
         assert exported[key] == original[key], key
@@ -66,8 +68,9 @@ def test_a_skill_whose_category_is_not_in_the_table_keeps_it():
             "toys": [{"skill_id": "t1", "title": "u", "principle": "q"}],
         }
     }
-    drafts = io.parse_skillrl(data, env="webshop", source="import:skillrl", category_map={
-        "apparel": "fashion"})  # fmt: skip
+    drafts = skillrl_format.parse_skillrl(
+        data, env="webshop", source="import:skillrl", category_map={"apparel": "fashion"}
+    )
     assert [(d.category, d.source) for d in drafts] == [
         ("fashion", "import:skillrl:apparel"),
         ("toys", "import:skillrl"),
@@ -136,7 +139,7 @@ def test_cli_import_maps_categories_and_reports_the_table(tmp_path, embedder):
     report = json.loads(result.stdout)
     assert report["category_map"] == {**SKILLRL_CATEGORIES, "other": "beauty"}
     with SkillBank.open(BankConfig(workspace=workspace), embedder=embedder) as bank:
-        other = [e for e in bank.list(kind="task") if io.skillrl_category(e) == "other"]
+        other = [e for e in bank.list(kind="task") if skillrl_format.skillrl_category(e) == "other"]
         assert len(other) == 6 and {e.category for e in other} == {"beauty"}
     bad = CliRunner().invoke(main, [*args, "--map-category", "apparel"])
     assert bad.exit_code != 0 and "OLD=NEW" in bad.output and "Traceback" not in bad.output
