@@ -25,7 +25,7 @@ from pathlib import Path
 
 from memory import BankConfig, SkillBank
 from memory.types import Entry, RetrievalQuery, RetrievedEntry, RetrievedSkills
-from skillrl.agent import AgentState
+from skillrl.agents.base import AgentState
 from skillrl.agents.expert import ExpertAgent
 from skillrl.distill import AnalyticDistiller
 from skillrl.distill.bootstrap import BootstrapConfig, bootstrap_bank

@@ -26,7 +26,7 @@ from typing import Any
 import envs
 from envs.adapter import AgentAdapter
 from memory.types import RetrievalQuery, RetrievedSkills
-from skillrl.agent import Agent, AgentDecision, AgentState
+from skillrl.agents.base import Agent, AgentDecision, AgentState
 from skillrl_core.errors import ConfigError, SkillRLError
 from skillrl_core.records import EpisodeRecord, TurnRecord
 from skillrl_core.validation import check_finite_fields

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from skillrl.agent import AgentDecision, AgentState
+from skillrl.agents.base import AgentDecision, AgentState
 from skillrl.agents.expert import EpisodeExperts, expert_info
 from skillrl.parsing import split_thinking
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine

@@ -3,8 +3,8 @@
 A :class:`TurnExample` pairs the prompt the agent sends at one turn with the completion that
 should follow it. The prompt is built by the agent itself (``LLMAgent.prompt_for``, i.e.
 ``skillrl.prompts.build_prompt`` with the agent's token counter and budget) from the
-:class:`~skillrl.agent.AgentState` the rollout engine hands it, so an example is exactly what the
-policy sees at run time: task, the skills retrieved at that turn, history window, observation,
+:class:`~skillrl.agents.base.AgentState` the rollout engine hands it, so an example is exactly
+what the policy sees at run time: task, the skills retrieved at that turn, history window, observation,
 admissible actions. The target is in the policy's own output format:
 
 - constrained decoding: the agent pre-fills the assistant turn (``<action>`` plus, on a free-text
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import envs
-from skillrl.agent import AgentState
+from skillrl.agents.base import AgentState
 from skillrl.agents.llm import ACTION_PREFIX
 from skillrl.policies.base import Conversation, render_chat_ids
 from skillrl_core.errors import DataFileError

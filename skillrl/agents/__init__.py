@@ -1,1 +1,1 @@
-"""Agents that implement :class:`skillrl.agent.Agent` (LLM, scripted expert, human)."""
+"""Agents that implement :class:`skillrl.agents.base.Agent` (LLM, scripted expert, human)."""

@@ -1,4 +1,4 @@
-"""``ExpertAgent``: an environment's scripted expert behind the :class:`~skillrl.agent.Agent` API.
+"""``ExpertAgent``: an environment's scripted expert behind the agent contract.
 
 One expert per active episode, made by the environment's adapter (``make_expert``); it reads only
 each turn's observation and info plus the reset info, so its episodes are recorded exactly like
@@ -12,7 +12,7 @@ from typing import Any
 
 import envs
 from envs.adapter import Expert
-from skillrl.agent import AgentDecision, AgentState
+from skillrl.agents.base import AgentDecision, AgentState
 from skillrl_core.errors import ConfigError
 
 

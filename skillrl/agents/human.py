@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import envs
-from skillrl.agent import AgentDecision, AgentState
+from skillrl.agents.base import AgentDecision, AgentState
 from skillrl.parsing import ParsedAction, parse_action
 
 Ask = Callable[[AgentState], str]

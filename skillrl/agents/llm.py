@@ -1,4 +1,4 @@
-"""``LLMAgent``: a chat policy behind the :class:`skillrl.agent.Agent` contract.
+"""``LLMAgent``: a chat policy behind the :class:`skillrl.agents.base.Agent` contract.
 
 Each turn it builds one prompt per active episode (with that turn's retrieved skills) and makes
 one batched policy call. Free decoding parses ``<think>..</think><action>..</action>`` leniently;
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import envs
-from skillrl.agent import AgentDecision, AgentState
+from skillrl.agents.base import AgentDecision, AgentState
 from skillrl.parsing import parse_action
 from skillrl.policies.base import ChatPolicy, Generation, SamplingConfig
 from skillrl.prompts import BuiltPrompt, PromptConfig, build_prompt, estimate_tokens

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 import envs
-from skillrl.agent import AgentDecision, AgentState
+from skillrl.agents.base import AgentDecision, AgentState
 from skillrl.parsing import split_thinking
 from skillrl.rollout import TurnEvent
 from skillrl_core.records import EpisodeRecord

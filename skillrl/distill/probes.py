@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from envs import distill_adapter_for
-from skillrl.agent import AgentDecision, AgentState
+from skillrl.agents.base import AgentDecision, AgentState
 from skillrl.agents.expert import ExpertAgent
 from skillrl_core.errors import ConfigError
 

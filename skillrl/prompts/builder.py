@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import envs
 from envs.adapter import AgentAdapter
 from memory.types import RetrievedEntry
-from skillrl.agent import AgentState
+from skillrl.agents.base import AgentState
 from skillrl.policies.base import Conversation
 from skillrl_core.errors import ConfigError
 from skillrl_core.validation import check_finite_fields

@@ -10,7 +10,7 @@ import toy_env  # noqa: F401  (registers "counter")
 
 import envs
 from envs.adapter import AgentAdapter
-from skillrl.agent import AgentState
+from skillrl.agents.base import AgentState
 from skillrl.agents.expert import ExpertAgent
 from skillrl.agents.human import HumanAgent
 from skillrl.agents.llm import LLMAgent

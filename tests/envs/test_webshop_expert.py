@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import envs
 from envs.webshop.expert import WebShopExpert, search_query, split_observation
-from skillrl.agent import Agent, AgentState
+from skillrl.agents.base import Agent, AgentState
 from skillrl.agents.expert import ExpertAgent
 
 

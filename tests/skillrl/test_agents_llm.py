@@ -4,7 +4,7 @@ import pytest
 from runtime_fakes import FakeBank, ScriptedPolicy, SolverPolicy
 
 import envs
-from skillrl.agent import AgentState
+from skillrl.agents.base import AgentState
 from skillrl.agents.expert import ExpertAgent
 from skillrl.agents.human import HumanAgent
 from skillrl.agents.llm import LLMAgent, LLMAgentConfig

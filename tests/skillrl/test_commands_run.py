@@ -160,7 +160,7 @@ def test_a_person_who_picks_the_search_box_types_the_query_next(workspace):
 def test_model_text_with_brackets_is_shown_not_read_as_markup():
     from rich.console import Console
 
-    from skillrl.agent import AgentState
+    from skillrl.agents.base import AgentState
     from skillrl.commands.run_display import show_page
 
     console = Console(width=200, record=True)

@@ -4,7 +4,7 @@ import pytest
 from runtime_fakes import entry
 
 from memory.types import RetrievedEntry, RetrievedSkills
-from skillrl.agent import AgentState
+from skillrl.agents.base import AgentState
 from skillrl.prompts import PARTS, PromptConfig, build_prompt
 from skillrl_core.records import TurnRecord
 

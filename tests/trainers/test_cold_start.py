@@ -14,7 +14,7 @@ from tiny_checkpoint import write_tiny_checkpoint
 import envs
 from envs.webshop.expert import split_observation
 from memory import BankConfig, SkillBank
-from skillrl.agent import AgentState
+from skillrl.agents.base import AgentState
 from skillrl.agents.llm import LLMAgent
 from skillrl.distill import seed_bank_if_empty
 from skillrl.policies import PolicyConfig, load_policy

@@ -7,7 +7,7 @@ import re
 import pytest
 from trainer_helpers import episode
 
-from skillrl.agent import AgentState
+from skillrl.agents.base import AgentState
 from skillrl.agents.llm import LLMAgent, LLMAgentConfig
 from skillrl.policies.base import SamplingConfig
 from trainers.batching import build_samples
