@@ -4,8 +4,8 @@ A :class:`TurnExample` pairs the prompt the agent sends at one turn with the com
 should follow it. The prompt is built by the agent itself (``LLMAgent.prompt_for``, i.e.
 ``skillrl.prompts.build_prompt`` with the agent's token counter and budget) from the
 :class:`~skillrl.agents.base.AgentState` the rollout engine hands it, so an example is exactly
-what the policy sees at run time: task, the skills retrieved at that turn, history window, observation,
-admissible actions. The target is in the policy's own output format:
+what the policy sees at run time: task, the skills retrieved at that turn, history window,
+observation, admissible actions. The target is in the policy's own output format:
 
 - constrained decoding: the agent pre-fills the assistant turn (``<action>`` plus, on a free-text
   turn, the environment adapter's prefix: WebShop's ``<action>search[``) and the model writes the
