@@ -39,7 +39,7 @@ from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: 
 from skillrl_core.files import atomic_write_json  # noqa: E402
 from trainers.cold_start import ColdStartRun  # noqa: E402
 from trainers.evaluation import summarise, wilson_interval  # noqa: E402
-from trainers.runtime import EpisodeRunner, Start  # noqa: E402
+from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
 from trainers.sft_config import ColdStartConfig  # noqa: E402
 
 SETTINGS = ("expert", "base", "base+skills", "bc", "bc+skills", "dagger", "dagger+skills")
@@ -89,8 +89,13 @@ class Bench:
             seed_bank_if_empty(self._bank, "webshop")
         return self._bank
 
-    def starts(self) -> list[Start]:
-        return [Start("test", i, seed=i) for i in range(self.args.goals)]
+    def starts(self) -> list[EpisodeStart]:
+        """The fixed test goals 0..N-1, each with its env seed and this run's turn limit."""
+        env_config = {"max_turns": self.args.max_turns}
+        return [
+            EpisodeStart("webshop", "test", i, seed=i, env_config=env_config)
+            for i in range(self.args.goals)
+        ]
 
     # -- training ----------------------------------------------------------------------
     def cold_start(self, skills: bool, dagger_rounds: int) -> ColdStartRun:
@@ -157,7 +162,7 @@ class Bench:
         if setting == "expert":
             return self.expert()
         model = self.model_of(setting)  # trains first if needed (not counted below)
-        runner = EpisodeRunner(
+        runner = PolicyRollouts(
             self.policy(model),
             bank=self.bank if setting.endswith("+skills") else None,
             max_turns=a.max_turns,
@@ -174,16 +179,7 @@ class Bench:
 
     def expert(self) -> dict[str, Any]:
         a = self.args
-        starts = [
-            EpisodeStart(
-                "webshop",
-                split="test",
-                goal_index=s.goal_index,
-                seed=s.seed,
-                env_config={"max_turns": a.max_turns},
-            )
-            for s in self.starts()
-        ]
+        starts = self.starts()
         engine = RolloutEngine(
             ExpertAgent(max_turns=a.max_turns),
             config=RolloutConfig(max_turns=a.max_turns, count_retrievals=False),

@@ -175,8 +175,8 @@ CAUGHT = [
     ("skillrl/distill/x.py", "from ..commands import run", "skillrl.commands"),
     ("trainers/cycle.py", "import cli", "cli"),
     ("skillrl_core/errors.py", "import skillrl", "skillrl"),
-    ("skillrl/x.py", "import importlib\nimportlib.import_module('trainers.runtime')",
-     "trainers.runtime"),
+    ("skillrl/x.py", "import importlib\nimportlib.import_module('trainers.policy_rollouts')",
+     "trainers.policy_rollouts"),
     ("trainers/x.py", "from skillrl.errors import ConfigError", "skillrl.errors"),
     ("skillrl/commands/run.py", "from skillrl.records import EpisodeRecord", "skillrl.records"),
 ]  # fmt: skip

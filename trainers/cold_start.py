@@ -369,9 +369,9 @@ class ColdStartRun:
 
     def _llm_agent(self, policy: Any, *, temperature: float, seed: int | None) -> Any:
         """Return the agent the trainer's runner plays ``policy`` with (same prompts)."""
-        from trainers.runtime import EpisodeRunner
+        from trainers.policy_rollouts import PolicyRollouts
 
-        runner = EpisodeRunner(
+        runner = PolicyRollouts(
             policy,
             env_id=self.config.env_id,
             bank=self.bank if self.config.skills else None,

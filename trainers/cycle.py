@@ -51,12 +51,12 @@ from trainers.checkpoint import (
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.evaluation import summarise
 from trainers.grpo import GRPOTrainer
+from trainers.policy_rollouts import PolicyRollouts
 from trainers.processes import Processes
 from trainers.retrieval_log import RetrievalEvent, record_deferred
 from trainers.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
 from trainers.run_files import PHASES, RunFiles, RunState, plot_learning_curve, write_tensorboard
 from trainers.run_settings import check_resume_settings, run_settings
-from trainers.runtime import EpisodeRunner, Start
 from trainers.sampling import collect_groups
 
 logger = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class TrainingRun:
         grpo: GRPOConfig,
         *,
         policy: Any,
-        runner: EpisodeRunner,
+        runner: PolicyRollouts,
         run_dir: Path,
         bank: Any | None = None,
         distiller: Any | None = None,
@@ -212,7 +212,7 @@ class TrainingRun:
             round_index = next(rounds)
             # Each process plays whole groups: its share of the round's goals.
             starts = [
-                Start(
+                self.runner.start(
                     config.train_split, goal, seed=config.seed + goal, group_id=f"c{cycle}-g{goal}"
                 )
                 for goal in processes.share(goals)
@@ -348,7 +348,7 @@ class TrainingRun:
         data = self.files.load_episodes(cycle, name)
         if data is not None:
             return data["episodes"]
-        starts = [Start(split, i, seed=self.config.seed + i) for i in range(goals)]
+        starts = [self.runner.start(split, i, seed=self.config.seed + i) for i in range(goals)]
         # Evaluation and validation only measure: they leave the entries' usage counters alone.
         episodes = self.runner.run(
             starts,

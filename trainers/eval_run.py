@@ -15,7 +15,7 @@ from typing import Any
 from skillrl_core.errors import ConfigError
 from skillrl_core.validation import check_finite_fields, check_number
 from trainers.evaluation import EpisodeSummary, pass_at_k_t, summarise
-from trainers.runtime import EpisodeRunner, Start, Timings
+from trainers.policy_rollouts import PolicyRollouts, Timings
 
 
 @dataclass
@@ -69,11 +69,11 @@ class EvalResult:
         return asdict(self)
 
 
-def evaluate(runner: EpisodeRunner, config: EvalConfig) -> EvalResult:
+def evaluate(runner: PolicyRollouts, config: EvalConfig) -> EvalResult:
     """Play the goals greedily (and sampled, for Pass@K) and measure everything."""
     runner.timings = Timings()
     started = time.perf_counter()
-    starts = [Start(config.split, i, seed=config.seed + i) for i in range(config.goals)]
+    starts = [runner.start(config.split, i, seed=config.seed + i) for i in range(config.goals)]
     greedy = runner.run(starts, temperature=0.0)
     if config.samples > 1:
         sampled_starts = [s for s in starts for _ in range(config.samples)]

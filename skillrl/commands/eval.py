@@ -111,7 +111,7 @@ def eval_command(**o: Any) -> None:
     from rich.console import Console
 
     from trainers.eval_run import EvalConfig, evaluate
-    from trainers.runtime import EpisodeRunner
+    from trainers.policy_rollouts import PolicyRollouts
 
     env_config = env_config_from(o["env_id"], o["env_options"])  # before any model loads
     o["constrained"] = constrained_from(o)  # an impossible choice is refused before loading
@@ -133,7 +133,7 @@ def eval_command(**o: Any) -> None:
     results = []
     try:
         for skills in modes:
-            runner = EpisodeRunner(
+            runner = PolicyRollouts(
                 policy,
                 env_id=o["env_id"],
                 bank=bank if skills else None,

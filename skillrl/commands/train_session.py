@@ -72,8 +72,8 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any], processes: Any =
     from rich.console import Console
 
     from trainers.cycle import TrainingRun
+    from trainers.policy_rollouts import PolicyRollouts
     from trainers.processes import Processes
-    from trainers.runtime import EpisodeRunner
 
     processes = processes or Processes()
     console = Console(stderr=o["as_json"], quiet=not processes.is_main)
@@ -86,7 +86,7 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any], processes: Any =
         rollout_policy = load_server_policy(server) if server is not None else policy
         bank = open_bank(o) if cycle.skills else None
     try:
-        runner = EpisodeRunner(
+        runner = PolicyRollouts(
             rollout_policy,
             env_id=cycle.env_id,
             env_config=dict(cycle.env_config),

@@ -17,7 +17,7 @@ from skillrl.agents.llm import LLMAgent
 from skillrl.policies.base import Generation, ScoredContinuation
 from skillrl.rollout import EpisodeStart, RolloutEngine
 from skillrl_core.errors import ConfigError
-from trainers.runtime import EpisodeRunner
+from trainers.policy_rollouts import PolicyRollouts
 
 ROOT = Path(__file__).resolve().parents[2]
 _NUMBERS = re.compile(r"Counter: (-?\d+)\. Target: (\d+)\.")
@@ -97,7 +97,22 @@ def test_a_person_typing_nonsense_is_an_invalid_turn():
 
 
 def test_the_trainer_reads_split_sizes_from_the_adapter():
-    assert EpisodeRunner(policy=None, env_id="counter").split_size("test") == 5
+    assert PolicyRollouts(policy=None, env_id="counter").split_size("test") == 5
+
+
+def test_the_trainer_plays_its_own_starts_with_its_turn_limit():
+    runner = PolicyRollouts(policy=CounterPolicy(), env_id="counter", max_turns=2)
+    starts = [runner.start("test", i, seed=i, group_id="g") for i in (0, 4)]
+    short, long = runner.run(starts, temperature=0.0)
+    assert (short.success, short.num_turns) == (True, 1)
+    assert (long.success, long.num_turns) == (False, 2)  # target 5 needs 5 turns; the cap is 2
+    assert long.group_id == "g"
+
+
+def test_the_trainer_refuses_a_start_of_another_environment():
+    runner = PolicyRollouts(policy=CounterPolicy(), env_id="counter")
+    with pytest.raises(ConfigError, match="'webshop'.*'counter'"):
+        runner.run([EpisodeStart("webshop", "test", 0)], temperature=0.0)
 
 
 def test_an_environment_registered_without_adapter_gets_a_plain_one_without_expert():

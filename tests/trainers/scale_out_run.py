@@ -31,8 +31,8 @@ from skillrl.policies.base import Generation
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.cycle import TrainingRun
 from trainers.grpo import GRPOTrainer
+from trainers.policy_rollouts import PolicyRollouts
 from trainers.processes import Processes
-from trainers.runtime import EpisodeRunner
 
 CONFIG = CycleConfig(
     cycles=2,  # cycle 2 retrieves what cycle 1 distilled: the others must see the new entries
@@ -102,7 +102,7 @@ def main(workspace: Path, out: Path, batch: int) -> None:
         if processes.is_main:
             seed_bank_if_empty(bank, "webshop")
     policy = GroupScriptedPolicy()
-    runner = EpisodeRunner(
+    runner = PolicyRollouts(
         policy, bank=bank, max_turns=CONFIG.max_turns, max_new_tokens=CONFIG.max_new_tokens
     )
     run = TrainingRun(

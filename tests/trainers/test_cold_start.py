@@ -23,7 +23,7 @@ from skillrl.rollout import EpisodeStart
 from skillrl_core.errors import ConfigError, DataFileError
 from trainers.cold_start import ColdStartRun
 from trainers.dagger import ExpertLabeller, LabellingAgent, collect_examples, succeeded
-from trainers.runtime import EpisodeRunner, Start
+from trainers.policy_rollouts import PolicyRollouts
 from trainers.sft import build_trainer
 from trainers.sft_config import ColdStartConfig
 from trainers.sft_data import action_target, read_examples, tokenize_example
@@ -60,10 +60,12 @@ def test_example_prompt_is_the_rollout_engines_prompt_token_for_token(
 ):
     policy = tiny_policy(tiny_folder)
     # The runtime: the trainer's runner plays one training goal greedily with skills.
-    runner = EpisodeRunner(
+    runner = PolicyRollouts(
         policy, bank=bank, max_turns=4, constrained=constrained, prompt_config=PROMPT
     )
-    played = runner.run([Start("train", 11, seed=11)], temperature=0.0, count_retrievals=False)[0]
+    played = runner.run(
+        [runner.start("train", 11, seed=11)], temperature=0.0, count_retrievals=False
+    )[0]
     # DAgger on the same goal: the same greedy policy acts, the expert labels every state.
     agent = LabellingAgent(
         runner.make_agent(0.0),

@@ -13,7 +13,7 @@ from skillrl.distill import AnalyticDistiller, seed_bank_if_empty
 from skillrl_core.errors import CheckpointError
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.cycle import TrainingRun
-from trainers.runtime import EpisodeRunner
+from trainers.policy_rollouts import PolicyRollouts
 
 CONFIG = CycleConfig(
     cycles=2,
@@ -56,7 +56,7 @@ def open_run(workspace, config=CONFIG, stop_at=None):
     bank = SkillBank.open(BankConfig(workspace=workspace), embedder=EMBEDDER)
     seed_bank_if_empty(bank, "webshop")
     policy = ScriptedPolicy()
-    runner = EpisodeRunner(
+    runner = PolicyRollouts(
         policy, bank=bank, max_turns=config.max_turns, max_new_tokens=config.max_new_tokens
     )
 

@@ -12,7 +12,7 @@ from fake_policy import ScriptedPolicy
 
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.cycle import TrainingRun
-from trainers.runtime import EpisodeRunner
+from trainers.policy_rollouts import PolicyRollouts
 
 CONFIG = CycleConfig(
     cycles=1,
@@ -49,7 +49,7 @@ class ServedPolicy(ScriptedPolicy):
 def open_run(run_dir, events):
     trained = ScriptedPolicy()  # the in-process model GRPO updates
     served = ServedPolicy(events)
-    runner = EpisodeRunner(served, max_turns=CONFIG.max_turns, max_new_tokens=24)
+    runner = PolicyRollouts(served, max_turns=CONFIG.max_turns, max_new_tokens=24)
 
     def hook(cycle, point):
         events.append(f"{cycle}:{point}")
@@ -89,7 +89,7 @@ def test_weights_are_synced_at_start_and_after_each_update_before_eval(tmp_path)
 
 def test_an_in_process_policy_is_not_synced(tmp_path):
     policy = ScriptedPolicy()
-    runner = EpisodeRunner(policy, max_turns=2, max_new_tokens=24)
+    runner = PolicyRollouts(policy, max_turns=2, max_new_tokens=24)
     run = TrainingRun(CONFIG, GRPO, policy=policy, runner=runner, run_dir=tmp_path / "r")
     assert run._sync_rollout_weights() is None
 

@@ -86,11 +86,13 @@ def test_sampled_search_tokens_write_the_executed_query(tiny_policy):
 
 
 def test_the_runner_repairs_queries_only_when_told_or_greedy(tiny_policy):
-    from trainers.runtime import EpisodeRunner, Start
+    from trainers.policy_rollouts import PolicyRollouts
 
     def first_turn(temperature: float, **kwargs):
-        runner = EpisodeRunner(tiny_policy, max_turns=1, constrained=True, **kwargs)
-        (played,) = runner.run([Start("test", 0, seed=0)], temperature=temperature, sampling_seed=3)
+        runner = PolicyRollouts(tiny_policy, max_turns=1, constrained=True, **kwargs)
+        (played,) = runner.run(
+            [runner.start("test", 0, seed=0)], temperature=temperature, sampling_seed=3
+        )
         return played.instruction, played.turns[0]
 
     _, sampled = first_turn(1.0)  # a training rollout: the written (random) query is sent

@@ -1,30 +1,24 @@
-"""How the trainer plays episodes: the runtime's LLM agent and rollout engine, timed.
+"""How the trainer plays episodes: one policy as the runtime's LLM agent in its rollout engine.
 
-:class:`EpisodeRunner` is the one place the trainer touches the agent runtime
-(``skillrl.agents.llm.LLMAgent``, ``skillrl.rollout.RolloutEngine``). It also accumulates where the
-time goes (the engine's model / environment / retrieval seconds), per batched turn and per
-episode turn.
+:class:`PolicyRollouts` is the one place the trainer touches the agent runtime
+(``skillrl.agents.llm.LLMAgent``, ``skillrl.rollout.RolloutEngine``): it holds the policy and the
+settings of play (bank or none, turn limit, decoding), builds the agent and runs the engine on
+``EpisodeStart``s of its environment (:meth:`PolicyRollouts.start` makes them). It also
+accumulates where the time goes (the engine's model / environment / retrieval seconds), per
+batched turn and per episode turn.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from envs.registry import DEFAULT_ENV
+from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
+from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
 from trainers.retrieval_log import DeferredRetrievals
-
-
-@dataclass
-class Start:
-    """One episode to play: a goal of a split, an env seed and its GRPO group."""
-
-    split: str
-    goal_index: int
-    seed: int | None = None
-    group_id: str | None = None
 
 
 @dataclass
@@ -61,7 +55,7 @@ class Timings:
 
 
 @dataclass
-class EpisodeRunner:
+class PolicyRollouts:
     """Plays batches of episodes with one policy, with or without the skill bank."""
 
     policy: Any
@@ -86,6 +80,12 @@ class EpisodeRunner:
     on_episode: Callable[[int, int], None] | None = None
     """Called as ``on_episode(finished, total)`` whenever an episode of a ``run`` ends."""
 
+    def start(
+        self, split: str, goal_index: int, *, seed: int | None = None, group_id: str | None = None
+    ) -> EpisodeStart:
+        """Return the start of one episode of this runner's environment: goal, env seed, group."""
+        return EpisodeStart(self.env_id, split, goal_index, seed=seed, group_id=group_id)
+
     def split_size(self, split: str) -> int:
         """Return the number of goals in ``split`` of the environment (its adapter knows)."""
         import envs
@@ -94,7 +94,7 @@ class EpisodeRunner:
 
     def run(
         self,
-        starts: list[Start],
+        starts: list[EpisodeStart],
         *,
         temperature: float,
         sampling_seed: int | None = None,
@@ -109,7 +109,7 @@ class EpisodeRunner:
         appended to this list as :class:`trainers.retrieval_log.RetrievalEvent` (the trainer
         records them when its rollout phase commits, so a killed rollout counts nothing).
         """
-        from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
+        starts = [self._own(s) for s in starts]
 
         agent = self.make_agent(temperature, sampling_seed)
         config = RolloutConfig(
@@ -131,18 +131,7 @@ class EpisodeRunner:
         if bank is not None and held_retrievals is not None:
             bank = DeferredRetrievals(bank)
         engine = RolloutEngine(agent, bank=bank, config=config, on_turn=on_turn)
-        episode_starts = [
-            EpisodeStart(
-                env_id=self.env_id,
-                split=s.split,
-                goal_index=s.goal_index,
-                seed=s.seed,
-                group_id=s.group_id,
-                env_config=self._env_config(),
-            )
-            for s in starts
-        ]
-        episodes = engine.run(episode_starts)
+        episodes = engine.run(starts)
         self.timings.add(engine.stats)
         if isinstance(bank, DeferredRetrievals) and held_retrievals is not None:
             held_retrievals.extend(bank.events)
@@ -170,6 +159,14 @@ class EpisodeRunner:
             config=LLMAgentConfig(sampling=sampling, repair_queries=self.repair_queries),
             uses_skills=self.bank is not None,
         )
+
+    def _own(self, start: EpisodeStart) -> EpisodeStart:
+        """``start`` with this runner's env settings (its own ``env_config`` keys win)."""
+        if start.env_id != self.env_id:
+            raise ConfigError(
+                f"episode start is for env {start.env_id!r}, but this runner plays {self.env_id!r}"
+            )
+        return replace(start, env_config={**self._env_config(), **start.env_config})
 
     def _env_config(self) -> dict[str, Any]:
         return {**self.env_config, "max_turns": self.max_turns}
