@@ -38,7 +38,7 @@ from skillrl.prompts import PromptConfig  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
 from skillrl_core.files import atomic_write_json  # noqa: E402
 from trainers.cold_start import ColdStartRun  # noqa: E402
-from trainers.evaluation import summarise, wilson_interval  # noqa: E402
+from trainers.episode_metrics import summarise, wilson_interval  # noqa: E402
 from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
 from trainers.sft_config import ColdStartConfig  # noqa: E402
 

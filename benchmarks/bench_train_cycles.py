@@ -183,7 +183,7 @@ def plot(results: dict[str, list[dict]], path: Path, args: argparse.Namespace) -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from trainers.evaluation import wilson_interval
+    from trainers.episode_metrics import wilson_interval
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for name, rows in results.items():

@@ -49,7 +49,7 @@ from trainers.checkpoint import (
     save_trainer_state,
 )
 from trainers.config import CycleConfig, GRPOConfig
-from trainers.evaluation import summarise
+from trainers.episode_metrics import summarise
 from trainers.grpo import GRPOTrainer
 from trainers.policy_rollouts import PolicyRollouts
 from trainers.processes import Processes

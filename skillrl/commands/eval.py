@@ -110,7 +110,7 @@ def eval_command(**o: Any) -> None:
     """
     from rich.console import Console
 
-    from trainers.eval_run import EvalConfig, evaluate
+    from trainers.evaluate import EvalConfig, evaluate
     from trainers.policy_rollouts import PolicyRollouts
 
     env_config = env_config_from(o["env_id"], o["env_options"])  # before any model loads

@@ -28,7 +28,7 @@ from skillrl.rollout import RolloutConfig
 from skillrl_core.errors import ConfigError
 from skillrl_core.validation import check_number, float_fields
 from trainers.config import CycleConfig, GRPOConfig
-from trainers.eval_run import EvalConfig
+from trainers.evaluate import EvalConfig
 from trainers.processes import Processes
 from trainers.rewards import InvalidActionPenalty, LLMJudgeReward, TurnCost
 from trainers.sft_config import ColdStartConfig

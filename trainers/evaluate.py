@@ -14,7 +14,7 @@ from typing import Any
 
 from skillrl_core.errors import ConfigError
 from skillrl_core.validation import check_finite_fields, check_number
-from trainers.evaluation import EpisodeSummary, pass_at_k_t, summarise
+from trainers.episode_metrics import EpisodeSummary, pass_at_k_t, summarise
 from trainers.policy_rollouts import PolicyRollouts, Timings
 
 

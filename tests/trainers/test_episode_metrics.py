@@ -4,7 +4,7 @@ import pytest
 from trainer_helpers import episode
 
 from skillrl_core.errors import ConfigError
-from trainers.evaluation import pass_at_k, pass_at_k_t, summarise
+from trainers.episode_metrics import pass_at_k, pass_at_k_t, summarise
 
 
 def goal_episode(goal: str, turns: int, success: bool):
@@ -53,7 +53,7 @@ def test_summary_counts_invalid_actions_per_turn_and_tokens():
 
 
 def test_wilson_interval_by_hand():
-    from trainers.evaluation import wilson_interval
+    from trainers.episode_metrics import wilson_interval
 
     low, high = wilson_interval(25, 50)
     assert low == pytest.approx(0.3664, abs=1e-4) and high == pytest.approx(0.6336, abs=1e-4)
