@@ -45,7 +45,6 @@ from memory.types import (
     Revision,
 )
 from skillrl_core.errors import InvalidEntryError, SkillNotFoundError
-from skillrl_core.records import EpisodeRecord
 
 MIN_PREFIX = 6
 """Shortest id prefix :meth:`SkillBank.resolve_id` accepts (shorter ones too often collide)."""
@@ -349,23 +348,3 @@ class SkillBank:
     def reindex(self) -> int:
         """Rebuild the index from SQL; returns the number of entries indexed."""
         return consistency.reindex(self.store)
-
-    # ------------------------------------------------ compatibility: prefer bank.trajectories.X
-
-    def save_episodes(self, episodes: list[EpisodeRecord]) -> None:
-        """Compatibility: prefer ``bank.trajectories.save_episodes``."""
-        self.trajectories.save_episodes(episodes)
-
-    def episodes(self, **filters: Any) -> list[EpisodeRecord]:
-        """Compatibility: prefer ``bank.trajectories.episodes``."""
-        return self.trajectories.episodes(**filters)
-
-    def mark_distilled(self, episode_ids: list[str], *, distiller: str) -> None:
-        """Compatibility: prefer ``bank.trajectories.mark_distilled``."""
-        self.trajectories.mark_distilled(episode_ids, distiller=distiller)
-
-    def episode_totals(
-        self, *, env: str | None = None, category: str | None = None, skills_only: bool = False
-    ) -> tuple[int, int]:
-        """Compatibility: prefer ``bank.trajectories.episode_totals``."""
-        return self.trajectories.episode_totals(env=env, category=category, skills_only=skills_only)

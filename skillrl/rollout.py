@@ -4,7 +4,7 @@ Each turn the engine (1) retrieves skills for every active episode in one ``bank
 (2) asks the agent for all their actions in one ``agent.act`` call (one batched generation),
 (3) steps every environment and records a :class:`TurnRecord`. Finished episodes drop out and
 waiting ones take their slots (at most :attr:`RolloutConfig.max_parallel` active). Finished
-episodes are saved with ``bank.save_episodes`` as they finish when ``record`` is on.
+episodes are saved with ``bank.trajectories.save_episodes`` as they finish when ``record`` is on.
 
 An exception from one episode's environment (or from recording its turn) ends that episode
 only: it is logged, kept in :attr:`EpisodeRecord.error`, its last turn is marked truncated, and
@@ -74,7 +74,7 @@ class RolloutConfig:
     max_parallel: int = 16
     """Episodes active at once (one batched generation covers all of them)."""
     record: bool = False
-    """Save finished episodes with ``bank.save_episodes`` (needs a bank)."""
+    """Save finished episodes with ``bank.trajectories.save_episodes`` (needs a bank)."""
     retrieval: Any = None
     """``memory.RetrievalConfig`` for per-turn retrieval (None: the bank's defaults)."""
     count_retrievals: bool = True
@@ -202,7 +202,7 @@ class RolloutEngine:
                     self.agent.end_episode(live.record.episode_id)
             saved = [live.record for live in finished if not live.record.error]
             if saved and self.config.record:
-                self.bank.save_episodes(saved)
+                self.bank.trajectories.save_episodes(saved)
         self.stats.episodes = len(results)
         self.stats.wall_seconds = time.perf_counter() - began
         return [results[i] for i in range(len(starts))]

@@ -302,7 +302,7 @@ class ColdStartRun:
         return labelled.examples, labelled.episodes
 
     def _from_bank(self) -> tuple[list[TurnExample], list[Any]]:
-        stored = self.bank.episodes(
+        stored = self.bank.trajectories.episodes(
             env=self.config.env_id,
             split=TRAIN_SPLIT,
             success=True,

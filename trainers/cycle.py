@@ -14,8 +14,8 @@ Cycle 0 evaluates the starting point. Every later cycle runs, in order (``run_fi
 
 Resumability: a phase writes its files first and ``state.json`` last; on ``--resume`` completed
 phases are skipped and a half-done phase reuses what it already wrote (rollout episodes are kept
-in ``cycles/<c>/rollout.json`` and stored with the bank's idempotent ``save_episodes``; an update
-whose trainer state is on disk is not applied twice), so nothing is lost or duplicated.
+in ``cycles/<c>/rollout.json`` and stored idempotently with ``bank.trajectories.save_episodes``;
+an update whose trainer state is on disk is not applied twice), so nothing is lost or duplicated.
 Training rollouts hold their retrieval events back (``trainers.retrieval_log``) and record them
 when the rollout phase commits, so a rollout killed half-way leaves no usage counts behind; and
 ``--resume`` first deletes the temp files a killed write left (a half-saved checkpoint).

@@ -89,7 +89,7 @@ def training_failures(
     """Return the latest failed training episodes of a category, none of them in ``exclude``."""
     failures = [
         e
-        for e in bank.episodes(env=env, split=split, success=False)
+        for e in bank.trajectories.episodes(env=env, split=split, success=False)
         if e.category == category and e.episode_id not in exclude and e.split == split
     ]
     return failures[-limit:]

@@ -55,12 +55,12 @@ class PipelineConfig:
 def pending_episodes(bank: Any, config: PipelineConfig) -> list[EpisodeRecord]:
     """Undistilled episodes the pass should take, oldest first as the bank returns them."""
     if config.splits is None:
-        episodes = bank.episodes(env=config.env, distilled=False)
+        episodes = bank.trajectories.episodes(env=config.env, distilled=False)
     else:
         episodes = [
             e
             for split in config.splits
-            for e in bank.episodes(env=config.env, split=split, distilled=False)
+            for e in bank.trajectories.episodes(env=config.env, split=split, distilled=False)
         ]
     return episodes[: config.limit] if config.limit else episodes
 
@@ -104,7 +104,7 @@ def distill_pending(
         drafts = fold_duplicates(distiller.distill(batch))
         report.drafts += len(drafts)
         write_drafts(bank, drafts, batch, author, report)
-        bank.mark_distilled([e.episode_id for e in batch], distiller=distiller.name)
+        bank.trajectories.mark_distilled([e.episode_id for e in batch], distiller=distiller.name)
         report.episodes_distilled += len(batch)
         logger.info("distilled %d/%d episodes", report.episodes_distilled, len(episodes))
     report.seconds = time.perf_counter() - started

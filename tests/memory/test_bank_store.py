@@ -180,15 +180,15 @@ def test_episodes_are_stored_once_and_update_entry_stats(bank, samples):
 
 def test_the_old_episode_methods_forward_to_bank_trajectories(bank, samples):
     size = bank.add(samples.size).entry
-    bank.save_episodes(
+    bank.trajectories.save_episodes(
         [_episode("e1", True, [size.id]), _episode("e2", False, [], skills_enabled=False)]
     )
     assert [e.episode_id for e in bank.trajectories.episodes()] == ["e1", "e2"]
-    assert [e.episode_id for e in bank.episodes(success=False)] == ["e2"]
-    bank.mark_distilled(["e1"], distiller="analytic")
+    assert [e.episode_id for e in bank.trajectories.episodes(success=False)] == ["e2"]
+    bank.trajectories.mark_distilled(["e1"], distiller="analytic")
     assert [e.episode_id for e in bank.trajectories.episodes(distilled=False)] == ["e2"]
-    assert bank.episode_totals() == bank.trajectories.episode_totals() == (2, 1)
-    assert bank.episode_totals(skills_only=True) == (1, 1)
+    assert bank.trajectories.episode_totals() == bank.trajectories.episode_totals() == (2, 1)
+    assert bank.trajectories.episode_totals(skills_only=True) == (1, 1)
 
 
 def test_a_read_only_bank_refuses_changes_through_every_store(bank, samples):

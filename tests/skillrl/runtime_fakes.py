@@ -184,6 +184,11 @@ class FakeBank:
             for q in queries
         ]
 
+    @property
+    def trajectories(self) -> FakeBank:
+        """The real bank keeps episodes in ``bank.trajectories``; the fake keeps them itself."""
+        return self
+
     def save_episodes(self, episodes) -> None:
         self.saved.extend(episodes)
 

@@ -304,8 +304,8 @@ def test_dataset_is_jsonl_that_datasets_reads(tiny_folder, tmp_path):
 def test_bank_episodes_replay_into_the_same_examples_as_the_expert_gave(tiny_folder, bank):
     policy = tiny_policy(tiny_folder)
     demonstrated = expert_examples(policy, [3, 4, 5])
-    bank.save_episodes(demonstrated.episodes)
-    stored = [e for e in bank.episodes(env="webshop", split="train", success=True)]
+    bank.trajectories.save_episodes(demonstrated.episodes)
+    stored = [e for e in bank.trajectories.episodes(env="webshop", split="train", success=True)]
     assert stored
     config = ColdStartConfig(sources=("bank",), skills=False, max_turns=8)
     run = ColdStartRun(config, policy=policy, run_dir=bank.config.workspace / "r", bank=bank)

@@ -26,13 +26,13 @@ def _mixed():
 
 
 def test_distill_pending_adds_entries_and_second_pass_adds_nothing(bank):
-    bank.save_episodes(_mixed())
+    bank.trajectories.save_episodes(_mixed())
     first = distill_pending(bank, AnalyticDistiller())
     assert first.episodes_seen == first.episodes_distilled == 8
     assert first.added and not first.rejected
     count = bank.count(status=None)
     assert count == len(first.added)
-    assert bank.episodes(distilled=False) == []
+    assert bank.trajectories.episodes(distilled=False) == []
     second = distill_pending(bank, AnalyticDistiller())
     assert (second.episodes_seen, second.drafts, second.added, second.merged) == (0, 0, [], [])
     assert bank.count(status=None) == count
@@ -41,7 +41,7 @@ def test_distill_pending_adds_entries_and_second_pass_adds_nothing(bank):
 def test_paraphrased_notes_merge_and_distinct_lessons_do_not(bank):
     # medium-for-large, small-for-x-large, no-size-for-large: three wordings of one lesson.
     # One episode per batch: the drafts meet only in the bank, by MiniLM cosine.
-    bank.save_episodes(_mixed()[:4])
+    bank.trajectories.save_episodes(_mixed()[:4])
     distill_pending(bank, AnalyticDistiller(), PipelineConfig(batch_size=1))
     notes = {e.title: e for e in bank.list(kind="mistake")}
     size = notes["Select the requested size before Buy Now"]
@@ -54,7 +54,7 @@ def test_validation_episodes_are_not_distilled_by_default(bank):
     held_out = episode(
         success=False, chosen={"size": "medium"}, missed_options=["large"], split="eval"
     )
-    bank.save_episodes([held_out])
+    bank.trajectories.save_episodes([held_out])
     assert distill_pending(bank, AnalyticDistiller()).episodes_seen == 0
     assert bank.count() == 0
     everything = distill_pending(bank, AnalyticDistiller(), PipelineConfig(splits=None))
@@ -63,7 +63,7 @@ def test_validation_episodes_are_not_distilled_by_default(bank):
 
 def test_one_lesson_in_one_batch_becomes_one_entry_with_every_source(bank):
     episodes = _mixed()[:3]
-    bank.save_episodes(episodes)
+    bank.trajectories.save_episodes(episodes)
     report = distill_pending(bank, AnalyticDistiller())
     [entry_id] = report.added
     assert set(bank.get(entry_id).trajectory_ids) == {e.episode_id for e in episodes}

@@ -19,7 +19,7 @@ def _run(*args: str) -> dict:
 
 
 def test_skillrl_distill_twice_adds_nothing_the_second_time(bank, workspace):
-    bank.save_episodes(
+    bank.trajectories.save_episodes(
         [
             episode(success=False, chosen={"size": "medium"}, missed_options=["large"]),
             episode(success=True, chosen={"size": "large", "color": "navy"}),
@@ -55,7 +55,7 @@ def test_retired_entry_is_restored_by_skills_revert(bank, workspace):
         ep = episode(success=success, chosen={"size": "large"})
         ep.turns[0].retrieved_ids = [] if success else [entry_id]
         played.append(ep)
-    bank.save_episodes(played)
+    bank.trajectories.save_episodes(played)
     assert entry_id in upkeep(bank).retired
     bank.close()
     shown = _run("skills", "revert", entry_id, "1", "--json", "--workspace", str(workspace))

@@ -32,7 +32,7 @@ def test_weak_category_gets_notes_from_its_failed_training_episodes_only(bank):
         episode(success=True, chosen={"size": "large"}, split="eval", category="beauty")
         for _ in range(2)
     ]
-    bank.save_episodes(training + validation)
+    bank.trajectories.save_episodes(training + validation)
 
     report = evolve_from_validation(
         bank, AnalyticDistiller(), validation, EvolveConfig(threshold=0.5, max_new_entries=1)
@@ -64,7 +64,7 @@ def test_weak_category_gets_notes_from_its_failed_training_episodes_only(bank):
 
 def test_no_training_failures_means_nothing_is_added(bank):
     validation = [_wrong_size("eval") for _ in range(3)]
-    bank.save_episodes(validation)
+    bank.trajectories.save_episodes(validation)
     report = evolve_from_validation(bank, AnalyticDistiller(), validation)
     assert (
         report.evolved[0].added == [] and "no failed training episodes" in report.evolved[0].reason

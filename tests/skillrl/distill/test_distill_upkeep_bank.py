@@ -35,11 +35,11 @@ def test_low_utility_entry_is_retired_after_enough_evidence_then_restored(bank):
     bad = _note(bank, "Always click the first result", "Open the first result and buy it.")
     good = _note(bank, "Select the requested size", "Click the size the instruction names.")
     # 3 episodes are not enough evidence to judge (min_evidence 8), however bad they look.
-    bank.save_episodes(
+    bank.trajectories.save_episodes(
         [_played(False, [bad]) for _ in range(3)] + [_played(True, [good]) for _ in range(6)]
     )
     assert upkeep(bank).retired == {}
-    bank.save_episodes(
+    bank.trajectories.save_episodes(
         [_played(False, [bad]) for _ in range(6)] + [_played(True, [good]) for _ in range(4)]
     )
     report = upkeep(bank)
@@ -55,7 +55,7 @@ def test_low_utility_entry_is_retired_after_enough_evidence_then_restored(bank):
 
 def test_retired_entry_comes_back_by_reverting_to_its_last_active_revision(bank):
     bad = _note(bank, "Always click the first result", "Open the first result and buy it.")
-    bank.save_episodes(
+    bank.trajectories.save_episodes(
         [_played(False, [bad]) for _ in range(8)] + [_played(True, []) for _ in range(8)]
     )
     upkeep(bank)
@@ -65,13 +65,13 @@ def test_retired_entry_comes_back_by_reverting_to_its_last_active_revision(bank)
 
 def test_expert_episodes_without_skills_do_not_count_against_entries(bank):
     entry = _note(bank, "Select the requested size", "Click the size the instruction names.")
-    bank.save_episodes(
+    bank.trajectories.save_episodes(
         [_played(True, [entry]) for _ in range(4)] + [_played(False, [entry]) for _ in range(4)]
     )
     experts = [_played(True, []) for _ in range(40)]
     for ep in experts:
         ep.skills_enabled = False
-    bank.save_episodes(experts)
+    bank.trajectories.save_episodes(experts)
     report = upkeep(bank)
     assert report.retired == {}
     # `skillrl skills list --sort utility` shows the very number upkeep judged by.
@@ -86,7 +86,7 @@ def test_cap_per_category_retires_the_weakest(bank):
     ]
     # Evidence on both sides for ids[0] (8/8 with, 0/8 without) and ids[1] (0/8 with, 8/8
     # without); the weak one is not the newest, so creation order cannot pick it by accident.
-    bank.save_episodes(
+    bank.trajectories.save_episodes(
         [_played(True, [ids[0]]) for _ in range(8)] + [_played(False, [ids[1]]) for _ in range(8)]
     )
     config = UpkeepConfig(cap_per_category=3, retire_below=-0.9)  # only the cap retires here
@@ -99,7 +99,7 @@ def test_cap_per_category_retires_the_weakest(bank):
 
 def test_entries_of_a_policy_that_fails_everything_are_not_retired(bank):
     seeded = _note(bank, "Select the requested size", "Click the size the instruction names.")
-    bank.save_episodes([_played(False, [seeded]) for _ in range(12)])
+    bank.trajectories.save_episodes([_played(False, [seeded]) for _ in range(12)])
     report = upkeep(bank)
     assert report.utilities[seeded].n_without == 0 and report.retired == {}
     assert bank.get(seeded).status == "active"
