@@ -31,11 +31,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillrl.rollout import EpisodeStart
 from skillrl_core.errors import CheckpointError, ConfigError
 from skillrl_core.files import atomic_write_json, atomic_write_text
 from trainers.checkpoint import save_checkpoint
-from trainers.dagger import ExpertLabeller, LabellingAgent, ReplayAgent, collect_examples, succeeded
+from trainers.cold_start_data import ExampleGatherer
 from trainers.sft import train_round
 from trainers.sft_config import TRAIN_SPLIT, ColdStartConfig
 from trainers.sft_data import TurnExample, read_examples, write_examples
@@ -131,6 +130,15 @@ class ColdStartRun:
         self.on_step = on_step
         """Called as ``on_step(done, total)`` after each optimizer step."""
         self._order: list[int] | None = None
+        self._gatherer = ExampleGatherer(
+            config,
+            policy=policy,
+            bank=bank,
+            teacher=teacher,
+            env_config=self.env_config,
+            prompt_config=self.prompt_config,
+            on_episode=on_episode,
+        )
 
     # -- files -----------------------------------------------------------------------------
     @property
@@ -244,7 +252,8 @@ class ColdStartRun:
         if path.exists():  # written before a kill: kept, not gathered again
             examples = read_examples(path)
         else:
-            examples, metrics = self._gather(round_index)
+            gathered = self._gatherer.gather(round_index, self.goals_of(round_index))
+            examples, metrics = gathered.examples, gathered.metrics
             write_examples(path, examples)
         self.hook(round_index, "data:saved")
         everything: list[TurnExample] = []
@@ -264,123 +273,6 @@ class ColdStartRun:
                 - cpu,
             }
         )
-
-    def _gather(self, round_index: int) -> tuple[list[TurnExample], dict[str, Any]]:
-        if round_index == 0:
-            examples: list[TurnExample] = []
-            metrics: dict[str, Any] = {}
-            for source in self.config.sources:
-                found, episodes = getattr(self, f"_from_{source}")()
-                examples.extend(found)
-                metrics[f"data.{source}_episodes"] = len(episodes)
-                metrics[f"data.{source}_success_rate"] = _success_rate(episodes)
-            return examples, metrics
-        labelled = self._collect(
-            self._learner_agent(round_index),
-            ExpertLabeller(self.config.max_turns),
-            self._starts(self.goals_of(round_index)),
-            "dagger",
-            round_index,
-            keep=lambda record: True,
-        )
-        return labelled.examples, {
-            "dagger.episodes": len(labelled.episodes),
-            "dagger.success_rate": _success_rate(labelled.episodes),
-            "dagger.mean_turns": sum(len(e.turns) for e in labelled.episodes)
-            / max(len(labelled.episodes), 1),
-        }
-
-    def _from_expert(self) -> tuple[list[TurnExample], list[Any]]:
-        labelled = self._collect(
-            None, ExpertLabeller(self.config.max_turns), self._starts(self.goals_of(0)), "expert", 0
-        )
-        return labelled.examples, labelled.episodes
-
-    def _from_teacher(self) -> tuple[list[TurnExample], list[Any]]:
-        actor = self._llm_agent(self.teacher, temperature=0.0, seed=None)
-        labelled = self._collect(actor, None, self._starts(self.goals_of(0)), "teacher", 0)
-        return labelled.examples, labelled.episodes
-
-    def _from_bank(self) -> tuple[list[TurnExample], list[Any]]:
-        stored = self.bank.trajectories.episodes(
-            env=self.config.env_id,
-            split=TRAIN_SPLIT,
-            success=True,
-            limit=self.config.bank_episodes,
-        )
-        stored = sorted(stored, key=lambda e: (e.goal_id, e.episode_id))  # a stable order
-        starts = [
-            EpisodeStart(
-                env_id=self.config.env_id,
-                split=TRAIN_SPLIT,
-                goal_id=e.goal_id,
-                seed=e.seed,
-                env_config=dict(self.env_config),
-            )
-            for e in stored
-        ]
-        replay = ReplayAgent([[t.action for t in e.turns] for e in stored])
-        labelled = self._collect(replay, None, starts, "bank", 0)
-        return labelled.examples, labelled.episodes
-
-    def _collect(
-        self,
-        actor: Any,
-        labeller: ExpertLabeller | None,
-        starts: list[EpisodeStart],
-        source: str,
-        round_index: int,
-        keep: Callable[[Any], bool] = succeeded,
-    ) -> Any:
-        agent = LabellingAgent(
-            self._llm_agent(self.policy, temperature=0.0, seed=None),
-            actor=actor,
-            labeller=labeller,
-            skills=self.config.skills,
-            constrained=self.config.constrained,
-        )
-        return collect_examples(
-            agent,
-            starts,
-            bank=self.bank if self.config.skills else None,
-            source=source,
-            round_index=round_index,
-            max_turns=self.config.max_turns,
-            max_parallel=self.config.max_parallel,
-            keep=keep,
-            on_episode=self.on_episode,
-        )
-
-    def _starts(self, goals: list[int]) -> list[EpisodeStart]:
-        return [
-            EpisodeStart(
-                env_id=self.config.env_id,
-                split=TRAIN_SPLIT,
-                goal_index=goal,
-                seed=self.config.seed + goal,
-                env_config=dict(self.env_config),
-            )
-            for goal in goals
-        ]
-
-    def _learner_agent(self, round_index: int) -> Any:
-        t = self.config.dagger_temperature
-        return self._llm_agent(self.policy, temperature=t, seed=self.config.seed + round_index)
-
-    def _llm_agent(self, policy: Any, *, temperature: float, seed: int | None) -> Any:
-        """Return the agent the trainer's runner plays ``policy`` with (same prompts)."""
-        from trainers.policy_rollouts import PolicyRollouts
-
-        runner = PolicyRollouts(
-            policy,
-            env_id=self.config.env_id,
-            bank=self.bank if self.config.skills else None,
-            max_turns=self.config.max_turns,
-            max_new_tokens=self.config.max_new_tokens,
-            constrained=self.config.constrained,
-            prompt_config=self.prompt_config,
-        )
-        return runner.make_agent(temperature, seed)
 
     def _train(self, round_index: int, state: ColdStartState) -> None:
         started, cpu = time.perf_counter(), time.process_time()
@@ -457,10 +349,6 @@ class _StepLog:
 def _write_metrics(path: Path, history: list[dict[str, Any]]) -> None:
     lines = [json.dumps(row, sort_keys=True) for row in history]
     atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
-
-
-def _success_rate(episodes: list[Any]) -> float:
-    return sum(bool(e.success) for e in episodes) / len(episodes) if episodes else 0.0
 
 
 def _identity(settings: dict[str, Any]) -> dict[str, Any]:

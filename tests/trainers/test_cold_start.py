@@ -22,6 +22,7 @@ from skillrl.prompts import PromptConfig
 from skillrl.rollout import EpisodeStart
 from skillrl_core.errors import ConfigError, DataFileError
 from trainers.cold_start import ColdStartRun
+from trainers.cold_start_data import ExampleGatherer
 from trainers.dagger import ExpertLabeller, LabellingAgent, collect_examples, succeeded
 from trainers.policy_rollouts import PolicyRollouts
 from trainers.sft import build_trainer
@@ -308,9 +309,17 @@ def test_bank_episodes_replay_into_the_same_examples_as_the_expert_gave(tiny_fol
     stored = [e for e in bank.trajectories.episodes(env="webshop", split="train", success=True)]
     assert stored
     config = ColdStartConfig(sources=("bank",), skills=False, max_turns=8)
-    run = ColdStartRun(config, policy=policy, run_dir=bank.config.workspace / "r", bank=bank)
-    replayed, episodes = run._from_bank()
-    assert all(e.success for e in episodes) and len(episodes) == len(stored)
+    gatherer = ExampleGatherer(
+        config,
+        policy=policy,
+        bank=bank,
+        teacher=None,
+        env_config={"max_turns": 8},
+        prompt_config=PROMPT,
+    )
+    gathered = gatherer.gather(0, goals=[])  # the bank source replays what is stored
+    replayed = gathered.examples
+    assert gathered.metrics == {"data.bank_episodes": len(stored), "data.bank_success_rate": 1.0}
     key = lambda e: (e.goal_id, e.turn)  # noqa: E731
     expected = {key(e): e for e in demonstrated.examples}
     assert {key(e) for e in replayed} == set(expected)

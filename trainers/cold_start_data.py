@@ -1,0 +1,178 @@
+"""Where cold-start examples come from: demonstrations in round 0, labelled learner states after.
+
+Round 0 gathers from each configured source on training goals only: the scripted expert playing
+(``expert``), successful training episodes stored in the bank, replayed so that each state gets
+the prompt of today's runtime (``bank``), or a teacher model through any policy backend
+(``teacher``). A DAgger round lets the current policy play (sampled at ``dagger_temperature``)
+and the expert labels every state the learner reached (:mod:`trainers.dagger`). Every prompt is
+built by the agent the trainer's rollouts play with (:class:`trainers.policy_rollouts.
+PolicyRollouts`), so an example's prompt is the prompt the policy sees at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from skillrl.rollout import EpisodeStart
+from trainers.dagger import ExpertLabeller, LabellingAgent, ReplayAgent, collect_examples, succeeded
+from trainers.policy_rollouts import PolicyRollouts
+from trainers.sft_config import TRAIN_SPLIT, ColdStartConfig
+from trainers.sft_data import TurnExample
+
+
+@dataclass
+class GatheredExamples:
+    """One round's turn examples and the figures of the episodes they came from."""
+
+    examples: list[TurnExample]
+    metrics: dict[str, Any]
+    """``data.<source>_episodes`` / ``data.<source>_success_rate`` (round 0), or
+    ``dagger.episodes`` / ``dagger.success_rate`` / ``dagger.mean_turns`` (DAgger rounds)."""
+
+
+class ExampleGatherer:
+    """Gathers a cold-start round's examples with the policy being trained."""
+
+    def __init__(
+        self,
+        config: ColdStartConfig,
+        *,
+        policy: Any,
+        bank: Any | None,
+        teacher: Any | None,
+        env_config: dict[str, Any],
+        prompt_config: Any,
+        on_episode: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.config, self.policy, self.bank, self.teacher = config, policy, bank, teacher
+        self.env_config, self.prompt_config, self.on_episode = env_config, prompt_config, on_episode
+
+    def gather(self, round_index: int, goals: list[int]) -> GatheredExamples:
+        """Return round ``round_index``'s examples on training ``goals``, with the round's figures.
+
+        Round 0 gathers from every configured source (the bank's source replays stored episodes
+        and ignores ``goals``); a later round rolls the learner out and the expert labels every
+        state it reached.
+        """
+        if round_index == 0:
+            examples: list[TurnExample] = []
+            metrics: dict[str, Any] = {}
+            for source in self.config.sources:
+                found, episodes = getattr(self, f"_from_{source}")(goals)
+                examples.extend(found)
+                metrics[f"data.{source}_episodes"] = len(episodes)
+                metrics[f"data.{source}_success_rate"] = _success_rate(episodes)
+            return GatheredExamples(examples, metrics)
+        labelled = self._collect(
+            self._learner_agent(round_index),
+            ExpertLabeller(self.config.max_turns),
+            self._starts(goals),
+            "dagger",
+            round_index,
+            keep=lambda record: True,
+        )
+        return GatheredExamples(
+            labelled.examples,
+            {
+                "dagger.episodes": len(labelled.episodes),
+                "dagger.success_rate": _success_rate(labelled.episodes),
+                "dagger.mean_turns": sum(len(e.turns) for e in labelled.episodes)
+                / max(len(labelled.episodes), 1),
+            },
+        )
+
+    def _from_expert(self, goals: list[int]) -> tuple[list[TurnExample], list[Any]]:
+        labelled = self._collect(
+            None, ExpertLabeller(self.config.max_turns), self._starts(goals), "expert", 0
+        )
+        return labelled.examples, labelled.episodes
+
+    def _from_teacher(self, goals: list[int]) -> tuple[list[TurnExample], list[Any]]:
+        actor = self._llm_agent(self.teacher, temperature=0.0, seed=None)
+        labelled = self._collect(actor, None, self._starts(goals), "teacher", 0)
+        return labelled.examples, labelled.episodes
+
+    def _from_bank(self, goals: list[int]) -> tuple[list[TurnExample], list[Any]]:
+        stored = self.bank.trajectories.episodes(
+            env=self.config.env_id,
+            split=TRAIN_SPLIT,
+            success=True,
+            limit=self.config.bank_episodes,
+        )
+        stored = sorted(stored, key=lambda e: (e.goal_id, e.episode_id))  # a stable order
+        starts = [
+            EpisodeStart(
+                env_id=self.config.env_id,
+                split=TRAIN_SPLIT,
+                goal_id=e.goal_id,
+                seed=e.seed,
+                env_config=dict(self.env_config),
+            )
+            for e in stored
+        ]
+        replay = ReplayAgent([[t.action for t in e.turns] for e in stored])
+        labelled = self._collect(replay, None, starts, "bank", 0)
+        return labelled.examples, labelled.episodes
+
+    def _collect(
+        self,
+        actor: Any,
+        labeller: ExpertLabeller | None,
+        starts: list[EpisodeStart],
+        source: str,
+        round_index: int,
+        keep: Callable[[Any], bool] = succeeded,
+    ) -> Any:
+        agent = LabellingAgent(
+            self._llm_agent(self.policy, temperature=0.0, seed=None),
+            actor=actor,
+            labeller=labeller,
+            skills=self.config.skills,
+            constrained=self.config.constrained,
+        )
+        return collect_examples(
+            agent,
+            starts,
+            bank=self.bank if self.config.skills else None,
+            source=source,
+            round_index=round_index,
+            max_turns=self.config.max_turns,
+            max_parallel=self.config.max_parallel,
+            keep=keep,
+            on_episode=self.on_episode,
+        )
+
+    def _starts(self, goals: list[int]) -> list[EpisodeStart]:
+        return [
+            EpisodeStart(
+                env_id=self.config.env_id,
+                split=TRAIN_SPLIT,
+                goal_index=goal,
+                seed=self.config.seed + goal,
+                env_config=dict(self.env_config),
+            )
+            for goal in goals
+        ]
+
+    def _learner_agent(self, round_index: int) -> Any:
+        t = self.config.dagger_temperature
+        return self._llm_agent(self.policy, temperature=t, seed=self.config.seed + round_index)
+
+    def _llm_agent(self, policy: Any, *, temperature: float, seed: int | None) -> Any:
+        """Return the agent the trainer's runner plays ``policy`` with (same prompts)."""
+        runner = PolicyRollouts(
+            policy,
+            env_id=self.config.env_id,
+            bank=self.bank if self.config.skills else None,
+            max_turns=self.config.max_turns,
+            max_new_tokens=self.config.max_new_tokens,
+            constrained=self.config.constrained,
+            prompt_config=self.prompt_config,
+        )
+        return runner.make_agent(temperature, seed)
+
+
+def _success_rate(episodes: list[Any]) -> float:
+    return sum(bool(e.success) for e in episodes) / len(episodes) if episodes else 0.0
