@@ -19,6 +19,8 @@ from skillrl_core.validation import check_finite_fields, check_number
 
 LOSS_TYPES: tuple[str, ...] = ("dapo", "bnpo", "grpo", "dr_grpo")
 SCALE_REWARDS: tuple[str, ...] = ("group", "none")
+HELD_OUT_SPLIT = "test"
+"""The split kept for measuring: the bank never learns from its episodes."""
 
 
 @dataclass
@@ -141,7 +143,7 @@ class CycleConfig:
     """Episodes rolled out per training goal (G)."""
     eval_goals: int = 10
     """Fixed evaluation goals (indices 0..eval_goals-1 of ``eval_split``), same every cycle."""
-    eval_split: str = "test"
+    eval_split: str = HELD_OUT_SPLIT
     """Split the evaluation goals come from."""
     train_split: str = "train"
     """Split the training goals come from."""
@@ -206,3 +208,17 @@ class CycleConfig:
                 f"eval_temperature ({self.eval_temperature}) must be >= 0 and "
                 f"train_temperature ({self.train_temperature}) > 0"
             )
+
+    @property
+    def evolve_goals(self) -> tuple[str, str, int] | None:
+        """``(name, split, goals)`` of the episodes whose failures evolve the bank, or None.
+
+        The validation goals when there are any; else the evaluation goals, unless those are
+        held-out test goals: evolving from them would leak the goals into the bank, and the next
+        cycle's evaluation would measure that leak, not learning.
+        """
+        if self.validation_goals > 0:
+            return "validation", self.validation_split, self.validation_goals
+        if self.eval_split == HELD_OUT_SPLIT:
+            return None
+        return "eval", self.eval_split, self.eval_goals

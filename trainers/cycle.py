@@ -33,7 +33,6 @@ bank re-reads its index when another process changed it, ``memory.store``).
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -49,6 +48,7 @@ from trainers.checkpoint import (
     save_trainer_state,
 )
 from trainers.config import CycleConfig, GRPOConfig
+from trainers.cycle_rollout import collect_rollout, training_goal_order
 from trainers.episode_metrics import summarise
 from trainers.grpo import GRPOTrainer
 from trainers.policy_rollouts import PolicyRollouts
@@ -57,7 +57,6 @@ from trainers.retrieval_log import RetrievalEvent, record_deferred
 from trainers.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
 from trainers.run_files import PHASES, RunFiles, RunState, plot_learning_curve, write_tensorboard
 from trainers.run_settings import check_resume_settings, run_settings
-from trainers.sampling import collect_groups
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +94,7 @@ class TrainingRun:
         self.hook = hook or (lambda cycle, point: None)
         pad = policy.tokenizer.pad_token_id
         self.trainer = GRPOTrainer(policy.model, grpo, pad_token_id=pad, seed=config.seed)
-        self.goal_order = _goal_order(config, runner.split_size(config.train_split))
+        self.goal_order = training_goal_order(config, runner.split_size(config.train_split))
 
     # -- driving ---------------------------------------------------------------------------
     def run(self, *, resume: bool = False) -> RunState:
@@ -162,7 +161,15 @@ class TrainingRun:
     def _rollout(self, cycle: int, state: RunState) -> None:
         data = self.files.load_episodes(cycle, "rollout")
         if data is None:
-            data = self._collect(cycle, state.goal_cursor)
+            data = collect_rollout(
+                self.runner,
+                self.config,
+                self.processes,
+                self.rewards,
+                self.goal_order,
+                cycle=cycle,
+                cursor=state.goal_cursor,
+            )
             if self.processes.is_main:
                 self._save_rollout(cycle, data)
         self.hook(cycle, "rollout:saved")
@@ -198,74 +205,6 @@ class TrainingRun:
         self.files.save_episodes(
             cycle, "rollout", {**data, "episodes": [e.to_dict() for e in data["episodes"]]}
         )
-
-    def _collect(self, cycle: int, cursor: int) -> dict[str, Any]:
-        import time
-
-        started = time.perf_counter()
-        rounds = iter(range(1_000_000))
-        config = self.config
-        held: list[RetrievalEvent] = []
-        processes = self.processes
-
-        def rollout(goals: list[int]) -> list[EpisodeRecord]:
-            round_index = next(rounds)
-            # Each process plays whole groups: its share of the round's goals.
-            starts = [
-                self.runner.start(
-                    config.train_split, goal, seed=config.seed + goal, group_id=f"c{cycle}-g{goal}"
-                )
-                for goal in processes.share(goals)
-                for _ in range(config.group_size)
-            ]
-            seed = config.seed * 100_003 + cycle * 101 + round_index
-            played = (
-                self.runner.run(
-                    starts,
-                    temperature=config.train_temperature,
-                    # A seed of its own per process: equal seeds would draw the same noise for
-                    # different groups (process 0 keeps the single-process seed).
-                    sampling_seed=seed + 7_919 * processes.index,
-                    held_retrievals=held,
-                )
-                if starts
-                else []
-            )
-            if not processes.distributed:
-                return played
-            # Every process gets every episode, in the order of ``goals``, so all of them make
-            # the same keep / drop / top-up decisions and train on the same groups.
-            return _in_goal_order(len(goals), processes.all_gather(played), config.group_size)
-
-        positions = iter(
-            range(cursor, cursor + 10 * config.goals_per_cycle * (config.max_topup_rounds + 1))
-        )
-        goals = (self.goal_order[p % len(self.goal_order)] for p in positions)
-        collection = collect_groups(
-            rollout,
-            goals,
-            self._returns,
-            wanted=config.goals_per_cycle,
-            dynamic=config.dynamic_sampling,
-            max_topup_rounds=config.max_topup_rounds,
-        )
-        kept = sorted({e.group_id for e in collection.episodes if e.group_id})
-        if processes.distributed:  # the main process records every process's retrievals
-            held = [event for part in processes.all_gather(held) for event in part]
-        return {
-            "episodes": collection.rolled_out,
-            "kept_groups": kept,
-            "dropped_groups": collection.dropped_groups,
-            "failed_groups": collection.failed_groups,
-            "goals_used": collection.goals_used,
-            "cursor_end": cursor + len(collection.goals_used),
-            "seconds": time.perf_counter() - started,
-            "retrievals": [e.to_dict() for e in held],
-            "retrievals_recorded": False,
-        }
-
-    def _returns(self, episodes: Sequence[EpisodeRecord]) -> list[float]:
-        return [sum(r) for r in compute_turn_rewards(episodes, self.rewards)]
 
     def _distill(self, cycle: int, state: RunState) -> None:
         if self.bank is None or self.distiller is None or not self.config.distill:
@@ -366,20 +305,12 @@ class TrainingRun:
             return
         from skillrl.distill import evolve_from_validation
 
-        if self.config.validation_goals > 0:
-            validation = self._episodes_of(
-                cycle, "validation", self.config.validation_split, self.config.validation_goals
-            )
-        elif self.config.eval_split == "test":
-            # Evolving from test failures would leak the held-out goals into the bank, and the
-            # next cycle's evaluation would measure that leak, not learning.
+        goals = self.config.evolve_goals
+        if goals is None:
             logger.info("no validation goals and the evaluation goals are test goals: no evolve")
             state.current["bank.evolved_entries"] = 0
             return
-        else:
-            validation = self._episodes_of(
-                cycle, "eval", self.config.eval_split, self.config.eval_goals
-            )
+        validation = self._episodes_of(cycle, *goals)
         report = evolve_from_validation(self.bank, self.distiller, validation)
         state.current["bank.evolved_entries"] = sum(
             len(r.added) + len(r.refined) for r in report.evolved
@@ -412,26 +343,3 @@ class TrainingRun:
             diff = self.bank.snapshots.diff(previous, name)
             row["bank.churn"] = len(diff.added) + len(diff.removed) + len(diff.changed)
         return row
-
-
-def _in_goal_order(
-    goals: int, parts: list[list[EpisodeRecord]], group_size: int
-) -> list[EpisodeRecord]:
-    """Reassemble the episodes of ``goals`` goals that processes played as ``Processes.share``.
-
-    Process p played goals p, p + P, ... (P = ``len(parts)``), ``group_size`` episodes each, in
-    that order; the result lists each goal's group in the goals' order.
-    """
-    count = len(parts)
-    ordered: list[EpisodeRecord] = []
-    for position in range(goals):
-        part, slot = parts[position % count], position // count
-        ordered.extend(part[slot * group_size : (slot + 1) * group_size])
-    return ordered
-
-
-def _goal_order(config: CycleConfig, size: int) -> list[int]:
-    """Training goals in a seeded order (the cursor walks it; it wraps when exhausted)."""
-    order = list(range(size))
-    random.Random(f"train-goals-{config.seed}").shuffle(order)
-    return order
