@@ -8,7 +8,6 @@ A thin layer: it builds :class:`~trainers.config.CycleConfig` and
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import click
@@ -35,7 +34,13 @@ from skillrl.commands.train_session import (
     run_folder,
     run_with_progress,
 )
-from skillrl_core.errors import CheckpointError, ConfigError
+from skillrl.commands.train_setup import (
+    check_run_folder,
+    cycle_config_from,
+    grpo_config_from,
+    starting_model,
+)
+from skillrl_core.errors import ConfigError
 
 
 @click.command("train")
@@ -301,8 +306,6 @@ def train(**options: Any) -> None:
     --config FILE takes the options from a YAML file (keys = option names); options on the
     command line override it. Every run saves its resolved settings as runs/<name>/train.yaml.
     """
-    from trainers.config import CycleConfig, GRPOConfig
-
     o = options
     ctx = click.get_current_context()
     o["run_name"] = o["run_name"] or o["env_id"]  # the default folder is named after the env
@@ -320,53 +323,15 @@ def train(**options: Any) -> None:
     if o["backend"] != "trl-vllm" and o["base_url"] is not None:
         raise ConfigError("--base-url is only used with --backend trl-vllm")
     o["constrained"] = constrained_from(o)
-    o = {**o, "model": _starting_model(o)}
-    cycle = CycleConfig(
-        env_id=o["env_id"],
-        cycles=o["cycles"],
-        goals_per_cycle=o["goals_per_cycle"],
-        group_size=o["group_size"],
-        eval_goals=o["eval_goals"],
-        eval_split=o["eval_split"],
-        validation_goals=o["validation_goals"],
-        max_turns=o["max_turns"],
-        skills=o["skills"],
-        distill=o["skills"],
-        evolve=o["skills"],
-        dynamic_sampling=o["dynamic_sampling"],
-        max_topup_rounds=o["max_topup_rounds"],
-        seed=o["seed"],
-        train_temperature=o["temperature"],
-        max_new_tokens=o["max_new_tokens"],
-        invalid_action_penalty=o["invalid_penalty"],
-        turn_cost=o["turn_cost"],
-        env_config=env_config,
-    )
-    grpo = GRPOConfig(
-        learning_rate=o["learning_rate"],
-        beta=o["beta"],
-        epsilon=o["epsilon"],
-        epsilon_high=o["epsilon_high"],
-        loss_type=o["loss_type"],
-        num_iterations=o["num_iterations"],
-        per_device_train_batch_size=o["batch_size"],
-        gradient_accumulation_steps=o["grad_accum"],
-        step_advantage_weight=o["step_weight"],
-        gamma=o["gamma"],
-        temperature=o["temperature"],
-        use_peft=o["use_lora"],
-        lora_r=o["lora_r"],
-        lora_alpha=2 * o["lora_r"],
-        max_completion_length=o["max_new_tokens"],
-        torch_compile=o["torch_compile"],
-    )
+    o = {**o, "model": starting_model(o)}
+    cycle, grpo = cycle_config_from(o, env_config), grpo_config_from(o)
     from trainers.processes import Processes
 
     processes = Processes.current()  # under accelerate launch / torchrun: which process this is
     settings = resolved_settings(ctx, o)
 
     def claim_folder() -> None:
-        _check_run_folder(folder, o["resume"], cycle, grpo)
+        check_run_folder(folder, o["resume"], cycle, grpo)
         save_settings(folder, settings)  # only once the settings are accepted
 
     # The main process owns the run folder; every process stops if it refuses it.
@@ -374,73 +339,3 @@ def train(**options: Any) -> None:
     state = run_with_progress(cycle, grpo, o, processes)
     if o["as_json"] and processes.is_main:
         click.echo(json.dumps(state.history, indent=2, sort_keys=True))
-
-
-def _starting_model(o: dict[str, Any]) -> str:
-    """Return the model GRPO starts from: --init, the cold-started one, or --model."""
-    if o["init_checkpoint"] is not None and o["cold_start"]:
-        raise ConfigError("--init and --cold-start both choose the starting model: pick one")
-    if o["cold_start"] and _launched_processes() > 1:
-        raise ConfigError(
-            "--cold-start runs in one process: run `skillrl sft` (or `skillrl train "
-            "--cold-start --cycles 1`) without the launcher first, then launch `skillrl train "
-            "--init <its checkpoint>`"
-        )
-    if o["init_checkpoint"] is not None:
-        folder = Path(o["init_checkpoint"]).expanduser()
-        if not (folder / "config.json").is_file():
-            raise ConfigError(
-                f"--init ({folder}) is not a checkpoint folder (no config.json); pass one that "
-                "`skillrl train`, `skillrl sft` or save_pretrained wrote"
-            )
-        return str(folder)
-    if not o["cold_start"]:
-        return o["model"]
-    from skillrl.commands.sft import run_cold_start
-    from trainers.sft_config import ColdStartConfig
-
-    config = ColdStartConfig(
-        env_id=o["env_id"],
-        goals=o["cold_start_goals"],
-        dagger_rounds=o["dagger_rounds"],
-        dagger_goals=o["dagger_goals"],
-        skills=o["skills"],
-        constrained=o["constrained"],
-        max_turns=o["max_turns"],
-        max_new_tokens=o["max_new_tokens"],
-        num_train_epochs=o["sft_epochs"],
-        learning_rate=o["sft_learning_rate"],
-        seed=o["seed"],
-    )
-    return str(run_cold_start(config, o, run_folder(o["workspace"], o["run_name"]) / "sft"))
-
-
-def _launched_processes() -> int:
-    """How many processes the launcher started (its WORLD_SIZE), read before the group starts."""
-    import os
-
-    try:
-        return int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        return 1
-
-
-def _check_run_folder(folder: Path, resume: bool, cycle: Any, grpo: Any) -> None:
-    """Refuse, before any model loads, a fresh start over a run or a resume that cannot go on.
-
-    A resume of nothing, or with settings other than the run's (all but --cycles), is refused.
-    """
-    from trainers.run_files import RunFiles
-    from trainers.run_settings import check_resume_settings
-
-    files = RunFiles(folder)
-    exists = files.exists()
-    if resume and not exists:
-        raise CheckpointError(f"--resume: there is no run to continue in {folder}")
-    if resume:
-        check_resume_settings(files, cycle, grpo)
-    if not resume and exists:
-        raise CheckpointError(
-            f"{folder} already holds a run; pass --resume to continue it "
-            "or choose another --run-name"
-        )
