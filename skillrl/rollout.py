@@ -15,7 +15,6 @@ of the batched ``agent.act`` still raise: they are not one episode's.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import deque
@@ -24,20 +23,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import envs
-from envs.adapter import AgentAdapter
 from memory.types import RetrievalQuery, RetrievedSkills
 from skillrl.agents.base import Agent, AgentDecision, AgentState
+from skillrl.episode_records import describe_error, fail_episode, finish_episode, turn_record
 from skillrl_core.errors import ConfigError, SkillRLError
 from skillrl_core.records import EpisodeRecord, TurnRecord
+from skillrl_core.splits import TRAIN_SPLIT
 from skillrl_core.validation import check_finite_fields
 
 logger = logging.getLogger(__name__)
-
-TRAINING_SPLIT = "train"
-"""The split whose episodes count towards entries' usage statistics by default."""
-# Kept out of each turn's info: they are on the turn or the episode already. The per-turn
-# reward_breakdown stays (Sokoban explains every move's reward; the distiller reads it).
-_INFO_LEFT_OUT = ("available_actions", "instruction", "goal", "category")
 
 
 @dataclass
@@ -81,7 +75,7 @@ class RolloutConfig:
     """Let retrieval update entries' ``times_retrieved`` (off for evaluation-only runs). Only
     episodes on ``counted_splits`` ever count: playing a test goal must not change what bank
     upkeep and ``skills list`` measure."""
-    counted_splits: tuple[str, ...] = (TRAINING_SPLIT,)
+    counted_splits: tuple[str, ...] = (TRAIN_SPLIT,)
     """Splits whose episodes are training rollouts (their retrievals count when
     ``count_retrievals`` is on)."""
 
@@ -217,7 +211,7 @@ class RolloutEngine:
             raise  # a bad goal or option: the user's to fix, not one episode's bad luck
         except Exception as exc:  # one broken episode must not end the others
             observation, info = "", {}
-            error = _describe(exc)
+            error = describe_error(exc)
             logger.warning("episode %d failed at reset: %s", slot, error, exc_info=True)
         self.stats.env_seconds += time.perf_counter() - tick
         record = EpisodeRecord(
@@ -259,7 +253,7 @@ class RolloutEngine:
             try:
                 event = self._step(live, state, decision, retrieved)
             except Exception as exc:  # one broken episode must not end the others
-                _fail(live.record, exc, live.slot)
+                fail_episode(live.record, exc, live.slot)
                 finished.append(live)
                 continue
             if self.on_turn is not None:
@@ -325,88 +319,15 @@ class RolloutEngine:
         observation, reward, terminated, truncated, info = live.env.step(decision.action)
         self.stats.env_seconds += time.perf_counter() - tick
         truncated = truncated or (not terminated and state.turn + 1 >= self.config.max_turns)
-        turn = _turn_record(state, decision, skills, reward, terminated, truncated, info)
+        turn = turn_record(state, decision, skills, reward, terminated, truncated, info)
         live.record.turns.append(turn)
         self.stats.turns += 1
         self.stats.prompt_tokens += turn.prompt_tokens
         self.stats.generated_tokens += turn.completion_tokens
         done = terminated or truncated
         if done:
-            _finish(live.record, info, reward, terminated, envs.adapter_for(live.record.env_id))
+            finish_episode(
+                live.record, info, reward, terminated, envs.adapter_for(live.record.env_id)
+            )
         live.observation, live.info = observation, info
         return TurnEvent(live.slot, live.record, turn, skills, decision, observation, done)
-
-
-def _turn_record(
-    state: AgentState,
-    decision: AgentDecision,
-    skills: RetrievedSkills | None,
-    reward: float,
-    terminated: bool,
-    truncated: bool,
-    info: dict[str, Any],
-) -> TurnRecord:
-    if decision.skill_ids is not None:
-        retrieved_ids = list(decision.skill_ids)
-    else:
-        retrieved_ids = skills.ids if skills is not None else []
-    extra = {k: v for k, v in info.items() if k not in _INFO_LEFT_OUT and _jsonable(v)}
-    extra["parse_ok"] = decision.parse_ok
-    return TurnRecord(
-        turn=state.turn,
-        observation=state.observation,
-        available_actions=list(state.available_actions),
-        action=decision.action,
-        action_valid=bool(info.get("action_valid", True)) and decision.parse_ok,
-        reward=float(reward),
-        terminated=bool(terminated),
-        truncated=bool(truncated),
-        model_output=decision.model_output,
-        retrieved_ids=retrieved_ids,
-        prompt_tokens=decision.prompt_tokens,
-        completion_tokens=decision.completion_tokens,
-        prompt_token_ids=decision.prompt_token_ids,
-        completion_token_ids=decision.completion_token_ids,
-        completion_logprobs=decision.completion_logprobs,
-        token_counts=dict(decision.token_counts),
-        action_substituted=decision.action_substituted,
-        info=extra,
-    )
-
-
-def _fail(record: EpisodeRecord, error: BaseException, slot: int) -> None:
-    """End ``record`` early because of ``error`` (not the agent's doing: nothing is scored)."""
-    record.error = _describe(error)
-    logger.warning("episode %d failed and was ended: %s", slot, record.error, exc_info=True)
-    if record.turns:
-        record.turns[-1].truncated = True
-    record.success, record.score, record.reward_breakdown = False, 0.0, None
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"[:500]
-
-
-def _finish(
-    record: EpisodeRecord,
-    info: dict[str, Any],
-    reward: float,
-    terminated: bool,
-    adapter: AgentAdapter,
-) -> None:
-    """Score and judge the episode the environment's way (the score is in [0, 1])."""
-    record.success = adapter.episode_success(info)
-    breakdown = info.get("reward_breakdown")
-    record.reward_breakdown = breakdown if isinstance(breakdown, dict) else None
-    score = float(adapter.episode_score(float(reward), bool(terminated), info))
-    if not 0.0 <= score <= 1.0:  # the contract says [0, 1]; a broken adapter must not skew means
-        raise ConfigError(f"episode score ({score}) of {record.env_id!r} must be in [0, 1]")
-    record.score = score
-
-
-def _jsonable(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True

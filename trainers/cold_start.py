@@ -33,10 +33,11 @@ from typing import Any
 
 from skillrl_core.errors import CheckpointError, ConfigError
 from skillrl_core.files import atomic_write_json, atomic_write_text
+from skillrl_core.splits import TRAIN_SPLIT
 from trainers.checkpoint import save_checkpoint
 from trainers.cold_start_data import ExampleGatherer
 from trainers.sft import train_round
-from trainers.sft_config import TRAIN_SPLIT, ColdStartConfig
+from trainers.sft_config import ColdStartConfig
 from trainers.sft_data import TurnExample, read_examples, write_examples
 
 logger = logging.getLogger(__name__)

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from skillrl.rollout import EpisodeStart
+from skillrl_core.splits import TRAIN_SPLIT
 from trainers.dagger import ExpertLabeller, LabellingAgent, ReplayAgent, collect_examples, succeeded
 from trainers.policy_rollouts import PolicyRollouts
-from trainers.sft_config import TRAIN_SPLIT, ColdStartConfig
+from trainers.sft_config import ColdStartConfig
 from trainers.sft_data import TurnExample
 
 

@@ -15,12 +15,11 @@ from typing import Any
 
 from envs.registry import DEFAULT_ENV
 from skillrl_core.errors import ConfigError
+from skillrl_core.splits import TEST_SPLIT
 from skillrl_core.validation import check_finite_fields, check_number
 
 LOSS_TYPES: tuple[str, ...] = ("dapo", "bnpo", "grpo", "dr_grpo")
 SCALE_REWARDS: tuple[str, ...] = ("group", "none")
-HELD_OUT_SPLIT = "test"
-"""The split kept for measuring: the bank never learns from its episodes."""
 
 
 @dataclass
@@ -143,7 +142,7 @@ class CycleConfig:
     """Episodes rolled out per training goal (G)."""
     eval_goals: int = 10
     """Fixed evaluation goals (indices 0..eval_goals-1 of ``eval_split``), same every cycle."""
-    eval_split: str = HELD_OUT_SPLIT
+    eval_split: str = TEST_SPLIT
     """Split the evaluation goals come from."""
     train_split: str = "train"
     """Split the training goals come from."""
@@ -219,6 +218,6 @@ class CycleConfig:
         """
         if self.validation_goals > 0:
             return "validation", self.validation_split, self.validation_goals
-        if self.eval_split == HELD_OUT_SPLIT:
+        if self.eval_split == TEST_SPLIT:
             return None
         return "eval", self.eval_split, self.eval_goals

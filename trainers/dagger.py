@@ -30,7 +30,7 @@ from skillrl.parsing import split_thinking
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
-from trainers.sft_config import TRAIN_SPLIT
+from skillrl_core.splits import TRAIN_SPLIT
 from trainers.sft_data import TurnExample, build_example
 
 logger = logging.getLogger(__name__)

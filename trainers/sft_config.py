@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 
 from envs.registry import DEFAULT_ENV
 from skillrl_core.errors import ConfigError
+from skillrl_core.splits import TRAIN_SPLIT
 from skillrl_core.validation import check_finite_fields
 
 SOURCES: tuple[str, ...] = ("expert", "bank", "teacher")
 """Where behaviour-cloning turns come from: the scripted expert on training goals, successful
 training episodes stored in the bank, a teacher model through any policy backend."""
 
-TRAIN_SPLIT = "train"
 """The only split whose goals may become examples: test and eval goals measure the policy."""
 
 
