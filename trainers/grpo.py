@@ -193,8 +193,9 @@ class GRPOTrainer:
             self.model = torch.compile(self.model, dynamic=True)
         self.generator = torch.Generator().manual_seed(seed)
         self.sort_by_length = True
-        """Sort each optimizer step's samples by length before cutting micro-batches (less
-        padding, same step gradient for ``dapo``; False is the benchmarks' baseline)."""
+        """Order each optimizer step's samples before cutting micro-batches: by length, or with
+        ``share_prefix`` by prompt when that forwards fewer positions (``step_batches``). Less
+        padding, same step gradient for ``dapo``; False (shuffled) is the benchmarks' baseline."""
         self.share_prefix = config.share_prompt_prefix and self.accelerator.num_processes == 1
         """Run each micro-batch's shared prompt prefix once (``GRPOConfig.share_prompt_prefix``;
         off under DDP, which expects one forward per backward)."""
