@@ -6,6 +6,11 @@ estimator of Chen et al. 2021 ("Evaluating Large Language Models Trained on Code
   pass@K = 1 - C(n - c, K) / C(n, K), averaged over goals.
 Reading the table by rows (more samples K) against columns (more turns T) tells breadth from
 depth: an agent that needs more tries gains along K; one that needs longer episodes along T.
+
+Two policies evaluated on the same goals are compared goal by goal (:func:`compare_paired`),
+which resolves smaller differences than two independent intervals: success by the exact
+McNemar test on the goals only one of them solved, score by the 95% interval of the mean
+per-goal difference.
 """
 
 from __future__ import annotations
@@ -108,3 +113,85 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     centre = (p + z * z / (2 * n)) / scale
     half = z / scale * sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class PairedComparison:
+    """Two evaluations of the same goals, goal by goal (``after`` minus ``before``)."""
+
+    goals: int
+    successes_before: int
+    successes_after: int
+    lost: int
+    """Goals solved before and not after."""
+    won: int
+    """Goals solved after and not before."""
+    mcnemar_p: float
+    """Exact two-sided McNemar p-value of the success change (1.0 when no goal changed)."""
+    score_difference: float
+    """Mean per-goal score difference."""
+    score_half_width: float
+    """Half-width of its 95% interval (normal approximation; 0 for one goal)."""
+
+
+def mcnemar_exact(lost: int, won: int) -> float:
+    """Exact two-sided McNemar p-value for ``lost`` vs ``won`` discordant pairs.
+
+    Under no change each discordant goal goes either way with probability 1/2, so
+    p = min(1, 2 * P(X <= min(lost, won))) with X ~ Binomial(lost + won, 1/2) (McNemar 1947,
+    exact binomial form).
+    """
+    if lost < 0 or won < 0:
+        raise ConfigError(f"discordant counts must be >= 0, got lost={lost}, won={won}")
+    n = lost + won
+    if n == 0:
+        return 1.0
+    tail = sum(comb(n, k) for k in range(min(lost, won) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def compare_paired(
+    before: Sequence[EpisodeRecord], after: Sequence[EpisodeRecord], z: float = 1.96
+) -> PairedComparison:
+    """Compare two evaluations of the same goals (one episode per goal each), goal by goal.
+
+    Episodes are matched by (split, goal id); a goal present in only one of them is an error.
+    """
+    first = _one_per_goal(before, "before")
+    second = _one_per_goal(after, "after")
+    if set(first) != set(second):
+        only = sorted(set(first) ^ set(second))[:3]
+        raise ConfigError(f"a paired comparison needs the same goals on both sides; differ: {only}")
+    keys = sorted(first)
+    lost = sum(first[k].success and not second[k].success for k in keys)
+    won = sum(second[k].success and not first[k].success for k in keys)
+    diffs = [second[k].score - first[k].score for k in keys]
+    mean = sum(diffs) / len(diffs)
+    half = 0.0
+    if len(diffs) > 1:
+        variance = sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)
+        half = z * sqrt(variance / len(diffs))
+    return PairedComparison(
+        goals=len(keys),
+        successes_before=sum(bool(first[k].success) for k in keys),
+        successes_after=sum(bool(second[k].success) for k in keys),
+        lost=lost,
+        won=won,
+        mcnemar_p=mcnemar_exact(lost, won),
+        score_difference=mean,
+        score_half_width=half,
+    )
+
+
+def _one_per_goal(
+    episodes: Sequence[EpisodeRecord], side: str
+) -> dict[tuple[str, str], EpisodeRecord]:
+    by_goal: dict[tuple[str, str], EpisodeRecord] = {}
+    for episode in episodes:
+        key = (episode.split, episode.goal_id)
+        if key in by_goal:
+            raise ConfigError(f"{side}: goal {episode.goal_id!r} has more than one episode")
+        by_goal[key] = episode
+    if not by_goal:
+        raise ConfigError(f"{side}: no episodes to compare")
+    return by_goal

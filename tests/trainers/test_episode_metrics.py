@@ -4,7 +4,13 @@ import pytest
 from trainer_helpers import episode
 
 from skillrl_core.errors import ConfigError
-from trainers.episode_metrics import pass_at_k, pass_at_k_t, summarise
+from trainers.episode_metrics import (
+    compare_paired,
+    mcnemar_exact,
+    pass_at_k,
+    pass_at_k_t,
+    summarise,
+)
 
 
 def goal_episode(goal: str, turns: int, success: bool):
@@ -63,3 +69,36 @@ def test_wilson_interval_by_hand():
     assert high == 1.0 and low == pytest.approx(0.9287, abs=1e-4)
     with pytest.raises(ConfigError):
         wilson_interval(3, 2)
+
+
+def scored(goal: str, score: float):
+    ep = episode(["o"], score=score)
+    ep.goal_id = goal
+    return ep
+
+
+def test_mcnemar_by_hand():
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(0, 5) == pytest.approx(2 / 32)  # 5 goals all one way: 2 * (1/2)^5
+    assert mcnemar_exact(3, 4) == 1.0
+    assert mcnemar_exact(1, 9) == pytest.approx(2 * 11 / 1024)
+    assert mcnemar_exact(9, 1) == mcnemar_exact(1, 9)
+
+
+def test_paired_comparison_matches_goals_not_positions():
+    before = [scored("a", 1.0), scored("b", 0.5), scored("c", 0.0)]
+    after = [scored("c", 1.0), scored("a", 0.5), scored("b", 0.5)]  # other order
+    result = compare_paired(before, after)
+    assert (result.goals, result.successes_before, result.successes_after) == (3, 1, 1)
+    assert (result.lost, result.won) == (1, 1)  # a lost, c won
+    assert result.score_difference == pytest.approx((-0.5 + 0.0 + 1.0) / 3)
+    diffs = [-0.5, 0.0, 1.0]
+    sd = (sum((d - 1 / 6) ** 2 for d in diffs) / 2) ** 0.5
+    assert result.score_half_width == pytest.approx(1.96 * sd / 3**0.5)
+
+
+def test_paired_comparison_refuses_different_goals_and_repeats():
+    with pytest.raises(ConfigError, match="same goals"):
+        compare_paired([scored("a", 1.0)], [scored("b", 1.0)])
+    with pytest.raises(ConfigError, match="more than one episode"):
+        compare_paired([scored("a", 1.0), scored("a", 0.0)], [scored("a", 1.0)])
