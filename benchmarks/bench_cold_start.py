@@ -226,7 +226,7 @@ def main() -> None:
     parser.add_argument("--settings", default=",".join(SETTINGS))
     parser.add_argument("--model", default="embedded", help="base model")
     parser.add_argument("--max-turns", type=int, default=15)
-    parser.add_argument("--max-prompt-tokens", type=int, default=900, help="training budget")
+    parser.add_argument("--max-prompt-tokens", type=int, default=512, help="training budget")
     parser.add_argument("--sft-goals", type=int, default=64, help="behaviour-cloning goals")
     parser.add_argument("--dagger-rounds", type=int, default=2)
     parser.add_argument("--dagger-goals", type=int, default=32)

@@ -132,7 +132,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-prompt-tokens", type=int, default=900)
+    parser.add_argument("--max-prompt-tokens", type=int, default=512)
     parser.add_argument("--constrained", action="store_true", help="Constrained decoding.")
     parser.add_argument("--lora", action="store_true", help="LoRA instead of full fine-tuning.")
     parser.add_argument("--only", default="abc", help="Which configurations to run (letters).")

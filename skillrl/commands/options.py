@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from skillrl.prompts.builder import DEFAULT_MAX_PROMPT_TOKENS
 from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_ENV_VAR
 from skillrl_core.errors import ConfigError
 
@@ -49,7 +50,7 @@ max_new_tokens_option = click.option(
 max_prompt_tokens_option = click.option(
     "--max-prompt-tokens",
     type=click.IntRange(16),
-    default=900,
+    default=DEFAULT_MAX_PROMPT_TOKENS,
     show_default=True,
     help="Token budget of each turn's prompt (skills go first, then older actions).",
 )
