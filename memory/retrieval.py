@@ -103,8 +103,23 @@ def _limits(config: RetrievalConfig) -> dict[str, int]:
 
 
 def _settle(hits: list[RetrievedEntry], k: int) -> list[RetrievedEntry]:
-    """Keep the k best hits, most similar first; a tie goes to the older entry (then lower id)."""
-    ordered = sorted(hits, key=lambda r: (r.entry.created_at, r.entry.id))
+    """Keep the k best hits, most similar first; a tie goes to the older entry.
+
+    Entries written in one transaction share ``created_at``, and ids are random, so the last
+    tie-breaks are the entry's content (kind, category, title) before its id: a run resumed after
+    a kill, whose distilled entries got other ids, then serves the same entries as an
+    uninterrupted run.
+    """
+    ordered = sorted(
+        hits,
+        key=lambda r: (
+            r.entry.created_at,
+            r.entry.kind,
+            r.entry.category or "",
+            r.entry.title,
+            r.entry.id,
+        ),
+    )
     ordered.sort(key=lambda r: -round(r.similarity / TIE))  # stable: age breaks the ties
     return ordered[:k]
 

@@ -293,3 +293,18 @@ def test_identical_lessons_retrieve_and_merge_the_same_way_every_run(bank, sampl
     again = bank.add(replace(samples.mistake, category="c5"))
     assert again.merged and again.entry.id == copies[5].id
     assert bank.get(copies[5].id).support_count == 2 and bank.count() == 8
+
+
+def test_ties_in_one_transaction_are_broken_by_content_not_by_random_ids(bank, samples):
+    """A resumed run's entries get other ids than an uninterrupted run's: ids must not decide."""
+    from dataclasses import replace
+
+    from memory.retrieval import _settle
+    from memory.types import RetrievedEntry
+
+    written = bank.add(samples.mistake).entry
+    grocery = replace(written, id="0" * 32, category="grocery")  # the lower id
+    beauty = replace(written, id="f" * 32, category="beauty", created_at=written.created_at)
+    for hits in ([grocery, beauty], [beauty, grocery]):
+        settled = _settle([RetrievedEntry(e, 0.5) for e in hits], 1)
+        assert [r.entry.category for r in settled] == ["beauty"]
