@@ -15,7 +15,7 @@ from typing import Any
 
 from envs.registry import DEFAULT_ENV
 from skillrl_core.errors import ConfigError
-from skillrl_core.splits import TEST_SPLIT
+from skillrl_core.splits import TEST_SPLIT, TRAIN_SPLIT
 from skillrl_core.validation import check_finite_fields, check_number
 
 LOSS_TYPES: tuple[str, ...] = ("dapo", "bnpo", "grpo", "dr_grpo")
@@ -144,7 +144,7 @@ class CycleConfig:
     """Fixed evaluation goals (indices 0..eval_goals-1 of ``eval_split``), same every cycle."""
     eval_split: str = TEST_SPLIT
     """Split the evaluation goals come from."""
-    train_split: str = "train"
+    train_split: str = TRAIN_SPLIT
     """Split the training goals come from."""
     validation_goals: int = 4
     """Goals of ``validation_split`` whose failures evolve the bank. 0: use the evaluation

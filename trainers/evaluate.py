@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from skillrl_core.errors import ConfigError
+from skillrl_core.splits import TEST_SPLIT
 from skillrl_core.validation import check_finite_fields, check_number
 from trainers.episode_metrics import EpisodeSummary, pass_at_k_t, summarise
 from trainers.policy_rollouts import PolicyRollouts, Timings
@@ -22,7 +23,7 @@ from trainers.policy_rollouts import PolicyRollouts, Timings
 class EvalConfig:
     """Which goals to evaluate and how."""
 
-    split: str = "test"
+    split: str = TEST_SPLIT
     """Split of the goals."""
     goals: int = 20
     """The first N goals of the split."""

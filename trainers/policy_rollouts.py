@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import envs
 from envs.registry import DEFAULT_ENV
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 from skillrl_core.errors import ConfigError
@@ -88,8 +89,6 @@ class PolicyRollouts:
 
     def split_size(self, split: str) -> int:
         """Return the number of goals in ``split`` of the environment (its adapter knows)."""
-        import envs
-
         return envs.adapter_for(self.env_id).split_size(split, self._env_config())
 
     def run(
@@ -110,7 +109,6 @@ class PolicyRollouts:
         records them when its rollout phase commits, so a killed rollout counts nothing).
         """
         starts = [self._own(s) for s in starts]
-
         agent = self.make_agent(temperature, sampling_seed)
         config = RolloutConfig(
             max_turns=self.max_turns,

@@ -18,8 +18,6 @@ SOURCES: tuple[str, ...] = ("expert", "bank", "teacher")
 """Where behaviour-cloning turns come from: the scripted expert on training goals, successful
 training episodes stored in the bank, a teacher model through any policy backend."""
 
-"""The only split whose goals may become examples: test and eval goals measure the policy."""
-
 
 @dataclass
 class ColdStartConfig:

@@ -30,6 +30,7 @@ from skillrl.commands.options import (
     resolve_model,
     workspace_option,
 )
+from skillrl_core.splits import TEST_SPLIT
 
 
 def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
@@ -44,7 +45,7 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
 
 @click.command("eval")
 @click.option("--env", "env_id", default=DEFAULT_ENV, show_default=True, help="Environment id.")
-@click.option("--split", default="test", show_default=True, help="Split of the goals.")
+@click.option("--split", default=TEST_SPLIT, show_default=True, help="Split of the goals.")
 @click.option(
     "--goals",
     type=click.IntRange(1),

@@ -25,6 +25,7 @@ from skillrl.commands.options import (
     workspace_option,
 )
 from skillrl_core.errors import ConfigError
+from skillrl_core.splits import TRAIN_SPLIT
 
 
 @click.command("sft")
@@ -55,7 +56,7 @@ from skillrl_core.errors import ConfigError
 )
 @click.option(
     "--split",
-    default="train",
+    default=TRAIN_SPLIT,
     show_default=True,
     help="Split of the goals; only 'train' is accepted (test and eval goals are never trained on).",
 )

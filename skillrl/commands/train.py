@@ -41,6 +41,7 @@ from skillrl.commands.train_setup import (
     starting_model,
 )
 from skillrl_core.errors import ConfigError
+from skillrl_core.splits import TEST_SPLIT
 
 
 @click.command("train")
@@ -73,7 +74,9 @@ from skillrl_core.errors import ConfigError
     show_default=True,
     help="Fixed evaluation goals (the first N of --eval-split), same every cycle.",
 )
-@click.option("--eval-split", default="test", show_default=True, help="Split of the eval goals.")
+@click.option(
+    "--eval-split", default=TEST_SPLIT, show_default=True, help="Split of the eval goals."
+)
 @click.option(
     "--validation-goals",
     type=click.IntRange(0),
