@@ -203,8 +203,8 @@ def resolve_model(model: str, backend: str, workspace: str | None, console: Any)
     found = latest_checkpoint(resolve_workspace(workspace))
     if found is None:
         console.print(
-            "[cyan]model: the embedded SmolLM2-135M-Instruct (no trained checkpoint in this "
-            "workspace yet)[/]",
+            "[cyan]model: the embedded SmolLM2-135M-Instruct, untrained (no checkpoint in this "
+            "workspace yet; `skillrl train --cold-start` makes one, and later runs use it)[/]",
             soft_wrap=True,
         )
         return EMBEDDED_MODEL
