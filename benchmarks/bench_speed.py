@@ -15,9 +15,9 @@ on a shared machine hits both sides alike; ratios are total old time / total new
 (c) GRPO update trained tokens/s, LoRA and full, on the turns of whole groups (up to
     ``--train-samples`` turns) of one sampled rollout (temperature 1, as training plays; advantages
     +-1 by episode so every turn trains). Old = micro-batches in shuffled order, every row its whole
-    prompt; new = sorted (by length, or by prompt when that forwards less) inside each optimizer
-    step, each micro-batch's shared prompt prefix run once; ``--compile`` adds the new path under
-    ``torch.compile`` (its compile time, spent in the warm-up step, is reported beside it);
+    prompt; new = each optimizer step cut in prompt order and run as prefix trees (each distinct
+    prefix once); ``--compile`` adds the new path under ``torch.compile`` (its compile time,
+    spent in the warm-up step, is reported beside it);
 (d) free decoding: the same episodes batched vs one after another (new engine), episodes/min;
 (e) SFT trained tokens/s, LoRA and full: ``trainers.sft.build_trainer(...).train()`` for one epoch
     over the scripted expert's turns on ``--sft-goals`` training goals (the cold start's examples).
@@ -25,10 +25,10 @@ on a shared machine hits both sides alike; ratios are total old time / total new
     head on target positions only (``ColdStartConfig.head_only_loss``).
 
 GRPO old = micro-batches in shuffled order with the LM head on the last C + 1 positions of every
-row; new = sorted inside each optimizer step, shared prompt prefixes once
-(``GRPOTrainer.share_prefix``), head only where a generated token is predicted
-(``GRPOTrainer.head_only``). Trained tokens = the samples' real (non-padding) prompt +
-completion tokens, a shared prefix counted once per row: the same work unit on both sides.
+row; new = prefix trees (``GRPOTrainer.share_prefix``, :mod:`trainers.tree_forward`), head only
+where a generated token is predicted (``GRPOTrainer.head_only``). Trained tokens = the samples'
+real (non-padding) prompt + completion tokens, a shared prefix counted once per row: the same
+work unit on both sides.
 
 Achieved GFLOP/s counts 2 x P_body multiply-adds per token the model actually ran (P_body = the
 parameters of the transformer layers, i.e. without the embedding lookup and the LM head, whose
@@ -55,9 +55,16 @@ import torch  # noqa: E402
 from skillrl.agents.llm import LLMAgent, LLMAgentConfig  # noqa: E402
 from skillrl.policies import PolicyConfig, SamplingConfig, load_policy  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
-from trainers.batching import build_samples, forwarded_positions, step_batches  # noqa: E402
+from trainers.batching import (  # noqa: E402
+    build_samples,
+    forwarded_positions,
+    step_batches,
+    tree_tokens,
+)
 from trainers.config import GRPOConfig  # noqa: E402
 from trainers.grpo import GRPOTrainer  # noqa: E402
+from trainers.prefix_tree import PrefixTree  # noqa: E402
+from trainers.prefix_tree import forwarded_positions as tree_positions  # noqa: E402
 
 
 def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
@@ -203,21 +210,11 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
             seconds[name] += metrics.seconds
             tokens[name] += metrics.total_tokens
             print(f"  {mode} {name}: {metrics.seconds:.1f}s", flush=True)
-    samples = build_samples(episodes, advantages)
-    positions = {}
-    for name, fast in (("old", False), ("new", True)):
-        steps = step_batches(
-            samples,
-            args.batch_size,
-            args.grad_accum,
-            torch.Generator().manual_seed(0),
-            sort=fast,
-            share_prefix=fast,
-        )
-        batches = [batch for _, share in steps for batch in share]
-        positions[name] = sum(forwarded_positions(b, share_prefix=fast) for b in batches)
+    positions = {
+        name: forwarded_by(sides[name], episodes, advantages, args) for name in ("old", "new")
+    }
     result = {
-        "real_tokens": sum(s.num_tokens for s in samples),
+        "real_tokens": sum(s.num_tokens for s in build_samples(episodes, advantages)),
         "old_positions": positions["old"],
         "new_positions": positions["new"],
         "factor": 3 if mode == "full" else 2,
@@ -229,6 +226,28 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
         result["compiled_ratio"] = result["compiled_tokens_per_s"] / result["old_tokens_per_s"]
         result["compile_seconds"] = compile_seconds
     return result
+
+
+def forwarded_by(trainer, episodes, advantages, args) -> int:
+    """Positions one pass of ``trainer`` over the samples forwards, padding included."""
+    samples = build_samples(episodes, advantages)
+    steps = step_batches(
+        samples,
+        args.batch_size,
+        args.grad_accum,
+        torch.Generator().manual_seed(0),
+        sort=trainer.sort_by_length,
+        share_prefix=trainer.share_prefix,
+    )
+    total = 0
+    for _, share in steps:
+        if not trainer.share_prefix:
+            total += sum(forwarded_positions(batch) for batch in share)
+            continue
+        for run in trainer.forward_runs(share):
+            turns = [tree_tokens(s) for i in run for s in share[i]]
+            total += tree_positions(PrefixTree.build(turns))
+    return total
 
 
 def phase_free(args, policy, gflops: list[float]) -> dict:

@@ -6,22 +6,21 @@ completion ends at the last position; the model then only needs logits for the l
 ``max_completion + 1`` positions (``logits_to_keep``), which saves most of the vocabulary
 projection on long skill-augmented prompts.
 
-With ``share_prefix`` the prompt prefix that every row of a micro-batch shares (the system
-message at least; the whole prompt for a GRPO group's first turn, whose G episodes see the same
-page) is cut off into ``TurnBatch.prefix_ids`` and run once, its keys and values shared by all
-rows (:mod:`trainers.shared_prefix`); :func:`step_batches` then orders a step's samples so that
-prompts sharing a prefix land in the same micro-batch when that forwards fewer positions.
+With ``share_prefix`` a step's samples are cut into micro-batches in prompt order (equal and
+continuing prompts side by side) and the update forwards them as one prefix tree
+(:mod:`trainers.tree_forward`), each distinct prefix once; :func:`tree_runs` says which
+micro-batches of a step share one tree.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from skillrl_core.records import EpisodeRecord
+from trainers.prefix_tree import PrefixTree
 
 
 @dataclass
@@ -57,9 +56,6 @@ class TurnBatch:
     """[B]: whether the rollout recorded log-probs for this sample."""
     advantages: torch.Tensor
     """[B]."""
-    prefix_ids: torch.Tensor | None = None
-    """[1, P]: the prompt prefix every row shares, run once (None: none cut off). The rows'
-    ``input_ids`` continue it; their ``position_ids`` start at P."""
 
     @property
     def num_completion_tokens(self) -> int:
@@ -68,16 +64,19 @@ class TurnBatch:
 
     @property
     def num_tokens(self) -> int:
-        """Real tokens of the rows, the shared prefix counted once per row.
+        """Real tokens of the rows: the work a plain batch forwards (padding not counted)."""
+        return int(self.attention_mask.sum())
 
-        That is the work a plain batch would forward (padding not counted).
-        """
-        shared = 0 if self.prefix_ids is None else self.prefix_ids.shape[1]
-        return int(self.attention_mask.sum()) + shared * self.attention_mask.shape[0]
+    def turn_tokens(self) -> list[list[int]]:
+        """Each row's ``prompt + completion`` tokens, without its padding."""
+        return [
+            row[mask.bool()].tolist()
+            for row, mask in zip(self.input_ids.cpu(), self.attention_mask.cpu(), strict=True)
+        ]
 
     def to(self, device: torch.device | str) -> TurnBatch:
         """Move every tensor to ``device``."""
-        return TurnBatch(**{k: v if v is None else v.to(device) for k, v in vars(self).items()})
+        return TurnBatch(**{k: v.to(device) for k, v in vars(self).items()})
 
 
 def build_samples(
@@ -115,45 +114,10 @@ def build_samples(
     return samples
 
 
-MIN_SHARED_PREFIX = 8
-"""Shortest common prompt prefix worth its own forward pass (shorter ones stay in the rows)."""
-
-
-def shared_prefix_length(samples: Sequence[TurnSample]) -> int:
-    """Length of the prompt prefix all ``samples`` share, leaving each row one prompt token.
-
-    The last prompt token stays in every row because its position predicts the first generated
-    token (it needs logits, which the prefix pass does not compute). 0 for a single sample or
-    when the shared part is shorter than :data:`MIN_SHARED_PREFIX`.
-    """
-    if len(samples) < 2:
-        return 0
-    first = samples[0].prompt_ids
-    limit = min(len(s.prompt_ids) for s in samples) - 1
-    length = 0
-    while length < limit and all(s.prompt_ids[length] == first[length] for s in samples[1:]):
-        length += 1
-    return length if length >= MIN_SHARED_PREFIX else 0
-
-
-def collate(
-    samples: Sequence[TurnSample], pad_token_id: int, *, share_prefix: bool = False
-) -> TurnBatch:
-    """Left-pad ``prompt + completion`` rows; right-align completions in a [B, C] block.
-
-    ``share_prefix``: cut the prompt prefix all rows share into ``prefix_ids`` (see
-    :func:`shared_prefix_length`); the rows hold the rest.
-    """
+def collate(samples: Sequence[TurnSample], pad_token_id: int) -> TurnBatch:
+    """Left-pad ``prompt + completion`` rows; right-align completions in a [B, C] block."""
     if not samples:
         raise ValueError("cannot collate an empty list of samples")
-    shared = shared_prefix_length(samples) if share_prefix else 0
-    if shared:
-        prefix = torch.tensor([samples[0].prompt_ids[:shared]], dtype=torch.long)
-        rest = [dataclasses.replace(s, prompt_ids=s.prompt_ids[shared:]) for s in samples]
-        batch = collate(rest, pad_token_id)
-        batch.prefix_ids = prefix
-        batch.position_ids = batch.position_ids + shared
-        return batch
     length = max(s.num_tokens for s in samples)
     width = max(len(s.completion_ids) for s in samples)
     size = len(samples)
@@ -238,8 +202,8 @@ def step_batches(
     has fewer samples than processes. With ``count`` 1 the micro-batches are exactly
     :func:`micro_batches` ``(samples, size, generator, sort_window=window if sort else 1)``
     cut into runs of ``window``. With ``share_prefix`` (and ``sort``) a share is cut either by
-    length or by prompt (equal prefixes side by side), whichever forwards fewer positions when
-    each micro-batch runs its common prompt prefix once (:func:`forwarded_positions`).
+    length or by prompt (equal and continuing prompts side by side), whichever forwards fewer
+    positions when each micro-batch runs as a prefix tree (:func:`forwarded_positions`).
     """
     if count < 1 or not 0 <= index < count:
         raise ValueError(f"process index ({index}) must be in [0, count={count})")
@@ -265,12 +229,42 @@ def _prompt_key(sample: TurnSample) -> tuple[list[int], int]:
 
 
 def forwarded_positions(run: Sequence[TurnSample], share_prefix: bool = False) -> int:
-    """Count the positions a micro-batch of ``run`` forwards, padding included.
+    """Count the positions a micro-batch of ``run`` forwards.
 
-    Rows x longest row; with ``share_prefix``, its common prompt prefix once, not once per row.
+    Rows x longest row (padding included); with ``share_prefix``, the distinct positions of
+    its prefix tree (each shared prefix once).
     """
-    shared = shared_prefix_length(run) if share_prefix else 0
-    return shared + len(run) * (max(s.num_tokens for s in run) - shared)
+    if share_prefix:
+        return PrefixTree.build([tree_tokens(s) for s in run]).num_positions
+    return len(run) * max(s.num_tokens for s in run)
+
+
+def tree_tokens(sample: TurnSample) -> list[int]:
+    """Return what a turn puts in the prefix tree: ``prompt + completion[:-1]``.
+
+    The hidden state of the last generated token predicts nothing the loss reads.
+    """
+    return sample.prompt_ids + sample.completion_ids[:-1]
+
+
+def tree_runs(batches: Sequence[Sequence[TurnSample]], budget: int) -> list[range]:
+    """Cut a step's micro-batches into consecutive runs that each go through one prefix tree.
+
+    A run grows while its tree's distinct positions stay within ``budget`` (the update passes
+    what one plain micro-batch of the step's longest turns would forward, so a tree never holds
+    more activations than the plain path's largest micro-batch); every run has at least one
+    micro-batch.
+    """
+    runs: list[range] = []
+    start = 0
+    for end in range(1, len(batches) + 1):
+        merged = [s for batch in batches[start:end] for s in batch]
+        if end - start > 1 and forwarded_positions(merged, share_prefix=True) > budget:
+            runs.append(range(start, end - 1))
+            start = end - 1
+    if batches:
+        runs.append(range(start, len(batches)))
+    return runs
 
 
 def _cheapest_cut(share: list[TurnSample], size: int, share_prefix: bool) -> list[list[TurnSample]]:

@@ -73,17 +73,20 @@ class GRPOConfig:
     logprob_gap_warn: float = 0.5
     """Warn when the mean |old - recomputed| log-prob gap on generated tokens exceeds this."""
     share_prompt_prefix: bool = True
-    """Run the prompt prefix that a micro-batch's turns share (the system message; a group's
-    whole first-turn prompt) once instead of once per turn, gradients included
-    (:mod:`trainers.shared_prefix`); the step's turns are grouped by prompt when that forwards
-    fewer positions. Same loss and gradients to float rounding. Single process only: under
-    ``torchrun`` / ``accelerate launch`` DDP expects one forward per backward, so it is off."""
+    """Run each optimizer step's turns as prefix trees (:mod:`trainers.tree_forward`): every
+    distinct prefix (the system message, a group's shared first page, an episode's earlier
+    prompt that a later turn continues) goes through the model once, gradients included. Same
+    loss and gradients as plain rows, to float rounding. A tree holds no more positions than the
+    step's largest plain micro-batch. Off under ``torchrun`` / ``accelerate launch`` (DDP expects
+    one forward per backward) and with ``torch_compile`` (see there)."""
     torch_compile: bool = False
     """Compile the trained model's forward and backward (``torch.compile``, inductor, dynamic
     shapes). Measured on SmolLM2-135M, 2 shared CPU cores, a forward + backward of 4 x ~380
     tokens: full fine-tuning 1.86x faster after 115-250 s of compilation, LoRA 1.49x after
     350 s, once per process; it pays after tens of micro-batches. Gradients agree to float
-    rounding, not bit for bit. Off by default: short runs and tests would pay the compile."""
+    rounding, not bit for bit. Off by default: short runs and tests would pay the compile.
+    It runs the plain rows, not prefix trees: a tree's passes change shape from pass to pass,
+    and compiling them had not finished after 15 minutes."""
 
     def __post_init__(self) -> None:
         check_finite_fields(self)

@@ -1,8 +1,8 @@
 """The GRPO update over recorded multi-turn episodes, on a Hugging Face causal LM.
 
-Phases, top to bottom: :func:`compute_logprobs` (per-token log-probs of the generated tokens),
-:func:`compute_loss` (the clipped objective of ``trainers.loss``), :meth:`GRPOTrainer.train_step`
-(micro-batches, gradient accumulation, optimizer steps under ``accelerate``).
+Phases: :mod:`trainers.microbatch_loss` (per-token log-probs of the generated tokens and the
+clipped objective of ``trainers.loss`` on one micro-batch), :meth:`GRPOTrainer.train_step`
+(micro-batches, prefix trees, gradient accumulation, optimizer steps under ``accelerate``).
 
 Why not TRL's ``GRPOTrainer``: it generates the completions itself and gives each completion one
 scalar reward, and its multi-turn path needs a tool-calling chat template (SmolLM2 has none). Our
@@ -30,101 +30,22 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from transformers import modeling_utils
-from trl.trainer.utils import selective_log_softmax
 
 from skillrl_core.records import EpisodeRecord
-from trainers.batching import TurnBatch, TurnSample, build_samples, collate, step_batches
+from trainers.batching import (
+    TurnBatch,
+    TurnSample,
+    build_samples,
+    collate,
+    step_batches,
+    tree_runs,
+)
 from trainers.config import GRPOConfig
-from trainers.loss import LossOutput, policy_loss
-from trainers.shared_prefix import forward_rows
+from trainers.loss import LossOutput
+from trainers.microbatch_loss import compute_loss, reference_policy
+from trainers.tree_forward import tree_logprobs
 
 logger = logging.getLogger(__name__)
-
-_MASKED_KEEP = hasattr(modeling_utils, "slice_logits_to_keep")
-"""Whether ``logits_to_keep`` takes a [B, L] boolean mask (logits of the True positions only)."""
-
-
-def completion_positions(batch: TurnBatch) -> torch.Tensor:
-    """[B, L] bool: the positions whose next token is a generated token (they need logits).
-
-    Completions are right-aligned: column c of the [B, C] block is position L - C + c, predicted
-    by the hidden state at position L - C - 1 + c.
-    """
-    length, width = batch.input_ids.shape[1], batch.completion_ids.shape[1]
-    keep = torch.zeros(batch.input_ids.shape, dtype=torch.bool, device=batch.input_ids.device)
-    keep[:, length - width - 1 : length - 1] = batch.completion_mask.bool()
-    return keep
-
-
-def compute_logprobs(
-    model: Any, batch: TurnBatch, temperature: float = 1.0, *, head_only: bool = True
-) -> torch.Tensor:
-    """Per-token log pi(o_t | prompt, o_<t) of the right-aligned completions, shape [B, C].
-
-    The LM head (49,152 x 576 for SmolLM2) runs only on the positions that predict a generated
-    token (``logits_to_keep`` as a boolean mask): not on the prompt, and not on the padding of
-    the completion block of a row shorter than the batch's longest completion. Entries where
-    ``completion_mask`` is 0 are 0. With ``head_only`` False (the benchmarks' baseline), and on
-    transformers without mask support (before ``slice_logits_to_keep``), the head runs on the
-    last C + 1 positions of every row and the same rows are picked after.
-    """
-    mask = batch.completion_mask.bool()
-    masked = head_only and _MASKED_KEEP
-    keep = completion_positions(batch) if masked else batch.completion_ids.shape[1] + 1
-    output = forward_rows(model, batch, keep)
-    logits = output.logits if masked else output.logits[:, :-1][mask]
-    # One [1, n, V] row: selective_log_softmax loops over the leading dimension on CPU.
-    picked = selective_log_softmax(
-        logits.float().unsqueeze(0), batch.completion_ids[mask].unsqueeze(0), temperature
-    )[0]
-    return picked.new_zeros(mask.shape).masked_scatter(mask, picked)
-
-
-def compute_loss(
-    model: Any,
-    batch: TurnBatch,
-    config: GRPOConfig,
-    *,
-    num_tokens: float | None = None,
-    ref_model: Any | None = None,
-    head_only: bool = True,
-) -> tuple[LossOutput, torch.Tensor]:
-    """Compute the GRPO loss of one micro-batch; also return the fresh log-probs (detached)."""
-    logprobs = compute_logprobs(model, batch, config.temperature, head_only=head_only)
-    fresh = logprobs.detach()
-    # Samples without rollout log-probs start on-policy: pi_old := the current policy.
-    old = torch.where(batch.has_old_logprobs.unsqueeze(1), batch.old_logprobs, fresh)
-    ref = None
-    if config.beta > 0:
-        with torch.no_grad():
-            ref = _reference_logprobs(model, ref_model, batch, config.temperature, head_only)
-    out = policy_loss(
-        logprobs,
-        old,
-        batch.advantages,
-        batch.completion_mask,
-        epsilon_low=config.epsilon,
-        epsilon_high=config.clip_high,
-        loss_type=config.loss_type,
-        beta=config.beta,
-        ref_logprobs=ref,
-        num_tokens=num_tokens,
-        max_completion_length=config.max_completion_length,
-    )
-    return out, fresh
-
-
-def _reference_logprobs(
-    model: Any, ref_model: Any | None, batch: TurnBatch, temperature: float, head_only: bool
-) -> torch.Tensor:
-    if ref_model is not None:
-        return compute_logprobs(ref_model, batch, temperature, head_only=head_only)
-    # LoRA: the reference is the base model, i.e. the same model with its adapter switched off.
-    # Under DDP the adapter lives on the wrapped module (no gradient flows here, so no sync).
-    model = getattr(model, "module", model)
-    with model.disable_adapter():
-        return compute_logprobs(model, batch, temperature, head_only=head_only)
 
 
 @dataclass
@@ -196,9 +117,13 @@ class GRPOTrainer:
         """Order each optimizer step's samples before cutting micro-batches: by length, or with
         ``share_prefix`` by prompt when that forwards fewer positions (``step_batches``). Less
         padding, same step gradient for ``dapo``; False (shuffled) is the benchmarks' baseline."""
-        self.share_prefix = config.share_prompt_prefix and self.accelerator.num_processes == 1
-        """Run each micro-batch's shared prompt prefix once (``GRPOConfig.share_prompt_prefix``;
-        off under DDP, which expects one forward per backward)."""
+        self.share_prefix = (
+            config.share_prompt_prefix
+            and self.accelerator.num_processes == 1
+            and not config.torch_compile
+        )
+        """Run each step's turns as prefix trees (``GRPOConfig.share_prompt_prefix``; off under
+        DDP, which expects one forward per backward, and under ``torch_compile``)."""
         self.head_only = True
         """Run the LM head only where a generated token is predicted (``compute_logprobs``;
         False, the last C + 1 positions of every row, is the benchmarks' baseline)."""
@@ -251,13 +176,11 @@ class GRPOTrainer:
                 share_prefix=self.share_prefix,
             )
             for number, (step, batches) in enumerate(steps):
-                group = [
-                    collate(b, self.pad_token_id, share_prefix=self.share_prefix).to(acc.device)
-                    for b in batches
-                ]
+                group = [collate(b, self.pad_token_id).to(acc.device) for b in batches]
+                runs = self.forward_runs(batches)
                 # The gap is measured before the first optimizer step, against pi_old itself.
                 first = iteration == 0 and number == 0
-                outs.extend(self._accumulate(group, step, gaps if first else None))
+                outs.extend(self._accumulate(group, step, runs, gaps if first else None))
                 metrics.grad_norm = self._optimizer_step()
                 metrics.optimizer_steps += 1
                 if self.on_progress is not None:
@@ -269,13 +192,29 @@ class GRPOTrainer:
         metrics.seconds = time.perf_counter() - started
         return metrics
 
+    def forward_runs(self, batches: list[list[TurnSample]]) -> list[range]:
+        """Which micro-batches of a step go through one forward: a prefix tree each, or alone.
+
+        A tree holds at most the positions that one plain micro-batch of the step's longest
+        turns forwards (:func:`~trainers.batching.tree_runs`), so it needs no more activation
+        memory than the plain path.
+        """
+        if not self.share_prefix or not batches:
+            return [range(i, i + 1) for i in range(len(batches))]
+        longest = max(s.num_tokens for batch in batches for s in batch)
+        return tree_runs(batches, self.config.per_device_train_batch_size * longest)
+
     def _accumulate(
         self,
         group: list[TurnBatch],
         step: Sequence[TurnSample],
+        runs: list[range],
         gaps: list[torch.Tensor] | None,
     ) -> list[LossOutput]:
         """Backward every micro-batch of one optimizer step; collect rollout/recompute gaps.
+
+        ``runs``: the micro-batches that share one forward (:meth:`forward_runs`); their
+        losses are summed into one backward. A micro-batch's loss is the same either way.
 
         ``step`` is the whole optimizer step over all processes (``group`` is this process's
         share of it): every process holds it, so the ``dapo`` normaliser (the step's completion
@@ -291,26 +230,54 @@ class GRPOTrainer:
         if not group:  # fewer samples in this step than processes: contribute zero gradient
             return self._zero_backward(step, num_tokens)
         outs = []
-        for number, batch in enumerate(group):
-            last = number == len(group) - 1
+        for number, run in enumerate(runs):
+            last = number == len(runs) - 1
+            batches = [group[i] for i in run]
+            logprobs, refs = self._run_logprobs(batches, tree=self.share_prefix)
             # no_sync is DDP's (the prepared module), also when a compiled wrapper sits on it
             with contextlib.nullcontext() if last else acc.no_sync(self._prepared):
-                out, fresh = compute_loss(
-                    self.model,
-                    batch,
-                    self.config,
-                    num_tokens=num_tokens,
-                    ref_model=self.ref_model,
-                    head_only=self.head_only,
-                )
-                loss = out.loss if self.config.loss_type == "dapo" else out.loss / len(group)
-                acc.backward(loss)
-            outs.append(dataclasses.replace(out, loss=out.loss.detach()))  # keep no graph alive
-            if gaps is not None:
-                chosen = batch.completion_mask.bool() & batch.has_old_logprobs.unsqueeze(1)
-                if chosen.any():
-                    gaps.append((batch.old_logprobs - fresh)[chosen].abs().cpu())
+                total = None
+                for batch, logprob, ref in zip(batches, logprobs, refs, strict=True):
+                    out, fresh = compute_loss(
+                        self.model,
+                        batch,
+                        self.config,
+                        num_tokens=num_tokens,
+                        ref_model=self.ref_model,
+                        head_only=self.head_only,
+                        logprobs=logprob,
+                        ref_logprobs=ref,
+                    )
+                    loss = out.loss if self.config.loss_type == "dapo" else out.loss / len(group)
+                    total = loss if total is None else total + loss
+                    outs.append(dataclasses.replace(out, loss=out.loss.detach()))
+                    if gaps is not None:
+                        chosen = batch.completion_mask.bool() & batch.has_old_logprobs.unsqueeze(1)
+                        if chosen.any():
+                            gaps.append((batch.old_logprobs - fresh)[chosen].abs().cpu())
+                acc.backward(total)
         return outs
+
+    def _run_logprobs(
+        self, batches: list[TurnBatch], *, tree: bool
+    ) -> tuple[list[torch.Tensor | None], list[torch.Tensor | None]]:
+        """Log-probs (and reference log-probs when beta > 0) of ``batches``, or Nones.
+
+        With ``tree`` they come from one prefix tree over all ``batches``; otherwise None, and
+        :func:`compute_loss` runs each batch as plain rows.
+        """
+        nothing: list[torch.Tensor | None] = [None] * len(batches)
+        if not tree:
+            return nothing, nothing
+        temperature = self.config.temperature
+        logprobs: list[torch.Tensor | None] = list(tree_logprobs(self.model, batches, temperature))
+        if self.config.beta <= 0:
+            return logprobs, nothing
+        with torch.no_grad():
+            refs = reference_policy(
+                self.model, self.ref_model, lambda m: tree_logprobs(m, batches, temperature)
+            )
+        return logprobs, list(refs)
 
     def _zero_backward(self, step: Sequence[TurnSample], num_tokens: float) -> list[LossOutput]:
         """Take part in the step's gradient averaging with a zero gradient (an empty share)."""

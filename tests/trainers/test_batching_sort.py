@@ -11,7 +11,7 @@ from test_grpo_update import PAD, tiny_model
 
 from trainers.batching import TurnSample, collate, micro_batches, padding_fraction
 from trainers.config import GRPOConfig
-from trainers.grpo import compute_loss
+from trainers.microbatch_loss import compute_loss
 
 
 def sample(prompt: int, completion: int, advantage: float = 1.0, seed: int = 0) -> TurnSample:

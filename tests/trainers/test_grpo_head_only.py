@@ -14,11 +14,11 @@ import pytest
 import torch
 from test_grpo_update import PAD, tiny_model
 
-from trainers import grpo
+from trainers import grpo, microbatch_loss
 from trainers.batching import TurnSample, collate
 from trainers.config import GRPOConfig
-from trainers.grpo import compute_logprobs, compute_loss
 from trainers.loss import policy_loss
+from trainers.microbatch_loss import compute_logprobs, compute_loss
 
 TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}
 
@@ -91,7 +91,7 @@ def trainable_grads(model) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("lora", [False, True])
 def test_loss_and_gradients_equal_the_full_logits_computation(monkeypatch, lora, masked_keep):
     # Without mask support in transformers the last C + 1 positions are projected instead.
-    monkeypatch.setattr(grpo, "_MASKED_KEEP", masked_keep)
+    monkeypatch.setattr(microbatch_loss, "_MASKED_KEEP", masked_keep)
     config = GRPOConfig(beta=0.05, temperature=0.7, use_peft=lora)
     model = tiny_model(seed=2).train()
     ref_model = tiny_model(seed=5)  # any other policy: the KL term must be non-zero

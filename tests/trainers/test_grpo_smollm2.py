@@ -8,7 +8,8 @@ from trainer_helpers import group_episodes
 
 from trainers.batching import TurnSample, collate
 from trainers.config import GRPOConfig
-from trainers.grpo import GRPOTrainer, compute_logprobs
+from trainers.grpo import GRPOTrainer
+from trainers.microbatch_loss import compute_logprobs
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +65,14 @@ def test_one_update_on_smollm2_raises_the_rewarded_action(smollm2):
 
 
 @pytest.mark.slow
-def test_shared_prompt_prefix_gives_the_plain_loss_and_gradients_on_smollm2(smollm2):
-    """A group's first turn (same page) and a later turn share the system message: run once."""
+def test_the_prefix_tree_gives_the_plain_loss_and_gradients_on_smollm2(smollm2):
+    """A group's first turn (same page), a later turn sharing the system message, and a turn
+    whose prompt continues the first: each shared prefix runs once, in two micro-batches."""
     import copy
 
-    from trainers.grpo import compute_loss
+    from trainers.batching import forwarded_positions
+    from trainers.microbatch_loss import compute_loss
+    from trainers.tree_forward import tree_logprobs
 
     model, tokenizer = smollm2
 
@@ -88,21 +92,33 @@ def test_shared_prompt_prefix_gives_the_plain_loss_and_gradients_on_smollm2(smol
         TurnSample(search, ids("<action>search[red cotton t-shirt]</action>"), None, 1.0),
         TurnSample(search, ids("<action>search[shirt]</action>"), None, -1.0),
         TurnSample(results, ids("<action>click[red cotton t-shirt]</action>"), None, 0.5),
+        TurnSample(
+            search + ids("<action>search[shirt]</action>") + results, ids("<action>"), None, 1
+        ),
     ]
     pad = tokenizer.pad_token_id or 0
     config = GRPOConfig()
-    shared_model, plain_model = copy.deepcopy(model).train(), copy.deepcopy(model).train()
-    shared, plain = collate(samples, pad, share_prefix=True), collate(samples, pad)
-    assert shared.prefix_ids is not None and shared.prefix_ids.shape[1] > 20
-    tokens = float(plain.num_completion_tokens)
-    out, fresh = compute_loss(shared_model, shared, config, num_tokens=tokens)
-    expected, expected_fresh = compute_loss(plain_model, plain, config, num_tokens=tokens)
-    out.loss.backward()
-    expected.loss.backward()
-    torch.testing.assert_close(fresh, expected_fresh, atol=1e-4, rtol=1e-4)
-    assert out.loss.item() == pytest.approx(expected.loss.item(), rel=1e-4, abs=1e-6)
+    tree_model, plain_model = copy.deepcopy(model).train(), copy.deepcopy(model).train()
+    assert forwarded_positions(samples, share_prefix=True) < 0.6 * forwarded_positions(samples)
+    batches = [collate(samples[:2], pad), collate(samples[2:], pad)]
+    tokens = float(sum(b.num_completion_tokens for b in batches))
+    logprobs = tree_logprobs(tree_model, batches)
+    out, expected, fresh, expected_fresh = 0.0, 0.0, [], []
+    for batch, logprob in zip(batches, logprobs, strict=True):
+        mine, mine_fresh = compute_loss(
+            tree_model, batch, config, num_tokens=tokens, logprobs=logprob
+        )
+        theirs, theirs_fresh = compute_loss(plain_model, batch, config, num_tokens=tokens)
+        out, expected = out + mine.loss, expected + theirs.loss
+        fresh.append(mine_fresh)
+        expected_fresh.append(theirs_fresh)
+    out.backward()
+    expected.backward()
+    for a, b in zip(fresh, expected_fresh, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    assert out.item() == pytest.approx(expected.item(), rel=1e-4, abs=1e-6)
     for name in ("model.layers.0.self_attn.q_proj.weight", "model.layers.29.mlp.down_proj.weight"):
-        mine = shared_model.get_parameter(name).grad
+        mine = tree_model.get_parameter(name).grad
         theirs = plain_model.get_parameter(name).grad
         assert theirs.abs().sum() > 0
         torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=1e-3, msg=name)

@@ -11,7 +11,8 @@ from skillrl_core.errors import CheckpointError
 from trainers.batching import TurnSample, collate
 from trainers.checkpoint import load_trainer_state, save_checkpoint, save_trainer_state
 from trainers.config import GRPOConfig
-from trainers.grpo import GRPOTrainer, completion_positions, compute_logprobs, compute_loss
+from trainers.grpo import GRPOTrainer
+from trainers.microbatch_loss import completion_positions, compute_logprobs, compute_loss
 
 PAD = 0
 

@@ -6,7 +6,7 @@ import torch
 
 from skillrl_core.records import EpisodeRecord, TurnRecord
 from trainers.batching import TurnSample, collate
-from trainers.grpo import compute_logprobs
+from trainers.microbatch_loss import compute_logprobs
 
 
 def episode(

@@ -1,0 +1,180 @@
+"""Forward a micro-batch as its prefix tree, gradients included: each distinct prefix runs once.
+
+:mod:`trainers.prefix_tree` cuts the turns into segments and orders them into passes. Each pass
+runs its segments as rows on top of their ancestors' keys and values: a row's past is its
+ancestors' cached keys and values laid end to end (left-padded to the pass's longest past,
+masked), its positions continue from its segment's start, and its own tokens are right-padded
+(padding comes after every real token, so causal attention keeps it out of real positions).
+The past is still attached to the autograd graph, so backward sums every turn's gradient into
+the one pass that computed a shared prefix: the loss and gradients are those of the plain batch
+to float rounding (tests/trainers/test_grpo_prefix_tree.py, on a tiny model and on SmolLM2).
+
+The LM head runs only where a turn reads logits (``logits_to_keep`` as a boolean mask); a
+position that several turns share is projected once and read by each.
+
+Why not transformers' own prefix caching: its caches are for generation under ``no_grad``;
+training through a cache needs the rows' view of it built by hand, as here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from trl.trainer.utils import selective_log_softmax
+
+from skillrl.policies.prefix_cache import cache_keyword, cache_layers
+from skillrl.policies.transformers_scoring import cache_of
+from trainers.batching import TurnBatch
+from trainers.prefix_tree import PASS_COST, PrefixTree, forward_order
+
+_Layers = list[tuple[torch.Tensor, torch.Tensor]]
+"""Per layer, a segment's (keys, values), each [heads, tokens, dim]."""
+
+
+def tree_logits(
+    model: Any,
+    tree: PrefixTree,
+    wanted: Sequence[tuple[int, int]],
+    pass_cost: int | None = None,
+) -> torch.Tensor:
+    """Logits [len(wanted), V] at each ``(turn, position)`` of ``wanted``, the tree run once.
+
+    The passes run the model's decoder body; the token embedding and the LM head run once for
+    the whole tree, outside the passes: per pass they would each add a dense gradient of the
+    whole vocabulary matrix (49,152 x 576 for SmolLM2), however few tokens the pass has.
+    """
+    where = [tree.locate(turn, position) for turn, position in wanted]
+    needed: dict[int, set[int]] = {}
+    for segment, offset in where:
+        needed.setdefault(segment, set()).add(offset)
+    body, head, embed = _parts(model)
+    device = head.weight.device
+    embeds = embed(torch.tensor([t for s in tree.segments for t in s.tokens], device=device))
+    firsts = torch.tensor([len(s.tokens) for s in tree.segments]).cumsum(0) - torch.tensor(
+        [len(s.tokens) for s in tree.segments]
+    )
+    states: dict[int, _Layers] = {}
+    found: dict[tuple[int, int], int] = {}
+    pieces: list[torch.Tensor] = []
+    done = 0
+    for rows in forward_order(tree, PASS_COST if pass_cost is None else pass_cost):
+        keep = _keep_mask(tree, rows, needed).to(device)
+        hidden = _run_pass(body, tree, rows, states, embeds, firsts, device)
+        for flat, (row, offset) in enumerate(keep.nonzero().tolist()):
+            found[(rows[row], offset)] = done + flat
+        done += int(keep.sum())
+        pieces.append(hidden[keep])
+    table = torch.cat(pieces)
+    index = torch.tensor([found[key] for key in where], dtype=torch.long, device=device)
+    return head(table.index_select(0, index))
+
+
+def _parts(model: Any) -> tuple[Any, Any, Any]:
+    """Return the decoder body, LM head and token embedding of ``model`` (through compile/peft)."""
+    inner = getattr(model, "_orig_mod", model)  # torch.compile
+    return inner.get_decoder(), inner.get_output_embeddings(), inner.get_input_embeddings()
+
+
+def _keep_mask(tree: PrefixTree, rows: list[int], needed: dict[int, set[int]]) -> torch.Tensor:
+    width = max(len(tree.segments[i].tokens) for i in rows)
+    keep = torch.zeros((len(rows), width), dtype=torch.bool)
+    for row, index in enumerate(rows):
+        for offset in needed.get(index, ()):
+            keep[row, offset] = True
+    return keep
+
+
+def _run_pass(
+    body: Any,
+    tree: PrefixTree,
+    rows: list[int],
+    states: dict[int, _Layers],
+    embeds: torch.Tensor,
+    firsts: torch.Tensor,
+    device: torch.device,
+) -> torch.Tensor:
+    """Run segments ``rows`` on their ancestors' states; store theirs; return hidden states."""
+    segments = [tree.segments[i] for i in rows]
+    width = max(len(s.tokens) for s in segments)
+    past = max(s.start for s in segments)
+    # Right padding reads the segment's own first embedding: any finite vector will do, and
+    # causal attention keeps the padding out of every real position.
+    take = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros((len(rows), past + width), dtype=torch.long)
+    for row, (index, segment) in enumerate(zip(rows, segments, strict=True)):
+        first = int(firsts[index])
+        take[row] = first
+        take[row, : len(segment.tokens)] = torch.arange(first, first + len(segment.tokens))
+        mask[row, past - segment.start : past + len(segment.tokens)] = 1
+    starts = torch.tensor([s.start for s in segments]).unsqueeze(1)
+    extra: dict[str, Any] = {}
+    if past:
+        extra[cache_keyword(body)] = _past_cache(tree, rows, states, past)
+    output = body(
+        inputs_embeds=embeds[take.to(device)],
+        attention_mask=mask.to(device),
+        position_ids=(starts + torch.arange(width)).to(device),
+        use_cache=True,
+        **extra,
+    )
+    layers = cache_layers(cache_of(output))
+    for row, (index, segment) in enumerate(zip(rows, segments, strict=True)):
+        span = slice(past, past + len(segment.tokens))
+        states[index] = [(k[row, :, span], v[row, :, span]) for k, v in layers]
+    return output.last_hidden_state
+
+
+def _past_cache(tree: PrefixTree, rows: list[int], states: dict[int, _Layers], past: int) -> Any:
+    """Build a ``DynamicCache`` whose row i is segment rows[i]'s ancestors' states, left-padded."""
+    from transformers import DynamicCache
+
+    chains = [tree.ancestors(i) for i in rows]
+    data = []
+    for layer in range(len(states[chains[0][0]])):
+        keys, values = [], []
+        for index, chain in zip(rows, chains, strict=True):
+            pad = past - tree.segments[index].start
+            for side, out in ((0, keys), (1, values)):
+                parts = [states[a][layer][side] for a in chain]
+                if pad:
+                    first = parts[0]
+                    parts.insert(0, first.new_zeros((first.shape[0], pad, first.shape[2])))
+                out.append(torch.cat(parts, dim=1))
+        data.append((torch.stack(keys), torch.stack(values)))
+    return DynamicCache(ddp_cache_data=data)
+
+
+def tree_logprobs(
+    model: Any, batches: Sequence[TurnBatch], temperature: float = 1.0
+) -> list[torch.Tensor]:
+    """Per-token log-probs [B, C] of each batch's completions, all batches in one tree.
+
+    The same numbers as :func:`trainers.microbatch_loss.compute_logprobs` on each batch (to float
+    rounding); entries where ``completion_mask`` is 0 are 0.
+    """
+    sequences: list[list[int]] = []
+    wanted: list[tuple[int, int]] = []
+    targets: list[torch.Tensor] = []
+    for batch in batches:
+        counts = batch.completion_mask.sum(dim=1).tolist()
+        for tokens, count in zip(batch.turn_tokens(), counts, strict=True):
+            turn = len(sequences)
+            sequences.append(tokens[:-1])
+            first = len(tokens) - count - 1  # the last prompt token predicts the first output
+            wanted.extend((turn, first + j) for j in range(count))
+        targets.append(batch.completion_ids[batch.completion_mask.bool()])
+    tree = PrefixTree.build(sequences)
+    logits = tree_logits(model, tree, wanted)
+    # One [1, n, V] row: selective_log_softmax loops over the leading dimension on CPU.
+    picked = selective_log_softmax(
+        logits.float().unsqueeze(0), torch.cat(targets)[None], temperature
+    )
+    out, done = [], 0
+    for batch, target in zip(batches, targets, strict=True):
+        mask = batch.completion_mask.bool()
+        mine = picked[0, done : done + len(target)]
+        done += len(target)
+        out.append(mine.new_zeros(mask.shape).masked_scatter(mask, mine))
+    return out
