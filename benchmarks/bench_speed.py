@@ -210,17 +210,17 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
             seconds[name] += metrics.seconds
             tokens[name] += metrics.total_tokens
             print(f"  {mode} {name}: {metrics.seconds:.1f}s", flush=True)
-    positions = {
-        name: forwarded_by(sides[name], episodes, advantages, args) for name in ("old", "new")
-    }
+    runs = {name: forwarded_by(sides[name], episodes, advantages, args) for name in sides}
     result = {
         "real_tokens": sum(s.num_tokens for s in build_samples(episodes, advantages)),
-        "old_positions": positions["old"],
-        "new_positions": positions["new"],
+        "old_positions": runs["old"][0],
+        "new_positions": runs["new"][0],
         "factor": 3 if mode == "full" else 2,
     }
     for name in sides:
         result[f"{name}_tokens_per_s"] = tokens[name] / seconds[name]
+        # Work actually done: distinct positions (a tree's) or real tokens, padding left out.
+        result[f"{name}_work_per_s"] = runs[name][1] * args.train_rounds / seconds[name]
     result["ratio"] = result["new_tokens_per_s"] / result["old_tokens_per_s"]
     if "compiled" in sides:
         result["compiled_ratio"] = result["compiled_tokens_per_s"] / result["old_tokens_per_s"]
@@ -228,8 +228,8 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
     return result
 
 
-def forwarded_by(trainer, episodes, advantages, args) -> int:
-    """Positions one pass of ``trainer`` over the samples forwards, padding included."""
+def forwarded_by(trainer, episodes, advantages, args) -> tuple[int, int]:
+    """Positions one pass of ``trainer`` forwards: (padding included, distinct real ones)."""
     samples = build_samples(episodes, advantages)
     steps = step_batches(
         samples,
@@ -239,15 +239,17 @@ def forwarded_by(trainer, episodes, advantages, args) -> int:
         sort=trainer.sort_by_length,
         share_prefix=trainer.share_prefix,
     )
-    total = 0
+    total = work = 0
     for _, share in steps:
         if not trainer.share_prefix:
             total += sum(forwarded_positions(batch) for batch in share)
+            work += sum(s.num_tokens for batch in share for s in batch)
             continue
         for run in trainer.forward_runs(share):
-            turns = [tree_tokens(s) for i in run for s in share[i]]
-            total += tree_positions(PrefixTree.build(turns))
-    return total
+            tree = PrefixTree.build([tree_tokens(s) for i in run for s in share[i]])
+            total += tree_positions(tree)
+            work += tree.num_positions
+    return total, work
 
 
 def phase_free(args, policy, gflops: list[float]) -> dict:
@@ -431,11 +433,12 @@ def main() -> None:
         for mode in args.train_modes.split(","):
             print(f"(c) GRPO update, {mode}", flush=True)
             result = phase_training(args, policy.model, episodes, advantages, mode, gflops)
-            result["old_gflops"] = result["factor"] * 2 * params * result["old_tokens_per_s"] / 1e9
-            result["new_gflops"] = result["factor"] * 2 * params * result["new_tokens_per_s"] / 1e9
+            for side in ("old", "new"):
+                per_s = result.get(f"{side}_work_per_s", result[f"{side}_tokens_per_s"])
+                result[f"{side}_gflops"] = result["factor"] * 2 * params * per_s / 1e9
             if "compiled_tokens_per_s" in result:
                 result["compiled_gflops"] = (
-                    result["factor"] * 2 * params * result["compiled_tokens_per_s"] / 1e9
+                    result["factor"] * 2 * params * result["compiled_work_per_s"] / 1e9
                 )
             report[f"train_{mode}"] = result
     if "free" not in skip:
@@ -446,8 +449,9 @@ def main() -> None:
         for mode in ("lora", "full"):
             print(f"(e) SFT, {mode}, {len(examples)} turns", flush=True)
             result = phase_sft(args, policy, examples, mode, gflops)
-            result["old_gflops"] = result["factor"] * 2 * params * result["old_tokens_per_s"] / 1e9
-            result["new_gflops"] = result["factor"] * 2 * params * result["new_tokens_per_s"] / 1e9
+            for side in ("old", "new"):
+                per_s = result.get(f"{side}_work_per_s", result[f"{side}_tokens_per_s"])
+                result[f"{side}_gflops"] = result["factor"] * 2 * params * per_s / 1e9
             report[f"sft_{mode}"] = result
     if bank is not None:
         bank.close()
@@ -499,7 +503,7 @@ def print_report(report: dict, episodes: int) -> None:
         if tr:
             work = (
                 f"{tr['real_tokens']} tokens; positions run {tr['old_positions']} -> "
-                f"{tr['new_positions']}: padding and shared prompt prefixes"
+                f"{tr['new_positions']}: padding and prefix trees"
             )
             print(_tokens_row(f"GRPO trained tokens/s {mode}", tr, work))
             if "compiled_ratio" in tr:
