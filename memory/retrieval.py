@@ -54,8 +54,10 @@ def retrieve(
     return retrieve_vectors(bank, queries, vectors, config, record=record)
 
 
-TIE = 1e-6
-"""Similarities closer than this are a tie (identical texts embed to identical vectors)."""
+TIE = 1e-5
+"""Similarities closer than this are a tie. Identical texts embed to vectors that agree only to
+float rounding (a batch pads each text to its longest member), so their similarities to one
+query can differ by about 1e-7."""
 
 
 def _grouped_query(bank: SkillBank, vectors: np.ndarray, keys: list[Partition], k: int) -> Hits:
@@ -110,18 +112,21 @@ def _settle(hits: list[RetrievedEntry], k: int) -> list[RetrievedEntry]:
     a kill, whose distilled entries got other ids, then serves the same entries as an
     uninterrupted run.
     """
-    ordered = sorted(
-        hits,
-        key=lambda r: (
-            r.entry.created_at,
-            r.entry.kind,
-            r.entry.category or "",
-            r.entry.title,
-            r.entry.id,
-        ),
-    )
-    ordered.sort(key=lambda r: -round(r.similarity / TIE))  # stable: age breaks the ties
-    return ordered[:k]
+    # Ties are runs within TIE of their most similar member, not rounding buckets: rounding
+    # splits two noisy copies of one similarity whenever a bucket edge falls between them.
+    groups: list[list[RetrievedEntry]] = []
+    for hit in sorted(hits, key=lambda r: -r.similarity):
+        if groups and groups[-1][0].similarity - hit.similarity <= TIE:
+            groups[-1].append(hit)
+        else:
+            groups.append([hit])
+    return [hit for group in groups for hit in sorted(group, key=_age)][:k]
+
+
+def _age(hit: RetrievedEntry) -> tuple:
+    """Order of tied hits: older first, then by content, the random id last."""
+    entry = hit.entry
+    return (entry.created_at, entry.kind, entry.category or "", entry.title, entry.id)
 
 
 def search_index(

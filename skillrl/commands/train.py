@@ -168,8 +168,9 @@ from skillrl_core.splits import TEST_SPLIT
     "--torch-compile/--no-torch-compile",
     default=False,
     show_default=True,
-    help="Compile the update's forward and backward with torch.compile (inductor): on 2 CPU "
-    "cores 1.5-1.9x faster steps after 2-6 minutes of compiling, once per process.",
+    help="Compile the update's forward and backward with torch.compile (inductor), as plain "
+    "rows instead of the default prefix trees (whose passes change shape too often to "
+    "compile). On 2 CPU cores the trees were faster than compiled rows; see the README.",
 )
 @decoding_option
 @click.option(

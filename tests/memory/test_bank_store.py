@@ -308,3 +308,23 @@ def test_ties_in_one_transaction_are_broken_by_content_not_by_random_ids(bank, s
     for hits in ([grocery, beauty], [beauty, grocery]):
         settled = _settle([RetrievedEntry(e, 0.5) for e in hits], 1)
         assert [r.entry.category for r in settled] == ["beauty"]
+
+
+def test_copies_whose_similarities_differ_by_float_noise_still_tie(bank, samples):
+    """Identical texts embedded in different batches agree only to rounding; a rounding-bucket
+    edge between their similarities must not decide which copy is served."""
+    from dataclasses import replace
+
+    from memory.retrieval import TIE, _settle
+    from memory.types import RetrievedEntry
+
+    written = bank.add(samples.mistake).entry
+    older = replace(written, id="f" * 32, category="beauty")
+    newer = replace(written, id="0" * 32, category="beauty", created_at="9999-12-31T00:00:00")
+    assert newer.created_at > older.created_at
+    edge = 0.4999995  # a multiple of TIE / 2: the old bucketing put these two apart
+    for low, high in ((edge - 0.2 * TIE, edge + 0.2 * TIE), (0.5 - 0.4 * TIE, 0.5 + 0.4 * TIE)):
+        hits = [RetrievedEntry(newer, high), RetrievedEntry(older, low)]
+        assert [r.entry.id for r in _settle(hits, 1)] == [older.id]
+    far = [RetrievedEntry(newer, 0.5 + 3 * TIE), RetrievedEntry(older, 0.5)]
+    assert [r.entry.id for r in _settle(far, 1)] == [newer.id]  # not a tie: more similar wins
