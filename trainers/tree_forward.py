@@ -18,6 +18,7 @@ training through a cache needs the rows' view of it built by hand, as here.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,9 +53,8 @@ def tree_logits(
     body, head, embed = _parts(model)
     device = head.weight.device
     embeds = embed(torch.tensor([t for s in tree.segments for t in s.tokens], device=device))
-    firsts = torch.tensor([len(s.tokens) for s in tree.segments]).cumsum(0) - torch.tensor(
-        [len(s.tokens) for s in tree.segments]
-    )
+    # Where each segment's tokens start in ``embeds`` (segments laid end to end).
+    firsts = [0, *itertools.accumulate(len(s.tokens) for s in tree.segments)][:-1]
     states: dict[int, _Layers] = {}
     found: dict[tuple[int, int], int] = {}
     pieces: list[torch.Tensor] = []
@@ -92,7 +92,7 @@ def _run_pass(
     rows: list[int],
     states: dict[int, _Layers],
     embeds: torch.Tensor,
-    firsts: torch.Tensor,
+    firsts: list[int],
     device: torch.device,
 ) -> torch.Tensor:
     """Run segments ``rows`` on their ancestors' states; store theirs; return hidden states."""
@@ -104,7 +104,7 @@ def _run_pass(
     take = torch.zeros((len(rows), width), dtype=torch.long)
     mask = torch.zeros((len(rows), past + width), dtype=torch.long)
     for row, (index, segment) in enumerate(zip(rows, segments, strict=True)):
-        first = int(firsts[index])
+        first = firsts[index]
         take[row] = first
         take[row, : len(segment.tokens)] = torch.arange(first, first + len(segment.tokens))
         mask[row, past - segment.start : past + len(segment.tokens)] = 1
