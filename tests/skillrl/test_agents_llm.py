@@ -198,3 +198,17 @@ def test_the_expert_agent_plays_every_environment_with_an_expert(env_id, goal):
     (record,) = RolloutEngine(ExpertAgent(max_turns=20)).run([start])
     assert record.success and record.score == 1.0 and not record.error
     assert record.agent == "expert" and record.invalid_actions == 0
+
+
+@pytest.mark.parametrize(("temperature", "kept"), [(1.0, True), (1.2, False), (0.7, False)])
+def test_a_sampled_click_keeps_its_scores_as_pi_old_only_at_temperature_one(temperature, kept):
+    """Scores are log-probs at T = 1; the update computes a sampled turn's at T (logits / T)."""
+    sampled = LLMAgentConfig(sampling=SamplingConfig(temperature=temperature, seed=3))
+    (decision,) = LLMAgent(ScriptedPolicy(), constrained=True, config=sampled).act([state(RESULTS)])
+    assert decision.completion_token_ids  # the turn still trains, on its own tokens
+    if kept:
+        assert len(decision.completion_logprobs) == len(decision.completion_token_ids)
+    else:
+        assert decision.completion_logprobs is None  # the update takes pi_old from the model
+    (greedy,) = LLMAgent(ScriptedPolicy(), constrained=True).act([state(RESULTS)])
+    assert len(greedy.completion_logprobs) == len(greedy.completion_token_ids)
