@@ -67,13 +67,6 @@ class TurnBatch:
         """Real tokens of the rows: the work a plain batch forwards (padding not counted)."""
         return int(self.attention_mask.sum())
 
-    def turn_tokens(self) -> list[list[int]]:
-        """Each row's ``prompt + completion`` tokens, without its padding."""
-        return [
-            row[mask.bool()].tolist()
-            for row, mask in zip(self.input_ids.cpu(), self.attention_mask.cpu(), strict=True)
-        ]
-
     def to(self, device: torch.device | str) -> TurnBatch:
         """Move every tensor to ``device``."""
         return TurnBatch(**{k: v.to(device) for k, v in vars(self).items()})

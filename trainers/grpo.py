@@ -177,10 +177,9 @@ class GRPOTrainer:
             )
             for number, (step, batches) in enumerate(steps):
                 group = [collate(b, self.pad_token_id).to(acc.device) for b in batches]
-                runs = self.forward_runs(batches)
                 # The gap is measured before the first optimizer step, against pi_old itself.
                 first = iteration == 0 and number == 0
-                outs.extend(self._accumulate(group, step, runs, gaps if first else None))
+                outs.extend(self._accumulate(group, batches, step, gaps if first else None))
                 metrics.grad_norm = self._optimizer_step()
                 metrics.optimizer_steps += 1
                 if self.on_progress is not None:
@@ -207,14 +206,15 @@ class GRPOTrainer:
     def _accumulate(
         self,
         group: list[TurnBatch],
+        shares: list[list[TurnSample]],
         step: Sequence[TurnSample],
-        runs: list[range],
         gaps: list[torch.Tensor] | None,
     ) -> list[LossOutput]:
         """Backward every micro-batch of one optimizer step; collect rollout/recompute gaps.
 
-        ``runs``: the micro-batches that share one forward (:meth:`forward_runs`); their
-        losses are summed into one backward. A micro-batch's loss is the same either way.
+        ``group[i]`` is collated from ``shares[i]``. Micro-batches that share one forward
+        (:meth:`forward_runs`) have their losses summed into one backward; a micro-batch's loss
+        is the same either way.
 
         ``step`` is the whole optimizer step over all processes (``group`` is this process's
         share of it): every process holds it, so the ``dapo`` normaliser (the step's completion
@@ -230,10 +230,11 @@ class GRPOTrainer:
         if not group:  # fewer samples in this step than processes: contribute zero gradient
             return self._zero_backward(step, num_tokens)
         outs = []
+        runs = self.forward_runs(shares)
         for number, run in enumerate(runs):
             last = number == len(runs) - 1
             batches = [group[i] for i in run]
-            logprobs, refs = self._run_logprobs(batches, tree=self.share_prefix)
+            logprobs, refs = self._run_logprobs(batches, [shares[i] for i in run])
             # no_sync is DDP's (the prepared module), also when a compiled wrapper sits on it
             with contextlib.nullcontext() if last else acc.no_sync(self._prepared):
                 total = None
@@ -252,31 +253,30 @@ class GRPOTrainer:
                     total = loss if total is None else total + loss
                     outs.append(dataclasses.replace(out, loss=out.loss.detach()))
                     if gaps is not None:
-                        chosen = batch.completion_mask.bool() & batch.has_old_logprobs.unsqueeze(1)
-                        if chosen.any():
-                            gaps.append((batch.old_logprobs - fresh)[chosen].abs().cpu())
+                        _collect_gap(gaps, batch, fresh)
                 acc.backward(total)
         return outs
 
     def _run_logprobs(
-        self, batches: list[TurnBatch], *, tree: bool
+        self, batches: list[TurnBatch], turns: list[list[TurnSample]]
     ) -> tuple[list[torch.Tensor | None], list[torch.Tensor | None]]:
         """Log-probs (and reference log-probs when beta > 0) of ``batches``, or Nones.
 
-        With ``tree`` they come from one prefix tree over all ``batches``; otherwise None, and
-        :func:`compute_loss` runs each batch as plain rows.
+        With ``share_prefix`` they come from one prefix tree over all ``batches`` (collated from
+        ``turns``); otherwise None, and :func:`compute_loss` runs each batch as plain rows.
         """
         nothing: list[torch.Tensor | None] = [None] * len(batches)
-        if not tree:
+        if not self.share_prefix:
             return nothing, nothing
-        temperature = self.config.temperature
-        logprobs: list[torch.Tensor | None] = list(tree_logprobs(self.model, batches, temperature))
+
+        def run(model: Any) -> list[torch.Tensor]:
+            return tree_logprobs(model, batches, turns, self.config.temperature)
+
+        logprobs: list[torch.Tensor | None] = list(run(self.model))
         if self.config.beta <= 0:
             return logprobs, nothing
         with torch.no_grad():
-            refs = reference_policy(
-                self.model, self.ref_model, lambda m: tree_logprobs(m, batches, temperature)
-            )
+            refs = reference_policy(self.model, self.ref_model, run)
         return logprobs, list(refs)
 
     def _zero_backward(self, step: Sequence[TurnSample], num_tokens: float) -> list[LossOutput]:
@@ -297,6 +297,13 @@ class GRPOTrainer:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return norm if math.isfinite(norm) else float("nan")
+
+
+def _collect_gap(gaps: list[torch.Tensor], batch: TurnBatch, fresh: torch.Tensor) -> None:
+    """Add |rollout - recomputed| log-prob of the batch's tokens that have rollout log-probs."""
+    chosen = batch.completion_mask.bool() & batch.has_old_logprobs.unsqueeze(1)
+    if chosen.any():
+        gaps.append((batch.old_logprobs - fresh)[chosen].abs().cpu())
 
 
 def _average_into(metrics: StepMetrics, outs: list[LossOutput]) -> None:

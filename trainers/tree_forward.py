@@ -27,8 +27,8 @@ from trl.trainer.utils import selective_log_softmax
 
 from skillrl.policies.prefix_cache import cache_keyword, cache_layers
 from skillrl.policies.transformers_scoring import cache_of
-from trainers.batching import TurnBatch
-from trainers.prefix_tree import PASS_COST, PrefixTree, forward_order
+from trainers.batching import TurnBatch, TurnSample, tree_tokens
+from trainers.prefix_tree import PrefixTree, forward_order
 
 _Layers = list[tuple[torch.Tensor, torch.Tensor]]
 """Per layer, a segment's (keys, values), each [heads, tokens, dim]."""
@@ -38,7 +38,6 @@ def tree_logits(
     model: Any,
     tree: PrefixTree,
     wanted: Sequence[tuple[int, int]],
-    pass_cost: int | None = None,
 ) -> torch.Tensor:
     """Logits [len(wanted), V] at each ``(turn, position)`` of ``wanted``, the tree run once.
 
@@ -59,7 +58,7 @@ def tree_logits(
     found: dict[tuple[int, int], int] = {}
     pieces: list[torch.Tensor] = []
     done = 0
-    for rows in forward_order(tree, PASS_COST if pass_cost is None else pass_cost):
+    for rows in forward_order(tree):
         keep = _keep_mask(tree, rows, needed).to(device)
         hidden = _run_pass(body, tree, rows, states, embeds, firsts, device)
         for flat, (row, offset) in enumerate(keep.nonzero().tolist()):
@@ -147,34 +146,36 @@ def _past_cache(tree: PrefixTree, rows: list[int], states: dict[int, _Layers], p
 
 
 def tree_logprobs(
-    model: Any, batches: Sequence[TurnBatch], temperature: float = 1.0
+    model: Any,
+    batches: Sequence[TurnBatch],
+    turns: Sequence[Sequence[TurnSample]],
+    temperature: float = 1.0,
 ) -> list[torch.Tensor]:
     """Per-token log-probs [B, C] of each batch's completions, all batches in one tree.
 
-    The same numbers as :func:`trainers.microbatch_loss.compute_logprobs` on each batch (to float
-    rounding); entries where ``completion_mask`` is 0 are 0.
+    ``turns[i]`` are the samples ``batches[i]`` was collated from (the tree is built from their
+    token lists, not read back from the batch's device tensors). The same numbers as
+    :func:`trainers.microbatch_loss.compute_logprobs` on each batch (to float rounding); entries
+    where ``completion_mask`` is 0 are 0.
     """
     sequences: list[list[int]] = []
     wanted: list[tuple[int, int]] = []
-    targets: list[torch.Tensor] = []
-    for batch in batches:
-        counts = batch.completion_mask.sum(dim=1).tolist()
-        for tokens, count in zip(batch.turn_tokens(), counts, strict=True):
-            turn = len(sequences)
-            sequences.append(tokens[:-1])
-            first = len(tokens) - count - 1  # the last prompt token predicts the first output
-            wanted.extend((turn, first + j) for j in range(count))
-        targets.append(batch.completion_ids[batch.completion_mask.bool()])
-    tree = PrefixTree.build(sequences)
-    logits = tree_logits(model, tree, wanted)
+    for sample in (s for batch_turns in turns for s in batch_turns):
+        turn = len(sequences)
+        sequences.append(tree_tokens(sample))
+        first = len(sample.prompt_ids) - 1  # the last prompt token predicts the first output
+        wanted.extend((turn, first + j) for j in range(len(sample.completion_ids)))
+    logits = tree_logits(model, PrefixTree.build(sequences), wanted)
+    # Row-major over each batch's right-aligned completions: the order of ``wanted``.
+    targets = [batch.completion_ids[batch.completion_mask.bool()] for batch in batches]
     # One [1, n, V] row: selective_log_softmax loops over the leading dimension on CPU.
     picked = selective_log_softmax(
-        logits.float().unsqueeze(0), torch.cat(targets)[None], temperature
-    )
+        logits.float().unsqueeze(0), torch.cat(targets).unsqueeze(0), temperature
+    )[0]
     out, done = [], 0
     for batch, target in zip(batches, targets, strict=True):
         mask = batch.completion_mask.bool()
-        mine = picked[0, done : done + len(target)]
+        mine = picked[done : done + len(target)]
         done += len(target)
         out.append(mine.new_zeros(mask.shape).masked_scatter(mask, mine))
     return out

@@ -65,12 +65,13 @@ def test_loss_and_gradients_equal_the_plain_batch(lora):
         model = lora_with_live_gradients(model, config)
     plain_model = copy.deepcopy(model)
     samples = group_samples()
-    batches = [collate(samples[:3], PAD), collate(samples[3:], PAD)]  # two micro-batches
+    turns = [samples[:3], samples[3:]]  # two micro-batches
+    batches = [collate(t, PAD) for t in turns]
     tokens = float(sum(b.num_completion_tokens for b in batches))
     reference = None if lora else ref_model
-    logprobs = tree_logprobs(model, batches, config.temperature)
+    logprobs = tree_logprobs(model, batches, turns, config.temperature)
     with torch.no_grad():
-        refs = tree_logprobs(ref_model, batches, config.temperature) if not lora else None
+        refs = tree_logprobs(ref_model, batches, turns, config.temperature) if not lora else None
 
     total, expected_total = 0.0, 0.0
     for i, batch in enumerate(batches):

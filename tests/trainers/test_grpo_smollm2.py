@@ -100,9 +100,10 @@ def test_the_prefix_tree_gives_the_plain_loss_and_gradients_on_smollm2(smollm2):
     config = GRPOConfig()
     tree_model, plain_model = copy.deepcopy(model).train(), copy.deepcopy(model).train()
     assert forwarded_positions(samples, share_prefix=True) < 0.6 * forwarded_positions(samples)
-    batches = [collate(samples[:2], pad), collate(samples[2:], pad)]
+    turns = [samples[:2], samples[2:]]
+    batches = [collate(t, pad) for t in turns]
     tokens = float(sum(b.num_completion_tokens for b in batches))
-    logprobs = tree_logprobs(tree_model, batches)
+    logprobs = tree_logprobs(tree_model, batches, turns)
     out, expected, fresh, expected_fresh = 0.0, 0.0, [], []
     for batch, logprob in zip(batches, logprobs, strict=True):
         mine, mine_fresh = compute_loss(
