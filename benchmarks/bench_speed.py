@@ -16,8 +16,8 @@ on a shared machine hits both sides alike; ratios are total old time / total new
     ``--train-samples`` turns) of one sampled rollout (temperature 1, as training plays; advantages
     +-1 by episode so every turn trains). Old = micro-batches in shuffled order, every row its whole
     prompt; new = each optimizer step cut in prompt order and run as prefix trees (each distinct
-    prefix once); ``--compile`` adds the new path under ``torch.compile`` (its compile time,
-    spent in the warm-up step, is reported beside it);
+    prefix once); ``--compile`` adds compiled plain rows (``torch.compile`` turns the trees off;
+    its compile time, spent in the warm-up step, is reported beside it);
 (d) free decoding: the same episodes batched vs one after another (new engine), episodes/min;
 (e) SFT trained tokens/s, LoRA and full: ``trainers.sft.build_trainer(...).train()`` for one epoch
     over the scripted expert's turns on ``--sft-goals`` training goals (the cold start's examples).
@@ -63,8 +63,7 @@ from trainers.batching import (  # noqa: E402
 )
 from trainers.config import GRPOConfig  # noqa: E402
 from trainers.grpo import GRPOTrainer  # noqa: E402
-from trainers.prefix_tree import PrefixTree  # noqa: E402
-from trainers.prefix_tree import forwarded_positions as tree_positions  # noqa: E402
+from trainers.prefix_tree import PrefixTree, padded_positions  # noqa: E402
 
 
 def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
@@ -247,7 +246,7 @@ def forwarded_by(trainer, episodes, advantages, args) -> tuple[int, int]:
             continue
         for run in trainer.forward_runs(share):
             tree = PrefixTree.build([tree_tokens(s) for i in run for s in share[i]])
-            total += tree_positions(tree)
+            total += padded_positions(tree)
             work += tree.num_positions
     return total, work
 

@@ -1,4 +1,4 @@
-"""The token prefix tree of a micro-batch's turns, and the order in which to run its pieces.
+"""The token prefix tree of a step's turns, and the order in which to run its pieces.
 
 A GRPO step's turns repeat each other's prompts: every prompt starts with the same system
 message, a group's G episodes see the same first page, and a later turn's prompt continues the
@@ -156,7 +156,7 @@ def forward_order(tree: PrefixTree, pass_cost: int = PASS_COST) -> list[list[int
     return order
 
 
-def forwarded_positions(tree: PrefixTree, pass_cost: int = PASS_COST) -> int:
+def padded_positions(tree: PrefixTree, pass_cost: int = PASS_COST) -> int:
     """Positions the passes of :func:`forward_order` forward, padding included."""
     total = 0
     for run in forward_order(tree, pass_cost):
@@ -170,7 +170,7 @@ def _cheapest_runs(lengths: list[int], pass_cost: int) -> list[range]:
     Dynamic programming over cut points: best[i] is the cheapest cut of the first i lengths;
     a run lengths[j:i] costs (i - j) * lengths[j] + pass_cost (its first is its longest).
     """
-    best = [0] + [0] * len(lengths)
+    best = [0] * (len(lengths) + 1)
     cut = [0] * (len(lengths) + 1)
     for i in range(1, len(lengths) + 1):
         best[i], cut[i] = min((best[j] + (i - j) * lengths[j] + pass_cost, j) for j in range(i))

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainers.prefix_tree import PrefixTree, _cheapest_runs, forward_order, forwarded_positions
+from trainers.prefix_tree import PrefixTree, _cheapest_runs, forward_order, padded_positions
 
 token_lists = st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=12), min_size=1, max_size=8)
 
@@ -40,7 +40,7 @@ def test_passes_run_every_segment_once_after_its_parent(sequences, pass_cost):
     for run in order:
         assert all(tree.segments[i].parent in done | {-1} for i in run)
         done |= set(run)
-    assert forwarded_positions(tree, pass_cost) >= tree.num_positions
+    assert padded_positions(tree, pass_cost) >= tree.num_positions
 
 
 def test_a_group_and_a_continued_prompt_share_their_prefixes():
