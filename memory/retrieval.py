@@ -107,10 +107,10 @@ def _limits(config: RetrievalConfig) -> dict[str, int]:
 def _settle(hits: list[RetrievedEntry], k: int) -> list[RetrievedEntry]:
     """Keep the k best hits, most similar first; a tie goes to the older entry.
 
-    Entries written in one transaction share ``created_at``, and ids are random, so the last
-    tie-breaks are the entry's content (kind, category, title) before its id: a run resumed after
-    a kill, whose distilled entries got other ids, then serves the same entries as an
-    uninterrupted run.
+    Two entries can carry the same ``created_at`` (an import, a copied record), and ids are
+    random, so the last tie-breaks are the entry's content (kind, category, title) before its id:
+    a run resumed after a kill, whose distilled entries got other ids, then serves the same
+    entries as an uninterrupted run.
     """
     # Ties are runs within TIE of their most similar member, not rounding buckets: rounding
     # splits two noisy copies of one similarity whenever a bucket edge falls between them.

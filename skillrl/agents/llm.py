@@ -227,7 +227,7 @@ class LLMAgent:
 
 
 def _as_pi_old(token_logprobs: list[float], sampling: SamplingConfig) -> list[float]:
-    """Return the scored candidate's log-probs if the update can use them as pi_old, else none.
+    """Return the scored candidate's log-probs if the update can use them as pi_old, else [].
 
     Scores are the model's log-probs at temperature 1. The GRPO update computes a sampled
     turn's log-probs at the sampling temperature (logits / T, as TRL), so at any other
