@@ -25,7 +25,7 @@ from trainers.cold_start import ColdStartRun
 from trainers.cold_start_data import ExampleGatherer
 from trainers.dagger import ExpertLabeller, LabellingAgent, collect_examples, succeeded
 from trainers.policy_rollouts import PolicyRollouts
-from trainers.sft import build_trainer
+from trainers.sft import build_trainer, train_round
 from trainers.sft_config import ColdStartConfig
 from trainers.sft_data import action_target, read_examples, tokenize_example
 
@@ -141,6 +141,33 @@ def test_loss_mask_covers_only_the_target_tokens(tiny_folder, tmp_path, constrai
             assert example.assistant_prefix and example.target.endswith(("]", "</action>"))
         else:
             assert example.target.startswith("<think>") and example.target.endswith("</action>")
+
+
+@pytest.mark.parametrize(("save_steps", "kept"), [(100, []), (2, ["checkpoint-2", "checkpoint-4"])])
+def test_round_writes_checkpoints_every_save_steps_and_none_extra_at_the_end(
+    tiny_folder, tmp_path, save_steps, kept
+):
+    # The round's caller saves the merged model right after; a final trainer checkpoint would be
+    # a second full write of weights and optimizer state that nobody reads.
+    policy = tiny_policy(tiny_folder)
+    examples = expert_examples(policy, [3]).examples[:4]
+    assert len(examples) == 4
+    config = ColdStartConfig(
+        skills=False,
+        num_train_epochs=4,
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=1,
+        save_steps=save_steps,
+        lora_target_modules=["q_proj"],
+    )
+    saved = []
+    _, result = train_round(
+        policy.model, policy.tokenizer, examples, config, tmp_path / "t", on_save=saved.append
+    )
+    assert result.global_step == 4
+    assert saved == [int(name.split("-")[1]) for name in kept]
+    # HF Trainer keeps save_total_limit=1 folders: the newest periodic one, never a final one
+    assert sorted(p.name for p in (tmp_path / "t").glob("checkpoint-*")) == kept[-1:]
 
 
 def find_wrong_product_state():
