@@ -21,8 +21,10 @@ on a shared machine hits both sides alike; ratios are total old time / total new
 (d) free decoding: the same episodes batched vs one after another (new engine), episodes/min;
 (e) SFT trained tokens/s, LoRA and full: ``trainers.sft.build_trainer(...).train()`` for one epoch
     over the scripted expert's turns on ``--sft-goals`` training goals (the cold start's examples).
-    Old = TRL's own fused LM head (on CPU it projects every position, prompt included); new = the
-    head on target positions only (``ColdStartConfig.head_only_loss``).
+    Old = TRL's own fused LM head (on CPU it projects every position, prompt included), every row
+    its whole prompt; new = the head on target positions only (``ColdStartConfig.head_only_loss``)
+    and each micro-batch run as its prefix tree (``ColdStartConfig.prefix_tree``). Neither side
+    writes a checkpoint inside the timed epoch.
 
 GRPO old = micro-batches in shuffled order with the LM head on the last C + 1 positions of every
 row; new = prefix trees (``GRPOTrainer.share_prefix``, :mod:`trainers.tree_forward`), head only
@@ -299,21 +301,37 @@ def sft_examples(args, policy, agent, bank) -> list:
     return labelled.examples[: args.sft_examples]
 
 
-def sft_run(policy, examples, config, head_only: bool) -> tuple[float, float]:
-    """One epoch of ``build_trainer(...).train()`` on a copy of the model: (seconds, loss)."""
+def sft_run(policy, examples, config, head_only: bool) -> tuple[float, float, list[int]]:
+    """One epoch of ``build_trainer(...).train()`` on a copy of the model.
+
+    Returns (seconds, loss, the distinct positions of each prefix tree the epoch ran).
+    """
     from transformers.trainer_callback import PrinterCallback
 
+    from trainers import tree_forward
     from trainers.sft import build_trainer
 
     config = dataclasses.replace(config, head_only_loss=head_only)
+    trees: list[int] = []
+    run_tree = tree_forward.tree_logits
+
+    def counted(model, tree, wanted):
+        trees.append(tree.num_positions)
+        return run_tree(model, tree, wanted)
+
     with tempfile.TemporaryDirectory(prefix="bench-sft-") as folder:
         trainer = build_trainer(
             copy.deepcopy(policy.model), policy.tokenizer, examples, config, Path(folder)
         )
         trainer.remove_callback(PrinterCallback)
-        began = time.perf_counter()
-        output = trainer.train()
-        return time.perf_counter() - began, float(output.training_loss)
+        tree_forward.tree_logits = counted
+        try:
+            began = time.perf_counter()
+            output = trainer.train()
+            took = time.perf_counter() - began
+        finally:
+            tree_forward.tree_logits = run_tree
+        return took, float(output.training_loss), trees
 
 
 def phase_sft(args, policy, examples, mode: str, gflops: list[float]) -> dict:
@@ -333,20 +351,28 @@ def phase_sft(args, policy, examples, mode: str, gflops: list[float]) -> dict:
     sft_run(policy, examples[: args.batch_size], config, True)  # warm-up: first-call costs
     seconds = {False: 0.0, True: 0.0}
     losses: dict[bool, list[float]] = {False: [], True: []}
+    trees: list[int] = []
     for r in range(args.train_rounds):
         for head_only in (False, True) if r % 2 == 0 else (True, False):
             gflops.append(matmul_gflops())
-            took, loss = sft_run(policy, examples, config, head_only)
+            took, loss, ran = sft_run(policy, examples, config, head_only)
             seconds[head_only] += took
             losses[head_only].append(loss)
+            trees = ran or trees
             print(f"  sft {mode} {'new' if head_only else 'old'}: {took:.1f}s", flush=True)
     runs = args.train_rounds
+    batches = -(-len(examples) // args.batch_size)
+    # Work done: old runs every real token; new, each micro-batch's tree (every batch has one)
+    new_positions = sum(trees) if len(trees) == batches else tokens
     return {
         "examples": len(examples),
         "tokens": tokens,
         "target_tokens": sum(sum(r["completion_mask"]) for r in rows),
+        "new_positions": new_positions,
         "old_tokens_per_s": tokens * runs / seconds[False],
         "new_tokens_per_s": tokens * runs / seconds[True],
+        "old_work_per_s": tokens * runs / seconds[False],
+        "new_work_per_s": new_positions * runs / seconds[True],
         "ratio": seconds[False] / seconds[True],
         "old_loss": losses[False],
         "new_loss": losses[True],
@@ -524,6 +550,7 @@ def print_report(report: dict, episodes: int) -> None:
         if sf:
             note = (
                 f"{sf['examples']} turns, {sf['tokens']} tokens, {sf['target_tokens']} with loss; "
+                f"positions run {sf['tokens']} -> {sf['new_positions']}: prefix trees; "
                 f"same loss: {sf['same_loss']}"
             )
             print(_tokens_row(f"SFT trained tokens/s {mode}", sf, note))

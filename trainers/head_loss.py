@@ -26,6 +26,8 @@ from typing import Any
 import torch
 from torch.nn import functional as F
 
+from trainers.tree_forward import labelled_logits
+
 _SCALING_FIELDS = (
     "final_logit_softcapping",
     "logit_scale",
@@ -64,9 +66,17 @@ def target_logprobs(
     the graph, so its backward gives zero gradients instead of failing).
     """
     mask = labels != -100
-    kept = hidden[mask]
-    targets = labels[mask]
-    logits = lm_head(kept).float()  # (kept, vocab): a log-softmax needs the full row
+    return _spread(mask, lm_head(hidden[mask]), labels[mask])
+
+
+def _spread(
+    mask: torch.Tensor, logits: torch.Tensor, targets: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Return :func:`target_logprobs`' three outputs from the labelled positions' logits.
+
+    ``logits`` has one row per labelled position, in ``mask``'s row-major order.
+    """
+    logits = logits.float()  # (kept, vocab): a log-softmax needs the full row
     log_probs = -F.cross_entropy(logits, targets, reduction="none")
     with torch.no_grad():  # metrics only: TRL logs them detached
         log_softmax = logits.log_softmax(-1)
@@ -80,8 +90,29 @@ def target_logprobs(
     return full(log_probs), full(entropy), full(is_top1)
 
 
-def add_head_only_lm_head(model: Any) -> None:
+def _tree_fits(args: tuple, kwargs: dict[str, Any], labels: torch.Tensor) -> bool:
+    """Whether a batch can run as a prefix tree: plain right-padded token rows, some labelled.
+
+    Anything else (packed rows with ``position_ids``, embeddings instead of ids, left padding, a
+    single row) runs as rows. Keywords left at None (peft passes ``inputs_embeds=None`` and the
+    output flags through) ask for nothing.
+    """
+    given = {key for key, value in kwargs.items() if value is not None}
+    if args or given - {"input_ids", "attention_mask", "use_cache"}:
+        return False
+    ids, mask = kwargs.get("input_ids"), kwargs.get("attention_mask")
+    if ids is None or mask is None or ids.shape[0] < 2 or not bool((labels != -100).any()):
+        return False
+    lengths = mask.sum(-1, keepdim=True)
+    return bool((mask == (torch.arange(mask.shape[1], device=mask.device) < lengths)).all())
+
+
+def add_head_only_lm_head(model: Any, *, tree: bool = False) -> None:
     """Make ``model(..., labels=, fused_lm_head=True)`` project only the labelled positions.
+
+    With ``tree``, a batch's rows run as their prefix tree (:func:`trainers.tree_forward.
+    labelled_logits`): a prefix that several rows share (the system message, an episode's
+    earlier turns) goes through the model once. Same loss and gradients to float rounding.
 
     ``model`` is the causal LM itself (for a peft model, ``get_base_model()``), already patched
     by TRL or not; calls without ``fused_lm_head`` go to the forward it had before. Undo with
@@ -106,16 +137,20 @@ def add_head_only_lm_head(model: Any) -> None:
             kwargs.update({k: v for k, v in extra.items() if v is not None})
             return previous(*args, **kwargs)
         kwargs["use_cache"] = False
-        # The backbone (after the final norm) is looked up per call: peft swaps its layers.
-        hidden = self.base_model(*args, **kwargs).last_hidden_state
-        if shift_labels is None:
-            hidden, labels = hidden[:, :-1], labels[:, 1:]
-        else:
-            labels = shift_labels
         head = self.get_output_embeddings()
-        labels = labels.to(head.weight.device)
-        log_probs, entropy, is_top1 = target_logprobs(hidden.to(head.weight.device), head, labels)
-        mask = labels != -100
+        shifted = (labels[:, 1:] if shift_labels is None else shift_labels).to(head.weight.device)
+        mask = shifted != -100
+        if tree and shift_labels is None and _tree_fits(args, kwargs, shifted):
+            logits = labelled_logits(self, kwargs["input_ids"], shifted)
+            log_probs, entropy, is_top1 = _spread(mask, logits, shifted[mask])
+        else:
+            # The backbone (after the final norm) is looked up per call: peft swaps its layers.
+            hidden = self.base_model(*args, **kwargs).last_hidden_state
+            if shift_labels is None:
+                hidden = hidden[:, :-1]
+            log_probs, entropy, is_top1 = target_logprobs(
+                hidden.to(head.weight.device), head, shifted
+            )
         # TRL's reduction: sum over labelled tokens / (num_items_in_batch or their count)
         denominator = mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
         return FusedCausalLMOutput(

@@ -19,6 +19,9 @@ One call of :func:`train_round` fine-tunes the in-process model on a list of
 - the LM head runs only on target positions (``config.head_only_loss``,
   :mod:`trainers.head_loss`): TRL's own fused head scores every position on devices without
   Triton, i.e. every prompt token on CPU; the loss and gradients are the same;
+- each micro-batch runs as the prefix tree of its rows (``config.prefix_tree``, in the same
+  forward): turns share the system message, and a later turn of an episode repeats its earlier
+  turns' prompt, so shared prefixes go through the model once;
 - no packing by default: TRL packs without cross-example attention only through padding-free
   batches, which need flash-attention (not on CPU); and turn prompts are of similar length (the
   prompt budget caps them), so padding wastes little. ``packing=True`` is passed through;
@@ -154,7 +157,7 @@ def build_trainer(
     causal_lm = getattr(trainer.model, "get_base_model", lambda: trainer.model)()
     if config.head_only_loss:
         if supports_head_only(causal_lm):
-            add_head_only_lm_head(causal_lm)
+            add_head_only_lm_head(causal_lm, tree=config.prefix_tree)
         else:
             logger.info("the model transforms its logits after the head: TRL's head is kept")
     return trainer

@@ -82,6 +82,10 @@ class ColdStartConfig:
     head_only_loss: bool = True
     """Run the LM head only on target positions (``trainers.head_loss``); False keeps TRL's
     head, which on CPU projects every prompt position too. Same loss and gradients."""
+    prefix_tree: bool = True
+    """Run each micro-batch as the prefix tree of its rows (``trainers.tree_forward``): what rows
+    share (the system message; an episode's earlier turns, which a later turn's prompt repeats)
+    goes through the model once. Same loss and gradients; needs ``head_only_loss``."""
     save_steps: int = 25
     """Optimizer steps between resumable trainer checkpoints inside a round."""
     seed: int = 0

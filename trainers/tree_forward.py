@@ -70,6 +70,36 @@ def tree_logits(
     return head(table.index_select(0, index))
 
 
+def labelled_logits(model: Any, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Logits [K, V] at a batch's K labelled positions, its rows run as one prefix tree.
+
+    ``input_ids`` (batch, length) are right-padded rows; ``labels`` (batch, length - 1) are
+    already shifted: position t of row i predicts ``labels[i, t]``, ``-100`` where nothing is
+    predicted. The K rows come in ``labels[labels != -100]``'s order.
+    """
+    tree, wanted = labelled_tree(input_ids, labels)
+    return tree_logits(model, tree, wanted)
+
+
+def labelled_tree(
+    input_ids: torch.Tensor, labels: torch.Tensor
+) -> tuple[PrefixTree, list[tuple[int, int]]]:
+    """Return the prefix tree of a batch's rows and the (turn, position) of each labelled one.
+
+    A row enters the tree up to its last labelled position (what follows feeds no prediction);
+    a row without labels not at all, so padding never does.
+    """
+    wanted = (labels != -100).nonzero().tolist()  # row-major: the order of a boolean index
+    last: dict[int, int] = {}
+    for row, position in wanted:
+        last[row] = position
+    rows = sorted(last)
+    turn = {row: k for k, row in enumerate(rows)}
+    ids = input_ids.tolist()
+    tree = PrefixTree.build([ids[row][: last[row] + 1] for row in rows])
+    return tree, [(turn[row], position) for row, position in wanted]
+
+
 def _parts(model: Any) -> tuple[Any, Any, Any]:
     """Return the decoder body, LM head and token embedding of ``model`` (through compile/peft)."""
     inner = getattr(model, "_orig_mod", model)  # torch.compile

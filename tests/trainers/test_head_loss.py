@@ -1,8 +1,9 @@
 """The head-only SFT loss equals the full computation: loss and every trainable gradient.
 
 Two levels: the patched forward against plain full-vocabulary logits (right-padded rows of
-uneven lengths, with and without LoRA, with ``num_items_in_batch``), and a whole optimizer step
-of ``SFTTrainer`` with gradient accumulation, head-only against TRL's own head.
+uneven lengths, with and without LoRA, with ``num_items_in_batch``, as rows and as a prefix
+tree), and a whole optimizer step of ``SFTTrainer`` with gradient accumulation, head-only (rows
+and tree) against TRL's own head.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tiny_checkpoint import write_tiny_checkpoint
 from torch.nn import functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
+from trainers import tree_forward
 from trainers.head_loss import (
     add_head_only_lm_head,
     remove_head_only_lm_head,
@@ -65,6 +67,34 @@ def right_padded_batch(vocab: int, lengths: list[int], targets: list[int]):
     return input_ids, attention_mask, labels
 
 
+def shared_prefix_batch(vocab: int):
+    """Right-padded rows that share prefixes as SFT turns do: a common start, and one row that
+    continues another (an episode's later turn); the last tokens of each row carry loss."""
+    input_ids, attention_mask, labels = right_padded_batch(vocab, [30, 22, 41, 9], [4, 3, 6, 2])
+    input_ids[1, :12] = input_ids[0, :12]
+    input_ids[2, :30] = input_ids[0, :30]
+    input_ids[3, :5] = input_ids[0, :5]
+    for row, length in enumerate(attention_mask.sum(-1).tolist()):
+        labelled = labels[row] != -100
+        labels[row, labelled] = input_ids[row, labelled]
+        assert labelled[:length].any() and not labelled[length:].any()
+    return input_ids, attention_mask, labels
+
+
+@pytest.fixture
+def tree_calls(monkeypatch):
+    """How many batches ran as a prefix tree, and how many positions those trees held."""
+    calls: list[int] = []
+    real = tree_forward.tree_logits
+
+    def counting(model, tree, wanted):
+        calls.append(tree.num_positions)
+        return real(model, tree, wanted)
+
+    monkeypatch.setattr(tree_forward, "tree_logits", counting)
+    return calls
+
+
 def full_logits_loss(model, input_ids, attention_mask, labels, num_items):
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
     summed = F.cross_entropy(
@@ -79,16 +109,22 @@ def gradients(model):
 
 @pytest.mark.parametrize("lora", [False, True])
 @pytest.mark.parametrize("num_items", [None, 23])
-def test_patched_forward_equals_full_logits_loss_and_gradients(tiny_folder, lora, num_items):
+@pytest.mark.parametrize("tree", [False, True])
+def test_patched_forward_equals_full_logits_loss_and_gradients(
+    tiny_folder, lora, num_items, tree, tree_calls
+):
     reference = load(tiny_folder)
     patched = copy.deepcopy(reference)
     if lora:
         reference = with_lora(reference)
         patched = copy.deepcopy(reference)
     causal_lm = patched.get_base_model() if lora else patched
-    add_head_only_lm_head(causal_lm)
+    add_head_only_lm_head(causal_lm, tree=tree)
     vocab = causal_lm.config.vocab_size
-    input_ids, attention_mask, labels = right_padded_batch(vocab, [17, 9, 30], [5, 1, 12])
+    if tree:
+        input_ids, attention_mask, labels = shared_prefix_batch(vocab)
+    else:
+        input_ids, attention_mask, labels = right_padded_batch(vocab, [17, 9, 30], [5, 1, 12])
     labelled = int((labels[:, 1:] != -100).sum())
 
     out = patched(
@@ -105,12 +141,50 @@ def test_patched_forward_equals_full_logits_loss_and_gradients(tiny_folder, lora
     expected.backward()
 
     assert out.loss.item() == pytest.approx(expected.item(), rel=1e-5)
-    assert int(out.label_mask.sum()) == labelled == 5 + 1 + 12
+    if tree:
+        assert int(out.label_mask.sum()) == labelled == 4 + 3 + 6 + 2
+        # one tree, holding each shared prefix once: 41 + (22 - 12) + (9 - 5), each row cut
+        # after its last position that predicts a label
+        assert tree_calls == [41 - 1 + 22 - 12 - 1 + 9 - 5 - 1]
+    else:
+        assert int(out.label_mask.sum()) == labelled == 5 + 1 + 12
+        assert tree_calls == []
     mine, theirs = gradients(patched), gradients(reference)
     assert mine.keys() == theirs.keys() and len(mine) > 0
     for name, grad in theirs.items():
         assert grad.abs().sum() > 0, name  # every trainable parameter is reached
         torch.testing.assert_close(mine[name], grad, **TOLERANCE, msg=name)
+
+
+@pytest.mark.parametrize(
+    "case", ["left padding", "position_ids", "one row", "no labels", "shift_labels"]
+)
+def test_batches_a_tree_cannot_express_run_as_rows_with_the_same_loss(
+    tiny_folder, tree_calls, case
+):
+    rows = load(tiny_folder)
+    treed = copy.deepcopy(rows)
+    add_head_only_lm_head(rows)
+    add_head_only_lm_head(treed, tree=True)
+    input_ids, attention_mask, labels = shared_prefix_batch(rows.config.vocab_size)
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    if case == "left padding":
+        inputs["attention_mask"] = attention_mask.flip(-1)
+    elif case == "position_ids":
+        inputs["position_ids"] = torch.arange(input_ids.shape[1]).expand_as(input_ids)
+    elif case == "one row":
+        inputs = {key: value[:1] for key, value in inputs.items()}
+    elif case == "no labels":
+        inputs["labels"] = torch.full_like(labels, -100)
+    else:
+        inputs["shift_labels"] = inputs.pop("labels")[:, 1:]
+        inputs = {
+            key: value[:, :-1] if key != "shift_labels" else value for key, value in inputs.items()
+        }
+    expected = rows(**inputs, fused_lm_head=True).loss
+    got = treed(**inputs, fused_lm_head=True).loss
+    assert tree_calls == []
+    assert got.item() == pytest.approx(expected.item(), rel=1e-6)
 
 
 def test_outputs_are_zero_off_the_labels_and_metrics_match_the_full_row(tiny_folder):
@@ -190,7 +264,7 @@ class _FirstStepGradients(TrainerCallback):
             self.grads = gradients(self.model)
 
 
-def first_step(folder, tmp_path, *, head_only: bool, lora: bool):
+def first_step(folder, tmp_path, *, head_only: bool, lora: bool, tree: bool = False):
     tokenizer = AutoTokenizer.from_pretrained(folder)
     examples = [
         example(0, 3, "click[b0]</action>"),
@@ -205,9 +279,11 @@ def first_step(folder, tmp_path, *, head_only: bool, lora: bool):
         use_peft=lora,
         lora_r=4,
         head_only_loss=head_only,
+        prefix_tree=tree,
         seed=3,
     )
-    trainer = build_trainer(load(folder), tokenizer, examples, config, tmp_path / str(head_only))
+    folder_name = f"{head_only}-{tree}"
+    trainer = build_trainer(load(folder), tokenizer, examples, config, tmp_path / folder_name)
     trainer.args.max_grad_norm = 0.0  # clipping would hide a wrong loss scale
     if lora:  # B = 0 at init: make the adapter's A gradients non-zero too
         with torch.no_grad():
@@ -232,8 +308,13 @@ class _Logs(TrainerCallback):
 
 
 @pytest.mark.parametrize("lora", [False, True])
-def test_sft_step_with_accumulation_matches_trls_head(tiny_folder, tmp_path, lora):
-    mine, my_log = first_step(tiny_folder, tmp_path, head_only=True, lora=lora)
+@pytest.mark.parametrize("tree", [False, True])
+def test_sft_step_with_accumulation_matches_trls_head(
+    tiny_folder, tmp_path, lora, tree, tree_calls
+):
+    mine, my_log = first_step(tiny_folder, tmp_path, head_only=True, lora=lora, tree=tree)
+    # two micro-batches of rows that share the chat template's system turn
+    assert len(tree_calls) == (2 if tree else 0)
     theirs, their_log = first_step(tiny_folder, tmp_path, head_only=False, lora=lora)
     assert mine.keys() == theirs.keys() and len(mine) > 0
     for name, grad in theirs.items():

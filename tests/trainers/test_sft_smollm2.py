@@ -47,3 +47,53 @@ def test_a_few_sft_steps_raise_the_logprob_of_the_experts_actions(smollm2_folder
     assert result.global_step == 9
     assert sum(after) > sum(before) + 1.0, (before, after)
     assert sum(a > b for a, b in zip(after, before, strict=True)) >= 5, (before, after)
+
+
+@pytest.mark.slow
+def test_an_episodes_turns_as_a_prefix_tree_give_the_rows_loss_and_gradients(
+    smollm2_folder, monkeypatch
+):
+    """An expert episode's turns: a later turn's prompt repeats the earlier ones' system message
+    and task, so the tree forwards far fewer positions, with the same loss and gradients."""
+    import copy
+
+    import torch
+
+    from trainers import tree_forward
+    from trainers.head_loss import add_head_only_lm_head
+    from trainers.sft_data import tokenize_example
+
+    policy = load_policy(PolicyConfig(model=str(smollm2_folder), dtype="float32", device="cpu"))
+    examples = expert_examples(policy, [0], constrained=True).examples[:4]
+    assert len(examples) == 4
+    rows = [tokenize_example(policy.tokenizer, e) for e in examples]
+    width = max(len(r["input_ids"]) for r in rows)
+    input_ids = torch.zeros(len(rows), width, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    labels = torch.full_like(input_ids, -100)
+    for i, row in enumerate(rows):
+        n = len(row["input_ids"])
+        input_ids[i, :n] = torch.tensor(row["input_ids"])
+        attention_mask[i, :n] = 1
+        labelled = torch.tensor(row["completion_mask"], dtype=torch.bool)
+        labels[i, :n][labelled] = input_ids[i, :n][labelled]
+
+    trees: list[int] = []
+    real = tree_forward.tree_logits
+    monkeypatch.setattr(
+        tree_forward, "tree_logits", lambda m, t, w: trees.append(t.num_positions) or real(m, t, w)
+    )
+    plain, treed = copy.deepcopy(policy.model).train(), copy.deepcopy(policy.model).train()
+    add_head_only_lm_head(plain)
+    add_head_only_lm_head(treed, tree=True)
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    expected = plain(**batch, fused_lm_head=True)
+    got = treed(**batch, fused_lm_head=True)
+    expected.loss.backward()
+    got.loss.backward()
+    assert len(trees) == 1 and trees[0] < 0.8 * int(attention_mask.sum())
+    assert got.loss.item() == pytest.approx(expected.loss.item(), rel=1e-4)
+    torch.testing.assert_close(got.log_probs, expected.log_probs, atol=1e-4, rtol=1e-4)
+    theirs = dict(plain.named_parameters())
+    for name, parameter in treed.named_parameters():
+        torch.testing.assert_close(parameter.grad, theirs[name].grad, atol=2e-4, rtol=1e-3)
