@@ -348,7 +348,8 @@ def phase_sft(args, policy, examples, mode: str, gflops: list[float]) -> dict:
     )
     rows = [tokenize_example(policy.tokenizer, e) for e in examples]
     tokens = sum(len(r["input_ids"]) for r in rows)
-    sft_run(policy, examples[: args.batch_size], config, True)  # warm-up: first-call costs
+    for head_only in (False, True):  # warm-up: first-call costs (TRL's head has some too)
+        sft_run(policy, examples[: args.batch_size], config, head_only)
     seconds = {False: 0.0, True: 0.0}
     losses: dict[bool, list[float]] = {False: [], True: []}
     trees: list[int] = []
