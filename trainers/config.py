@@ -76,8 +76,9 @@ class GRPOConfig:
     """Run each optimizer step's turns as prefix trees (:mod:`trainers.tree_forward`): every
     distinct prefix (the system message, a group's shared first page, an episode's earlier
     prompt that a later turn continues) goes through the model once, gradients included. Same
-    loss and gradients as plain rows, to float rounding. A tree holds no more positions than the
-    step's largest plain micro-batch. Off under ``torchrun`` / ``accelerate launch`` (DDP expects
+    loss and gradients as plain rows, to float rounding (with ``lora_dropout`` > 0, turns that
+    share a prefix also share its dropout mask). A tree holds no more positions than the step's
+    largest plain micro-batch. Off under ``torchrun`` / ``accelerate launch`` (DDP expects
     one forward per backward) and with ``torch_compile`` (see there)."""
     torch_compile: bool = False
     """Compile the trained model's forward and backward (``torch.compile``, inductor, dynamic

@@ -85,7 +85,8 @@ class ColdStartConfig:
     prefix_tree: bool = True
     """Run each micro-batch as the prefix tree of its rows (``trainers.tree_forward``): what rows
     share (the system message; an episode's earlier turns, which a later turn's prompt repeats)
-    goes through the model once. Same loss and gradients; needs ``head_only_loss``."""
+    goes through the model once. Same loss and gradients; needs ``head_only_loss``. (With
+    ``lora_dropout`` > 0, rows that share a prefix also share its dropout mask.)"""
     save_steps: int = 25
     """Optimizer steps between resumable trainer checkpoints inside a round."""
     seed: int = 0
