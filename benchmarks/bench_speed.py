@@ -359,21 +359,22 @@ def phase_sft(args, policy, examples, mode: str, gflops: list[float]) -> dict:
             took, loss, ran = sft_run(policy, examples, config, head_only)
             seconds[head_only] += took
             losses[head_only].append(loss)
-            trees = ran or trees
+            if head_only:
+                trees = ran
             print(f"  sft {mode} {'new' if head_only else 'old'}: {took:.1f}s", flush=True)
     runs = args.train_rounds
-    batches = -(-len(examples) // args.batch_size)
-    # Work done: old runs every real token; new, each micro-batch's tree (every batch has one)
-    new_positions = sum(trees) if len(trees) == batches else tokens
-    return {
+    # Work done: old runs every real token; new, each micro-batch's tree. A micro-batch a tree
+    # cannot express (a single row) runs uncounted, so then the work is not known: GF/s falls
+    # back to real tokens and the report says so.
+    every_batch_a_tree = len(trees) == -(-len(examples) // args.batch_size)
+    result = {
         "examples": len(examples),
         "tokens": tokens,
         "target_tokens": sum(sum(r["completion_mask"]) for r in rows),
-        "new_positions": new_positions,
+        "new_positions": sum(trees) if every_batch_a_tree else None,
         "old_tokens_per_s": tokens * runs / seconds[False],
         "new_tokens_per_s": tokens * runs / seconds[True],
         "old_work_per_s": tokens * runs / seconds[False],
-        "new_work_per_s": new_positions * runs / seconds[True],
         "ratio": seconds[False] / seconds[True],
         "old_loss": losses[False],
         "new_loss": losses[True],
@@ -383,6 +384,9 @@ def phase_sft(args, policy, examples, mode: str, gflops: list[float]) -> dict:
         ),
         "factor": 3 if mode == "full" else 2,
     }
+    if every_batch_a_tree:
+        result["new_work_per_s"] = sum(trees) * runs / seconds[True]
+    return result
 
 
 def main() -> None:
@@ -549,10 +553,14 @@ def print_report(report: dict, episodes: int) -> None:
     for mode in ("lora", "full"):
         sf = report.get(f"sft_{mode}")
         if sf:
+            positions = (
+                f"positions run {sf['tokens']} -> {sf['new_positions']}: prefix trees"
+                if sf["new_positions"] is not None
+                else "some micro-batches ran as rows: new GF/s counts real tokens"
+            )
             note = (
                 f"{sf['examples']} turns, {sf['tokens']} tokens, {sf['target_tokens']} with loss; "
-                f"positions run {sf['tokens']} -> {sf['new_positions']}: prefix trees; "
-                f"same loss: {sf['same_loss']}"
+                f"{positions}; same loss: {sf['same_loss']}"
             )
             print(_tokens_row(f"SFT trained tokens/s {mode}", sf, note))
     if not ro:
