@@ -16,7 +16,6 @@ from tiny_checkpoint import write_tiny_checkpoint
 from torch.nn import functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-from trainers import tree_forward
 from trainers.head_loss import (
     add_head_only_lm_head,
     remove_head_only_lm_head,
@@ -79,20 +78,6 @@ def shared_prefix_batch(vocab: int):
         labels[row, labelled] = input_ids[row, labelled]
         assert labelled[:length].any() and not labelled[length:].any()
     return input_ids, attention_mask, labels
-
-
-@pytest.fixture
-def tree_calls(monkeypatch):
-    """How many batches ran as a prefix tree, and how many positions those trees held."""
-    calls: list[int] = []
-    real = tree_forward.tree_logits
-
-    def counting(model, tree, wanted):
-        calls.append(tree.num_positions)
-        return real(model, tree, wanted)
-
-    monkeypatch.setattr(tree_forward, "tree_logits", counting)
-    return calls
 
 
 def full_logits_loss(model, input_ids, attention_mask, labels, num_items):

@@ -51,7 +51,7 @@ def test_a_few_sft_steps_raise_the_logprob_of_the_experts_actions(smollm2_folder
 
 @pytest.mark.slow
 def test_an_episodes_turns_as_a_prefix_tree_give_the_rows_loss_and_gradients(
-    smollm2_folder, monkeypatch
+    smollm2_folder, tree_calls
 ):
     """An expert episode's turns: a later turn's prompt repeats the earlier ones' system message
     and task, so the tree forwards far fewer positions, with the same loss and gradients."""
@@ -59,7 +59,6 @@ def test_an_episodes_turns_as_a_prefix_tree_give_the_rows_loss_and_gradients(
 
     import torch
 
-    from trainers import tree_forward
     from trainers.head_loss import add_head_only_lm_head
     from trainers.sft_data import tokenize_example
 
@@ -78,11 +77,6 @@ def test_an_episodes_turns_as_a_prefix_tree_give_the_rows_loss_and_gradients(
         labelled = torch.tensor(row["completion_mask"], dtype=torch.bool)
         labels[i, :n][labelled] = input_ids[i, :n][labelled]
 
-    trees: list[int] = []
-    real = tree_forward.tree_logits
-    monkeypatch.setattr(
-        tree_forward, "tree_logits", lambda m, t, w: trees.append(t.num_positions) or real(m, t, w)
-    )
     plain, treed = copy.deepcopy(policy.model).train(), copy.deepcopy(policy.model).train()
     add_head_only_lm_head(plain)
     add_head_only_lm_head(treed, tree=True)
@@ -91,7 +85,7 @@ def test_an_episodes_turns_as_a_prefix_tree_give_the_rows_loss_and_gradients(
     got = treed(**batch, fused_lm_head=True)
     expected.loss.backward()
     got.loss.backward()
-    assert len(trees) == 1 and trees[0] < 0.8 * int(attention_mask.sum())
+    assert len(tree_calls) == 1 and tree_calls[0] < 0.8 * int(attention_mask.sum())
     assert got.loss.item() == pytest.approx(expected.loss.item(), rel=1e-4)
     torch.testing.assert_close(got.log_probs, expected.log_probs, atol=1e-4, rtol=1e-4)
     theirs = dict(plain.named_parameters())
