@@ -16,8 +16,9 @@ on a shared machine hits both sides alike; ratios are total old time / total new
     ``--train-samples`` turns) of one sampled rollout (temperature 1, as training plays; advantages
     +-1 by episode so every turn trains). Old = micro-batches in shuffled order, every row its whole
     prompt; new = each optimizer step cut in prompt order and run as prefix trees (each distinct
-    prefix once); ``--compile`` adds compiled plain rows (``torch.compile`` turns the trees off;
-    its compile time, spent in the warm-up step, is reported beside it);
+    prefix once, a short shared one in each of its children); ``--compile`` adds compiled plain
+    rows (``torch.compile`` turns the trees off; its compile time, spent in the warm-up step, is
+    reported beside it);
 (d) free decoding: the same episodes batched vs one after another (new engine), episodes/min;
 (e) SFT trained tokens/s, LoRA and full: ``trainers.sft.build_trainer(...).train()`` for one epoch
     over the scripted expert's turns on ``--sft-goals`` training goals (the cold start's examples).
@@ -65,7 +66,7 @@ from trainers.batching import (  # noqa: E402
 )
 from trainers.config import GRPOConfig  # noqa: E402
 from trainers.grpo import GRPOTrainer  # noqa: E402
-from trainers.prefix_tree import PrefixTree, padded_positions  # noqa: E402
+from trainers.prefix_tree import PrefixTree, fold_short, padded_positions  # noqa: E402
 
 
 def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
@@ -220,7 +221,8 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
     }
     for name in sides:
         result[f"{name}_tokens_per_s"] = tokens[name] / seconds[name]
-        # Work actually done: distinct positions (a tree's) or real tokens, padding left out.
+        # Work actually done: the positions a tree ran (short shared segments once per child)
+        # or real tokens, padding left out.
         result[f"{name}_work_per_s"] = runs[name][1] * args.train_rounds / seconds[name]
     result["ratio"] = result["new_tokens_per_s"] / result["old_tokens_per_s"]
     if "compiled" in sides:
@@ -230,7 +232,7 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
 
 
 def forwarded_by(trainer, episodes, advantages, args) -> tuple[int, int]:
-    """Positions one pass of ``trainer`` forwards: (padding included, distinct real ones)."""
+    """Positions one pass of ``trainer`` forwards: (padding included, real ones run)."""
     samples = build_samples(episodes, advantages)
     steps = step_batches(
         samples,
@@ -249,7 +251,7 @@ def forwarded_by(trainer, episodes, advantages, args) -> tuple[int, int]:
         for run in trainer.forward_runs(share):
             tree = PrefixTree.build([tree_tokens(s) for i in run for s in share[i]])
             total += padded_positions(tree)
-            work += tree.num_positions
+            work += fold_short(tree).num_positions
     return total, work
 
 
@@ -304,7 +306,8 @@ def sft_examples(args, policy, agent, bank) -> list:
 def sft_run(policy, examples, config, head_only: bool) -> tuple[float, float, list[int]]:
     """One epoch of ``build_trainer(...).train()`` on a copy of the model.
 
-    Returns (seconds, loss, the distinct positions of each prefix tree the epoch ran).
+    Returns (seconds, loss, the positions of each prefix tree the epoch ran: its distinct ones,
+    with the short shared segments that ran in each child counted once per child).
     """
     from transformers.trainer_callback import PrinterCallback
 
@@ -316,7 +319,7 @@ def sft_run(policy, examples, config, head_only: bool) -> tuple[float, float, li
     run_tree = tree_forward.tree_logits
 
     def counted(model, tree, wanted):
-        trees.append(tree.num_positions)
+        trees.append(fold_short(tree).num_positions)
         return run_tree(model, tree, wanted)
 
     with tempfile.TemporaryDirectory(prefix="bench-sft-") as folder:

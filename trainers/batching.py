@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from skillrl_core.records import EpisodeRecord
-from trainers.prefix_tree import PrefixTree
+from trainers.prefix_tree import PrefixTree, fold_short
 
 
 @dataclass
@@ -224,11 +224,12 @@ def _prompt_key(sample: TurnSample) -> tuple[list[int], int]:
 def forwarded_positions(run: Sequence[TurnSample], share_prefix: bool = False) -> int:
     """Count the positions a micro-batch of ``run`` forwards.
 
-    Rows x longest row (padding included); with ``share_prefix``, the distinct positions of
-    its prefix tree (each shared prefix once).
+    Rows x longest row (padding included); with ``share_prefix``, the positions of its prefix
+    tree as it runs: each shared prefix once, except the short ones copied into their children
+    (:func:`~trainers.prefix_tree.fold_short`).
     """
     if share_prefix:
-        return PrefixTree.build([tree_tokens(s) for s in run]).num_positions
+        return fold_short(PrefixTree.build([tree_tokens(s) for s in run])).num_positions
     return len(run) * max(s.num_tokens for s in run)
 
 

@@ -15,7 +15,9 @@ Why level by level with length buckets: one pass per segment would pay the fixed
 pass (every weight read, and for training every weight gradient written) for segments of a few
 tokens; one pass per depth pads every segment to the longest of its depth. Splitting each depth
 into runs of similar length, each run paying :data:`PASS_COST` positions, sits between the two
-(:func:`_cheapest_runs`, an exact partition of the sorted lengths).
+(:func:`_cheapest_runs`, an exact partition of the sorted lengths). Before that,
+:func:`fold_short` copies each shared segment too short to pay for a pass into its children
+(the few tokens where a group's outputs agree before they part, say), which removes its pass.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ class Segment:
     start: int
     """Position (in every turn through it) of the segment's first token."""
     children: dict[int, int] = field(default_factory=dict)
-    """First token -> child segment index."""
+    """First token -> child segment index: :meth:`PrefixTree.build`'s index, empty in a
+    folded tree (:func:`fold_short`), where siblings may start with the same token."""
 
     @property
     def end(self) -> int:
@@ -138,6 +141,47 @@ def _common_length(segment: list[int], tokens: list[int], at: int) -> int:
     return same
 
 
+def fold_short(tree: PrefixTree, pass_cost: int = PASS_COST) -> PrefixTree:
+    """Return ``tree`` with each shared segment too short for a pass of its own run in its children.
+
+    A segment that k children branch from costs a pass (every weight read, and in training
+    written back as gradients) for its few tokens; copied into each child it costs (k - 1) x its
+    length positions more and no pass. Fold where the copies are cheaper, (k - 1) x length <
+    ``pass_cost``, deepest segments first (a fold moves children up, so their parents' counts
+    are current when their turn comes). A segment where a turn ends stays: that turn reads it.
+    Every turn keeps its tokens at the same positions, on a path without the folded segments;
+    ``tree`` itself is left as it is. ``pass_cost`` 0 folds nothing.
+    """
+    segments = [Segment(list(s.tokens), s.parent, s.start) for s in tree.segments]
+    kids: dict[int, list[int]] = {}
+    for index, segment in enumerate(segments):
+        kids.setdefault(segment.parent, []).append(index)
+    ends = {path[-1] for path in tree.paths}
+    folded: set[int] = set()
+    deepest_first = sorted(range(len(segments)), key=lambda i: -len(tree.ancestors(i)))
+    for index in deepest_first:
+        segment, below = segments[index], kids.get(index, [])
+        if index in ends or not below or (len(below) - 1) * len(segment.tokens) >= pass_cost:
+            continue
+        for child in below:
+            moved = segments[child]
+            moved.tokens = segment.tokens + moved.tokens
+            moved.start, moved.parent = segment.start, segment.parent
+        siblings = kids[segment.parent]
+        siblings[siblings.index(index) : siblings.index(index) + 1] = below
+        folded.add(index)
+    kept = [i for i in range(len(segments)) if i not in folded]
+    renumber = {old: new for new, old in enumerate(kept)}
+    renumber[-1] = -1
+    for index in kept:
+        segments[index].parent = renumber[segments[index].parent]
+    return PrefixTree(
+        segments=[segments[i] for i in kept],
+        paths=[[renumber[i] for i in path if i not in folded] for path in tree.paths],
+        lengths=list(tree.lengths),
+    )
+
+
 def forward_order(tree: PrefixTree, pass_cost: int = PASS_COST) -> list[list[int]]:
     """Group the segments into forward passes, each after the passes of its parents.
 
@@ -157,7 +201,12 @@ def forward_order(tree: PrefixTree, pass_cost: int = PASS_COST) -> list[list[int
 
 
 def padded_positions(tree: PrefixTree, pass_cost: int = PASS_COST) -> int:
-    """Positions the passes of :func:`forward_order` forward, padding included."""
+    """Count the positions the passes of ``tree`` forward, padding included.
+
+    The tree runs folded (:func:`fold_short`) in :func:`forward_order`, as
+    :func:`trainers.tree_forward.tree_logits` runs it.
+    """
+    tree = fold_short(tree, pass_cost)
     total = 0
     for run in forward_order(tree, pass_cost):
         total += len(run) * max(len(tree.segments[i].tokens) for i in run)

@@ -28,7 +28,7 @@ from trl.trainer.utils import selective_log_softmax
 from skillrl.policies.prefix_cache import cache_keyword, cache_layers
 from skillrl.policies.transformers_scoring import cache_of
 from trainers.batching import TurnBatch, TurnSample, tree_tokens
-from trainers.prefix_tree import PrefixTree, forward_order
+from trainers.prefix_tree import PrefixTree, fold_short, forward_order
 
 _Layers = list[tuple[torch.Tensor, torch.Tensor]]
 """Per layer, a segment's (keys, values), each [heads, tokens, dim]."""
@@ -44,7 +44,10 @@ def tree_logits(
     The passes run the model's decoder body; the token embedding and the LM head run once for
     the whole tree, outside the passes: per pass they would each add a dense gradient of the
     whole vocabulary matrix (49,152 x 576 for SmolLM2), however few tokens the pass has.
+    Shared segments too short for a pass of their own run inside their children
+    (:func:`~trainers.prefix_tree.fold_short`).
     """
+    tree = fold_short(tree)
     where = [tree.locate(turn, position) for turn, position in wanted]
     needed: dict[int, set[int]] = {}
     for segment, offset in where:

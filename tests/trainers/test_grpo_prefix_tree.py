@@ -44,7 +44,7 @@ def group_samples(seed: int = 4) -> list[TurnSample]:
     ]
 
 
-def test_the_tree_forwards_each_shared_prefix_once():
+def test_the_tree_forwards_each_shared_prefix_once_but_copies_a_short_one():
     samples = group_samples()
     plain = forwarded_positions(samples)
     tree = forwarded_positions(samples, share_prefix=True)
@@ -53,7 +53,8 @@ def test_the_tree_forwards_each_shared_prefix_once():
         for s in samples
         for i in range(s.num_tokens - 1)
     }
-    assert tree == len(distinct) < sum(s.num_tokens for s in samples) < plain
+    # the group's page and one more prompt agree on a token after SYSTEM: it runs in each branch
+    assert len(distinct) < tree < sum(s.num_tokens for s in samples) < plain
 
 
 @pytest.mark.parametrize("lora", [False, True])

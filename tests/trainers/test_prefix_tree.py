@@ -1,4 +1,5 @@
-"""The prefix tree of a micro-batch's turns: every distinct prefix once, passes in a valid order."""
+"""The prefix tree of a micro-batch's turns: every distinct prefix once (short shared ones copied
+into their children when that saves a pass), passes in a valid order."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainers.prefix_tree import PrefixTree, _cheapest_runs, forward_order, padded_positions
+from trainers.prefix_tree import (
+    PrefixTree,
+    _cheapest_runs,
+    fold_short,
+    forward_order,
+    padded_positions,
+)
 
 token_lists = st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=12), min_size=1, max_size=8)
 
@@ -19,6 +26,10 @@ def test_the_tree_holds_each_distinct_prefix_once_and_every_turn_reads_back(sequ
     tree = PrefixTree.build(sequences)
     distinct = {tuple(s[: i + 1]) for s in sequences for i in range(len(s))}
     assert tree.num_positions == len(distinct)
+    assert_reads_back(tree, sequences)
+
+
+def assert_reads_back(tree: PrefixTree, sequences: list[list[int]]) -> None:
     for turn, sequence in enumerate(sequences):
         assert tree.lengths[turn] == len(sequence)
         for position, token in enumerate(sequence):
@@ -31,8 +42,37 @@ def test_the_tree_holds_each_distinct_prefix_once_and_every_turn_reads_back(sequ
 
 @settings(max_examples=200, deadline=None)
 @given(token_lists, st.integers(0, 64))
-def test_passes_run_every_segment_once_after_its_parent(sequences, pass_cost):
+def test_a_folded_tree_reads_every_turn_back_and_leaves_nothing_worth_folding(sequences, pass_cost):
     tree = PrefixTree.build(sequences)
+    folded = fold_short(tree, pass_cost)
+    assert_reads_back(folded, sequences)
+    assert folded.num_positions >= tree.num_positions
+    assert max(map(len, folded.paths)) <= max(map(len, tree.paths))
+    ends = {path[-1] for path in folded.paths}
+    for index, segment in enumerate(folded.segments):
+        below = sum(s.parent == index for s in folded.segments)
+        assert index in ends or not below or (below - 1) * len(segment.tokens) >= pass_cost
+    if pass_cost == 0:
+        assert [s.tokens for s in folded.segments] == [s.tokens for s in tree.segments]
+
+
+def test_outputs_that_agree_on_a_few_tokens_do_not_cost_a_pass():
+    page = [1, 2, 3, 4, 5, 6]
+    turns = [page + [7, 8, 9], page + [7, 8, 10, 11], page + [12]]
+    tree = PrefixTree.build(turns)  # page, then [7, 8] | [12], then [9] | [10, 11]
+    folded = fold_short(tree, pass_cost=4)  # copying [7, 8] once costs 2 positions < 4
+    assert folded.num_positions == tree.num_positions + 2
+    assert len(forward_order(folded, 4)) == len(forward_order(tree, 4)) - 1 == 2
+    assert padded_positions(tree, 4) == padded_positions(folded, 4)
+    assert fold_short(tree, pass_cost=2).num_positions == tree.num_positions  # 2 is not < 2
+    ended = PrefixTree.build([*turns, page + [7, 8]])  # a turn that ends after [7, 8] reads it
+    assert fold_short(ended, pass_cost=4).num_positions == ended.num_positions
+
+
+@settings(max_examples=200, deadline=None)
+@given(token_lists, st.integers(0, 64))
+def test_passes_run_every_segment_once_after_its_parent(sequences, pass_cost):
+    tree = fold_short(PrefixTree.build(sequences), pass_cost)
     order = forward_order(tree, pass_cost)
     ran = [i for run in order for i in run]
     assert sorted(ran) == list(range(len(tree.segments)))
