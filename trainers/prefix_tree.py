@@ -170,7 +170,8 @@ def fold_short(tree: PrefixTree, pass_cost: int = PASS_COST) -> PrefixTree:
             moved.tokens = segment.tokens + moved.tokens
             moved.start, moved.parent = segment.start, segment.parent
         siblings = kids[segment.parent]
-        siblings[siblings.index(index) : siblings.index(index) + 1] = below
+        at = siblings.index(index)
+        siblings[at : at + 1] = below
         folded.add(index)
     kept = [i for i in range(len(segments)) if i not in folded]
     renumber = {old: new for new, old in enumerate(kept)}
