@@ -32,6 +32,9 @@ class TurnSample:
     old_logprobs: list[float] | None
     """The rollout policy's log-probs of ``completion_ids`` (None: recompute, ratio starts at 1)."""
     advantage: float
+    group: str | None = None
+    """The GRPO group (one goal's G episodes) the turn came from; None: a group of its own.
+    :func:`step_batches` with ``whole_groups`` keeps a group's turns together."""
 
     @property
     def num_tokens(self) -> int:
@@ -102,6 +105,7 @@ def build_samples(
                     completion_ids=list(turn.completion_token_ids),
                     old_logprobs=list(old) if old is not None else None,
                     advantage=float(advantage),
+                    group=episode.group_id or episode.episode_id,
                 )
             )
     return samples
@@ -183,11 +187,14 @@ def step_batches(
     count: int = 1,
     sort: bool = True,
     share_prefix: bool = False,
+    whole_groups: bool = False,
 ) -> list[tuple[list[TurnSample], list[list[TurnSample]]]]:
     """Cut one pass over ``samples`` into optimizer steps; return (step, this process's share).
 
     Each optimizer step takes ``size * window * count`` samples of one shuffle (``generator``
-    must be seeded alike in every process, so every process cuts the same steps); process
+    must be seeded alike in every process, so every process cuts the same steps). With
+    ``whole_groups`` the shuffle orders groups, not turns (:func:`group_order`): a step holds
+    whole groups, and a group larger than a step fills consecutive steps. Process
     ``index`` of ``count`` trains on every ``count``-th of them, cut into micro-batches of
     ``size`` (sorted by length first when ``sort``, as :func:`micro_batches` does). Every process
     gets the same number of steps, each with the whole step beside the share (the loss
@@ -201,7 +208,11 @@ def step_batches(
     if count < 1 or not 0 <= index < count:
         raise ValueError(f"process index ({index}) must be in [0, count={count})")
     span = size * window * count
-    steps = micro_batches(samples, span, generator)  # one shuffle, cut into whole steps
+    if whole_groups:
+        ordered = group_order(samples, generator)
+        steps = [ordered[i : i + span] for i in range(0, len(ordered), span)]
+    else:
+        steps = micro_batches(samples, span, generator)  # one shuffle, cut into whole steps
     cut: list[tuple[list[TurnSample], list[list[TurnSample]]]] = []
     for step in steps:
         share = step[index::count]
@@ -211,6 +222,27 @@ def step_batches(
             batches = [share[i : i + size] for i in range(0, len(share), size)]
         cut.append((step, batches))
     return cut
+
+
+def group_order(
+    samples: Sequence[TurnSample], generator: torch.Generator | None = None
+) -> list[TurnSample]:
+    """Return ``samples`` group by group: the groups shuffled, each group's turns in prompt order.
+
+    A group's turns side by side is what lets one step's prefix tree encode the group's shared
+    prompt (its first page, the turns its episodes have in common) once, where a shuffle across
+    groups leaves a step a turn or two of each group. verl's actor does the same: it cuts
+    mini-batches from the batch in rollout order, a prompt's n responses next to each other.
+    Inside a group, prompt order (continuing prompts after the prompt they continue) decides
+    which turns share a step when the group is larger than one.
+    """
+    groups: dict[object, list[TurnSample]] = {}
+    for number, sample in enumerate(samples):
+        key = sample.group if sample.group is not None else ("ungrouped", number)
+        groups.setdefault(key, []).append(sample)
+    members = list(groups.values())
+    order = torch.randperm(len(members), generator=generator).tolist()
+    return [s for i in order for s in sorted(members[i], key=_prompt_key)]
 
 
 def _length_key(sample: TurnSample) -> tuple[int, int, list[int]]:

@@ -48,6 +48,11 @@ class GRPOConfig:
     """Turns (prompt + completion sequences) per forward pass."""
     gradient_accumulation_steps: int = 4
     """Micro-batches accumulated into one optimizer step."""
+    whole_group_steps: bool = True
+    """Fill each optimizer step with whole groups (one goal's G episodes, all their turns), the
+    groups in shuffled order, as verl's mini-batches hold whole prompts' groups; a group larger
+    than a step fills consecutive steps. With ``share_prompt_prefix`` a step then encodes its
+    groups' shared prompts once. False: shuffle turns across groups (TRL's order)."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm (0 disables clipping)."""
     step_advantage_weight: float = 1.0

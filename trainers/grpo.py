@@ -174,6 +174,7 @@ class GRPOTrainer:
                 count=acc.num_processes,
                 sort=self.sort_by_length,
                 share_prefix=self.share_prefix,
+                whole_groups=self.config.whole_group_steps,
             )
             for number, (step, batches) in enumerate(steps):
                 group = [collate(b, self.pad_token_id).to(acc.device) for b in batches]

@@ -12,6 +12,11 @@ from skillrl_core.errors import CheckpointError
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.run_files import RunFiles
 
+_ADDED_SINCE: dict[str, dict[str, Any]] = {"grpo": {"whole_group_steps": False}}
+"""Settings added after runs could be started, with the value that runs without them had: a
+run saved before ``whole_group_steps`` shuffled turns across groups, and resumes with
+``--shuffled-turns``."""
+
 
 def run_settings(config: CycleConfig, grpo: GRPOConfig) -> dict[str, Any]:
     """Return what a run's ``config.json`` holds."""
@@ -45,4 +50,4 @@ def _changed(saved: dict[str, Any], now: dict[str, Any]) -> str:
 def _identity(settings: dict[str, Any]) -> dict[str, Any]:
     """Return the settings that must not change on resume (everything but the cycle count)."""
     cycle = {k: v for k, v in settings.get("cycle", {}).items() if k != "cycles"}
-    return {"cycle": cycle, "grpo": settings.get("grpo", {})}
+    return {"cycle": cycle, "grpo": {**_ADDED_SINCE["grpo"], **settings.get("grpo", {})}}

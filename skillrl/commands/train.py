@@ -151,6 +151,15 @@ from skillrl_core.splits import TEST_SPLIT
     help="Micro-batches per optimizer step.",
 )
 @click.option(
+    "--whole-groups/--shuffled-turns",
+    "whole_groups",
+    default=True,
+    show_default=True,
+    help="Fill each optimizer step with whole groups (a goal's episodes together, as verl "
+    "does), so the step encodes their shared prompt once; --shuffled-turns mixes turns of all "
+    "groups in every step (as TRL does).",
+)
+@click.option(
     "--skills/--no-skills",
     default=True,
     show_default=True,

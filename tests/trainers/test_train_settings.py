@@ -66,6 +66,37 @@ def test_torch_compile_is_off_by_default_and_reaches_the_update(workspace, start
     assert started[1][1].torch_compile is True
 
 
+def test_steps_hold_whole_groups_by_default_and_shuffled_turns_on_request(workspace, started):
+    assert isinstance(train("--run-name", "grouped").exception, Started)
+    assert started[0][1].whole_group_steps is True
+    assert isinstance(train("--run-name", "mixed", "--shuffled-turns").exception, Started)
+    assert started[1][1].whole_group_steps is False
+
+
+def test_a_run_saved_before_whole_group_steps_resumes_with_shuffled_turns(workspace, started):
+    first = train("--run-name", "old", "--shuffled-turns")
+    assert isinstance(first.exception, Started), first.output
+    run = workspace / "runs" / "old"
+    (run / "state.json").write_text(json.dumps({"cycle": 1, "done": False}))
+    saved = run_settings(*started[0][:2])
+    del saved["grpo"]["whole_group_steps"]  # what config.json held before the setting existed
+    (run / "config.json").write_text(json.dumps(saved))
+    (run / "train.yaml").write_text(
+        "\n".join(
+            line
+            for line in (run / "train.yaml").read_text().splitlines()
+            if not line.startswith("whole-groups")
+        )
+    )
+
+    refused = train("--run-name", "old", "--resume")
+    assert refused.exit_code == 1, refused.output
+    assert "grpo.whole_group_steps: False -> True" in refused.output
+    again = train("--run-name", "old", "--resume", "--shuffled-turns")
+    assert isinstance(again.exception, Started), again.output
+    assert started[-1][1].whole_group_steps is False
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
