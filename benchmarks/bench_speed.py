@@ -14,9 +14,12 @@ on a shared machine hits both sides alike; ratios are total old time / total new
     starts cold; ``--no-prefix-reuse`` runs new without it, to measure what it adds);
 (c) GRPO update trained tokens/s, LoRA and full, on the turns of whole groups (up to
     ``--train-samples`` turns) of one sampled rollout (temperature 1, as training plays; advantages
-    +-1 by episode so every turn trains). Old = micro-batches in shuffled order, every row its whole
-    prompt; new = each optimizer step cut in prompt order and run as prefix trees (each distinct
-    prefix once, a short shared one in each of its children); ``--compile`` adds compiled plain
+    +-1 by episode so every turn trains). Old = turns shuffled across groups into optimizer steps
+    and micro-batches, every row its whole prompt; new = optimizer steps of whole groups
+    (``GRPOConfig.whole_group_steps``), each cut in prompt order and run as prefix trees (each
+    distinct prefix once, a short shared one in each of its children); a third side, "new, turns
+    shuffled over groups", runs the new engine on the old side's step composition, to show what
+    whole-group steps add; ``--compile`` adds compiled plain
     rows (``torch.compile`` turns the trees off; its compile time, spent in the warm-up step, is
     reported beside it);
 (d) free decoding: the same episodes batched vs one after another (new engine), episodes/min;
@@ -191,9 +194,12 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
         per_device_train_batch_size=args.batch_size,
         gradient_accumulation_steps=args.grad_accum,
     )
-    sides = {"old": GRPOTrainer(copy.deepcopy(model), config, pad_token_id=0)}
+    shuffled = dataclasses.replace(config, whole_group_steps=False)
+    sides = {"old": GRPOTrainer(copy.deepcopy(model), shuffled, pad_token_id=0)}
     sides["old"].sort_by_length = sides["old"].head_only = sides["old"].share_prefix = False
     sides["new"] = GRPOTrainer(copy.deepcopy(model), config, pad_token_id=0)
+    # The new engine on the old side's step composition: what whole-group steps add.
+    sides["mixed"] = GRPOTrainer(copy.deepcopy(model), shuffled, pad_token_id=0)
     compile_seconds = None
     if args.compile:
         compiled = dataclasses.replace(config, torch_compile=True)
@@ -217,6 +223,7 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
         "real_tokens": sum(s.num_tokens for s in build_samples(episodes, advantages)),
         "old_positions": runs["old"][0],
         "new_positions": runs["new"][0],
+        "mixed_positions": runs["mixed"][0],
         "factor": 3 if mode == "full" else 2,
     }
     for name in sides:
@@ -225,6 +232,7 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
         # or real tokens, padding left out.
         result[f"{name}_work_per_s"] = runs[name][1] * args.train_rounds / seconds[name]
     result["ratio"] = result["new_tokens_per_s"] / result["old_tokens_per_s"]
+    result["mixed_ratio"] = result["mixed_tokens_per_s"] / result["old_tokens_per_s"]
     if "compiled" in sides:
         result["compiled_ratio"] = result["compiled_tokens_per_s"] / result["old_tokens_per_s"]
         result["compile_seconds"] = compile_seconds
@@ -241,6 +249,7 @@ def forwarded_by(trainer, episodes, advantages, args) -> tuple[int, int]:
         torch.Generator().manual_seed(0),
         sort=trainer.sort_by_length,
         share_prefix=trainer.share_prefix,
+        whole_groups=trainer.config.whole_group_steps,
     )
     total = work = 0
     for _, share in steps:
@@ -466,7 +475,7 @@ def main() -> None:
         for mode in args.train_modes.split(","):
             print(f"(c) GRPO update, {mode}", flush=True)
             result = phase_training(args, policy.model, episodes, advantages, mode, gflops)
-            for side in ("old", "new"):
+            for side in ("old", "new", "mixed"):
                 per_s = result.get(f"{side}_work_per_s", result[f"{side}_tokens_per_s"])
                 result[f"{side}_gflops"] = result["factor"] * 2 * params * per_s / 1e9
             if "compiled_tokens_per_s" in result:
@@ -539,6 +548,12 @@ def print_report(report: dict, episodes: int) -> None:
                 f"{tr['new_positions']}: padding and prefix trees"
             )
             print(_tokens_row(f"GRPO trained tokens/s {mode}", tr, work))
+            print(
+                f"{'  new, turns shuffled over groups':<34}{tr['old_tokens_per_s']:>10.1f}"
+                f"{tr['mixed_tokens_per_s']:>10.1f}{tr['mixed_ratio']:>8.2f}x"
+                f"{'':>10}{tr['mixed_gflops']:>10.1f}   (positions run "
+                f"{tr['mixed_positions']}: the old side's step composition)"
+            )
             if "compiled_ratio" in tr:
                 print(
                     f"{'  + torch.compile':<34}{tr['old_tokens_per_s']:>10.1f}"
