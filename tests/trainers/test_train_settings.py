@@ -73,6 +73,14 @@ def test_steps_hold_whole_groups_by_default_and_shuffled_turns_on_request(worksp
     assert started[1][1].whole_group_steps is False
 
 
+def test_a_config_file_can_ask_for_shuffled_turns(workspace, tmp_path, started):
+    config = tmp_path / "run.yaml"
+    config.write_text("whole-groups: false\n")
+    result = train("--config", str(config), "--run-name", "from-file")
+    assert isinstance(result.exception, Started), result.output
+    assert started[0][1].whole_group_steps is False
+
+
 def test_a_run_saved_before_whole_group_steps_resumes_with_shuffled_turns(workspace, started):
     first = train("--run-name", "old", "--shuffled-turns")
     assert isinstance(first.exception, Started), first.output
