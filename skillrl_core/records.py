@@ -84,6 +84,11 @@ class EpisodeRecord:
     episode_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property
+    def group(self) -> str:
+        """The GRPO group: ``group_id``, or the episode's own id (a group of one) without one."""
+        return self.group_id if self.group_id is not None else self.episode_id
+
+    @property
     def num_turns(self) -> int:
         """Number of turns taken."""
         return len(self.turns)

@@ -138,7 +138,7 @@ def compute_advantages(
     """
     if len(episodes) != len(rewards):
         raise ConfigError(f"episodes ({len(episodes)}) and rewards ({len(rewards)}) differ")
-    groups = [e.group_id if e.group_id is not None else e.episode_id for e in episodes]
+    groups = [e.group for e in episodes]
     returns = [float(sum(r)) for r in rewards]
     episode = episode_advantages(returns, groups, scale)
     turn_returns = [discounted_returns(r, gamma) for r in rewards]

@@ -105,7 +105,7 @@ def build_samples(
                     completion_ids=list(turn.completion_token_ids),
                     old_logprobs=list(old) if old is not None else None,
                     advantage=float(advantage),
-                    group=episode.group_id or episode.episode_id,
+                    group=episode.group,
                 )
             )
     return samples

@@ -45,12 +45,8 @@ def signal_groups(episodes: Sequence[EpisodeRecord], returns: Sequence[float]) -
     """For each group id: whether its returns differ (max - min > 0) and so carry signal."""
     by_group: dict[str, list[float]] = defaultdict(list)
     for episode, value in zip(episodes, returns, strict=True):
-        by_group[_group_of(episode)].append(float(value))
+        by_group[episode.group].append(float(value))
     return {g: max(v) - min(v) > _EQUAL_TOL for g, v in by_group.items()}
-
-
-def _group_of(episode: EpisodeRecord) -> str:
-    return episode.group_id or episode.episode_id
 
 
 def collect_groups(
@@ -75,11 +71,11 @@ def collect_groups(
         result.goals_used.extend(batch)
         episodes = rollout(batch)
         result.rolled_out.extend(episodes)
-        failed = {_group_of(e) for e in episodes if e.error}
+        failed = {e.group for e in episodes if e.error}
         signal = signal_groups(episodes, returns(episodes)) if dynamic else {}
-        groups = {_group_of(e) for e in episodes}
+        groups = {e.group for e in episodes}
         keep = {g for g in groups - failed if signal.get(g, True)}
-        result.episodes.extend(e for e in episodes if _group_of(e) in keep)
+        result.episodes.extend(e for e in episodes if e.group in keep)
         result.kept_groups += len(keep)
         result.failed_groups += len(failed)
         result.dropped_groups += len(groups) - len(keep) - len(failed)
