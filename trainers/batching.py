@@ -166,15 +166,21 @@ def micro_batches(
     """
     if sort_window < 1:
         raise ValueError(f"sort_window ({sort_window}) must be at least 1")
-    order = torch.randperm(len(samples), generator=generator).tolist()
-    shuffled = [samples[i] for i in order]
+    shuffled = _shuffled(samples, generator)
     if sort_window == 1:
-        return [shuffled[i : i + size] for i in range(0, len(shuffled), size)]
-    span = size * sort_window
+        return _chunks(shuffled, size)
     batches: list[list[TurnSample]] = []
-    for start in range(0, len(shuffled), span):
-        batches.extend(_sorted_cut(sorted(shuffled[start : start + span], key=_length_key), size))
+    for step in _chunks(shuffled, size * sort_window):
+        batches.extend(_sorted_cut(sorted(step, key=_length_key), size))
     return batches
+
+
+def _shuffled(samples: Sequence[TurnSample], generator: torch.Generator | None) -> list[TurnSample]:
+    return [samples[i] for i in torch.randperm(len(samples), generator=generator).tolist()]
+
+
+def _chunks(items: list[TurnSample], size: int) -> list[list[TurnSample]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def step_batches(
@@ -208,18 +214,15 @@ def step_batches(
     if count < 1 or not 0 <= index < count:
         raise ValueError(f"process index ({index}) must be in [0, count={count})")
     span = size * window * count
-    if whole_groups:
-        ordered = group_order(samples, generator)
-        steps = [ordered[i : i + span] for i in range(0, len(ordered), span)]
-    else:
-        steps = micro_batches(samples, span, generator)  # one shuffle, cut into whole steps
+    # One shuffle (of groups or of turns), cut into whole steps.
+    ordered = group_order(samples, generator) if whole_groups else _shuffled(samples, generator)
     cut: list[tuple[list[TurnSample], list[list[TurnSample]]]] = []
-    for step in steps:
+    for step in _chunks(ordered, span):
         share = step[index::count]
         if sort and window > 1:
             batches = _cheapest_cut(share, size, share_prefix) if share else []
         else:
-            batches = [share[i : i + size] for i in range(0, len(share), size)]
+            batches = _chunks(share, size)
         cut.append((step, batches))
     return cut
 
