@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from skillrl.policies.model_settings import ModelSettings
 from skillrl_core.errors import CheckpointError, ConfigError
 from skillrl_core.files import atomic_write_json, atomic_write_text
 from skillrl_core.splits import TRAIN_SPLIT
@@ -277,11 +278,16 @@ class ColdStartRun:
 
     def _train(self, round_index: int, state: ColdStartState) -> None:
         started, cpu = time.perf_counter(), time.process_time()
-        examples = read_examples(self.dataset_path)
+        examples = self.training_examples(round_index)
+        if not examples and round_index == 0:
+            raise ConfigError(
+                "round 0 has no examples to train on (no successful demonstration on the chosen "
+                "goals); use more --goals or another source"
+            )
         if not examples:
             raise ConfigError(
-                f"round {round_index} has no examples to train on (no successful demonstration "
-                "on the chosen goals); use more --goals or another source"
+                f"DAgger round {round_index} kept no example (the learner made no mistake on its "
+                "goals); use more --dagger-goals or --dagger-keep all"
             )
         folder = self.root / "trainer" / f"round-{round_index:04d}"
         offset = sum(int(row.get("train.global_step", 0)) for row in state.history)
@@ -289,6 +295,7 @@ class ColdStartRun:
             model, result = self._fit(round_index, examples, folder, on_log)
         self.policy.model = model
         path = save_checkpoint(model, self.policy.tokenizer, self.checkpoint(round_index))
+        self.model_settings().save(path)
         shutil.rmtree(folder, ignore_errors=True)
         row = {
             "round": round_index,
@@ -303,6 +310,33 @@ class ColdStartRun:
         }
         state.history = [h for h in state.history if h["round"] != round_index] + [row]
         _write_metrics(self.root / "metrics.jsonl", state.history)
+
+    def model_settings(self) -> ModelSettings:
+        """Return the settings this run trains under (saved beside every checkpoint)."""
+        return ModelSettings(
+            env_id=self.config.env_id,
+            skills=self.config.skills,
+            max_prompt_tokens=self.prompt_config.max_prompt_tokens,
+            constrained=self.config.constrained,
+        )
+
+    def training_examples(self, round_index: int) -> list[TurnExample]:
+        """Return what round ``round_index`` trains on (:attr:`ColdStartConfig.dagger_replay`).
+
+        Round 0 and classic DAgger: the whole dataset so far. With a replay factor k, a DAgger
+        round trains on its own examples plus ``k`` times as many drawn (seeded by the run's
+        seed and the round) from earlier rounds.
+        """
+        replay = self.config.dagger_replay
+        if round_index == 0 or replay is None:
+            return read_examples(self.dataset_path)
+        new = read_examples(self.round_data(round_index))
+        earlier: list[TurnExample] = []
+        for r in range(round_index):
+            earlier.extend(read_examples(self.round_data(r)))
+        count = min(len(earlier), round(replay * len(new)))
+        drawn = random.Random(f"sft-replay-{self.config.seed}-{round_index}").sample(earlier, count)
+        return new + drawn
 
     def _fit(
         self,

@@ -74,9 +74,14 @@ class ExampleGatherer:
             round_index,
             keep=lambda record: True,
         )
+        kept = labelled.examples
+        if self.config.dagger_keep == "mistakes":
+            kept = [e for e in kept if e.learner_action != e.action]
         return GatheredExamples(
-            labelled.examples,
+            kept,
             {
+                "dagger.states": len(labelled.examples),
+                "dagger.mistakes": sum(e.learner_action != e.action for e in labelled.examples),
                 "dagger.episodes": len(labelled.episodes),
                 "dagger.success_rate": _success_rate(labelled.episodes),
                 "dagger.mean_turns": sum(len(e.turns) for e in labelled.episodes)

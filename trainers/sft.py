@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skillrl_core.errors import ConfigError
 from trainers.head_loss import add_head_only_lm_head, remove_head_only_lm_head, supports_head_only
 from trainers.sft_config import ColdStartConfig
 from trainers.sft_data import TurnExample, tokenize_example
@@ -141,6 +142,7 @@ def build_trainer(
             lora_alpha=config.lora_alpha,
             lora_dropout=config.lora_dropout,
             target_modules=list(config.lora_target_modules),
+            layers_to_transform=top_layers(model, config.lora_layers),
             task_type="CAUSAL_LM",
         )
     trainer = SFTTrainer(
@@ -161,6 +163,19 @@ def build_trainer(
         else:
             logger.info("the model transforms its logits after the head: TRL's head is kept")
     return trainer
+
+
+def top_layers(model: Any, count: int | None) -> list[int] | None:
+    """Return the indices of the top ``count`` decoder layers of ``model`` (None: all of them).
+
+    peft's ``layers_to_transform`` takes the indices; a count larger than the model is refused.
+    """
+    if count is None:
+        return None
+    total = int(getattr(model.config, "num_hidden_layers", 0))
+    if count > total:
+        raise ConfigError(f"lora_layers ({count}) exceeds the model's {total} decoder layers")
+    return list(range(total - count, total))
 
 
 def _longest(tokenizer: Any, examples: list[TurnExample]) -> int:

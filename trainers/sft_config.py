@@ -18,6 +18,9 @@ SOURCES: tuple[str, ...] = ("expert", "bank", "teacher")
 """Where behaviour-cloning turns come from: the scripted expert on training goals, successful
 training episodes stored in the bank, a teacher model through any policy backend."""
 
+DAGGER_KEEP: tuple[str, ...] = ("all", "mistakes")
+"""Which labelled learner states a DAgger round keeps (:attr:`ColdStartConfig.dagger_keep`)."""
+
 
 @dataclass
 class ColdStartConfig:
@@ -39,6 +42,15 @@ class ColdStartConfig:
     """Training goals the policy plays in each DAgger round (fresh goals every round)."""
     dagger_temperature: float = 0.0
     """Sampling temperature of the DAgger rollouts (0: greedy, the states evaluation visits)."""
+    dagger_keep: str = "all"
+    """Which labelled learner states a DAgger round keeps: ``all`` (Ross et al.) or ``mistakes``,
+    the states where the learner's action differs from the expert's label (the examples that
+    teach most; the states it already gets right cost as much to train on and teach little)."""
+    dagger_replay: float | None = None
+    """What a DAgger round trains on. None: the whole aggregated dataset (every round so far, as
+    in the paper; a round's cost grows with the rounds). A number k: the round's new examples
+    plus k times as many drawn at random from earlier rounds (the weights carry over from round
+    to round, so the replay only guards against forgetting; a round's cost stays flat)."""
     skills: bool = True
     """Examples carry the skills retrieved at their turn (the policy is then run with skills)."""
     constrained: bool = True
@@ -67,6 +79,10 @@ class ColdStartConfig:
     """LoRA scaling alpha."""
     lora_dropout: float = 0.0
     """LoRA dropout."""
+    lora_layers: int | None = None
+    """Put LoRA adapters on the top this-many decoder layers only (None: every layer). No
+    gradient flows below the lowest adapted layer, so the backward pass shrinks in proportion,
+    and the adapter file too."""
     lora_target_modules: list[str] = field(
         default_factory=lambda: [
             "q_proj",
@@ -121,6 +137,12 @@ class ColdStartConfig:
                 f"num_train_epochs ({self.num_train_epochs}) and learning_rate "
                 f"({self.learning_rate}) must be > 0"
             )
+        if self.dagger_keep not in DAGGER_KEEP:
+            raise ConfigError(f"dagger_keep ({self.dagger_keep!r}) must be one of {DAGGER_KEEP}")
+        if self.dagger_replay is not None and not self.dagger_replay >= 0:
+            raise ConfigError(f"dagger_replay ({self.dagger_replay}) must be >= 0 or None")
+        if self.lora_layers is not None and self.lora_layers < 1:
+            raise ConfigError(f"lora_layers ({self.lora_layers}) must be >= 1 or None")
         if self.dagger_temperature < 0:
             raise ConfigError(f"dagger_temperature ({self.dagger_temperature}) must be >= 0")
         if not 0 <= self.lora_dropout < 1:

@@ -8,6 +8,7 @@ rich progress bars. ``skillrl train --cold-start`` calls :func:`run_cold_start` 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,21 @@ from skillrl_core.splits import TRAIN_SPLIT
     help="Sampling temperature of DAgger rollouts (0: greedy).",
 )
 @click.option(
+    "--dagger-keep",
+    type=click.Choice(["all", "mistakes"]),
+    default="all",
+    show_default=True,
+    help="Labelled learner states a DAgger round keeps: all of them, or only those where the "
+    "learner's action differs from the expert's (the examples that teach most).",
+)
+@click.option(
+    "--dagger-replay",
+    type=click.FloatRange(0),
+    default=None,
+    help="Train each DAgger round on its new examples plus this many times as many drawn from "
+    "earlier rounds (default: on the whole aggregated dataset, as in the paper).",
+)
+@click.option(
     "--skills/--no-skills",
     default=True,
     show_default=True,
@@ -132,6 +148,12 @@ from skillrl_core.splits import TRAIN_SPLIT
 )
 @click.option("--lora-r", type=click.IntRange(1), default=16, show_default=True, help="LoRA rank.")
 @click.option(
+    "--lora-layers",
+    type=click.IntRange(1),
+    default=None,
+    help="Adapt only the top N decoder layers (default: all): no backward pass below them.",
+)
+@click.option(
     "--packing/--no-packing",
     default=False,
     show_default=True,
@@ -166,6 +188,15 @@ from skillrl_core.splits import TRAIN_SPLIT
     default=None,
     help="Run folder under <workspace>/runs/ (files in its sft/ folder); default <env>-sft.",
 )
+@click.option(
+    "--adapter-rank",
+    type=click.IntRange(0),
+    default=32,
+    show_default=True,
+    help="Also write the final model as one LoRA adapter of this rank over --model, with the "
+    "settings it was trained under (runs/<name>/sft/adapter/; 0: none). Exact when the rank is at "
+    "least --lora-r times the rounds; the command says how much of the change a smaller one keeps.",
+)
 @click.option("--resume", is_flag=True, help="Continue the run from its last completed step.")
 @env_option
 @workspace_option
@@ -184,10 +215,37 @@ def sft(**options: Any) -> None:
     o = options
     config = cold_start_config(o)
     folder = run_folder(o["workspace"], o["run_name"] or f"{o['env_id']}-sft") / "sft"
-    run_cold_start(config, o, folder)
+    final = run_cold_start(config, o, folder)
+    if o["adapter_rank"]:
+        _export_adapter(config, o, final, folder / "adapter")
     if o["as_json"]:
         state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
         click.echo(json.dumps(state["history"], indent=2, sort_keys=True))
+
+
+def _export_adapter(config: Any, o: dict[str, Any], checkpoint: Path, folder: Path) -> None:
+    from rich.console import Console
+
+    from skillrl.policies.model_settings import ModelSettings
+    from trainers.adapter_export import export_checkpoint
+
+    console = Console(stderr=o["as_json"])
+    settings = ModelSettings(
+        env_id=config.env_id,
+        skills=config.skills,
+        max_prompt_tokens=o["max_prompt_tokens"],
+        constrained=config.constrained,
+        recipe=" ".join(["skillrl", *sys.argv[1:]]),
+    )
+    with console.status("writing the final model as a LoRA adapter"):
+        done = export_checkpoint(
+            o["model"], checkpoint, folder, rank=o["adapter_rank"], settings=settings
+        )
+    console.print(
+        f"[green]adapter[/]: {done.folder} (rank {done.rank}, {done.modules} layers, "
+        f"{done.bytes / 2**20:.1f} MiB, keeps {100 * done.kept_energy:.2f}% of the weight change); "
+        f"play it with `skillrl run --model {done.folder}`"
+    )
 
 
 def cold_start_config(o: dict[str, Any]) -> Any:
@@ -203,6 +261,8 @@ def cold_start_config(o: dict[str, Any]) -> Any:
         dagger_rounds=o["dagger_rounds"],
         dagger_goals=o["dagger_goals"],
         dagger_temperature=o["dagger_temperature"],
+        dagger_keep=o.get("dagger_keep", "all"),
+        dagger_replay=o.get("dagger_replay"),
         skills=o["skills"],
         constrained=o["constrained"],
         max_turns=o["max_turns"],
@@ -215,6 +275,7 @@ def cold_start_config(o: dict[str, Any]) -> Any:
         use_peft=o["use_lora"],
         lora_r=o["lora_r"],
         lora_alpha=2 * o["lora_r"],
+        lora_layers=o.get("lora_layers"),
         save_steps=o["save_steps"],
         seed=o["seed"],
     )

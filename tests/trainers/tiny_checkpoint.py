@@ -15,7 +15,7 @@ CHAT_TEMPLATE = (
 )
 
 
-def write_tiny_checkpoint(folder: Path) -> Path:
+def write_tiny_checkpoint(folder: Path, layers: int = 1) -> Path:
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     vocab = {token: i for i, token in enumerate(["<pad>", "<|im_start|>", "<|im_end|>"])}
     for symbol in sorted(alphabet):
@@ -32,7 +32,7 @@ def write_tiny_checkpoint(folder: Path) -> Path:
         vocab_size=len(vocab),
         hidden_size=16,
         intermediate_size=32,
-        num_hidden_layers=1,
+        num_hidden_layers=layers,
         num_attention_heads=2,
         num_key_value_heads=1,
         max_position_embeddings=8192,
