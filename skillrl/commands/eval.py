@@ -26,6 +26,7 @@ from skillrl.commands.options import (
     max_new_tokens_option,
     max_prompt_tokens_option,
     max_turns_option,
+    model_settings_for,
     prompt_config_from,
     resolve_model,
     workspace_option,
@@ -115,6 +116,9 @@ def eval_command(**o: Any) -> None:
     from trainers.policy_rollouts import PolicyRollouts
 
     env_config = env_config_from(o["env_id"], o["env_options"])  # before any model loads
+    console = Console(stderr=o["as_json"])
+    o["model"] = resolve_model(o["model"], o["backend"], o["workspace"], console, o["env_id"])
+    model_settings_for(o["model"], o, click.get_current_context(), console, "skills_mode")
     o["constrained"] = constrained_from(o)  # an impossible choice is refused before loading
     config = EvalConfig(
         split=o["split"],
@@ -125,8 +129,6 @@ def eval_command(**o: Any) -> None:
         ts=o["ts"],
         seed=o["seed"],
     )
-    console = Console(stderr=o["as_json"])
-    o["model"] = resolve_model(o["model"], o["backend"], o["workspace"], console)
     console.print(decoding_line(o["constrained"]))
     policy = _load_policy(o)
     modes = {"both": (True, False), "on": (True,), "off": (False,)}[o["skills_mode"]]

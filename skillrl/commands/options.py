@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from envs.registry import DEFAULT_ENV
 from skillrl.prompts.builder import DEFAULT_MAX_PROMPT_TOKENS
 from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_ENV_VAR
 from skillrl_core.errors import ConfigError
@@ -178,40 +179,119 @@ def env_config_from(env_id: str, settings: dict[str, Any]) -> dict[str, Any]:
 # -- which model (--model auto) ----------------------------------------------------------------
 
 AUTO_MODEL = "auto"
+BASE_MODEL = "base"
 MODEL_HELP = (
-    "'auto': the newest checkpoint that `skillrl train` saved in this workspace (see "
-    "`skillrl runs`), else the embedded base model; 'embedded': SmolLM2-135M-Instruct as "
-    "shipped; or a checkpoint folder, a .gguf file or a hub id."
+    "'auto': the newest checkpoint that `skillrl train` or `skillrl sft` saved in this workspace "
+    "(see `skillrl runs`), else the cold-started adapter shipped for the environment, else the "
+    "embedded base model; 'base' or 'embedded': SmolLM2-135M-Instruct as shipped, untrained; or a "
+    "checkpoint or LoRA adapter folder, a .gguf file or a hub id."
 )
 
 
-def resolve_model(model: str, backend: str, workspace: str | None, console: Any) -> str:
-    """Turn ``--model auto`` into a checkpoint path or ``embedded``, saying which on ``console``.
+def resolve_model(
+    model: str, backend: str, workspace: str | None, console: Any, env_id: str = DEFAULT_ENV
+) -> str:
+    """Turn ``--model auto`` / ``base`` into a checkpoint path or ``embedded``, saying which.
 
-    Servers (``--backend openai``) name their own models, so there 'auto' means 'embedded', the
-    name skillrl always sent.
+    ``auto`` picks the workspace's newest trained checkpoint, else the adapter the package
+    ships for ``env_id``, else the embedded base model. Servers (``--backend openai``) name
+    their own models, so there 'auto' means 'embedded', the name skillrl always sent.
     """
     from skillrl.policies.config import EMBEDDED_MODEL
 
+    if model == BASE_MODEL:
+        console.print("[cyan]model: the embedded SmolLM2-135M-Instruct, untrained[/]")
+        return EMBEDDED_MODEL
     if model != AUTO_MODEL:
         return model
     if backend == "openai":
         return EMBEDDED_MODEL
+    from skillrl.policies.model_settings import ModelSettings, shipped_adapter
     from skillrl.workspace import resolve_workspace
     from trainers.runs import latest_checkpoint
 
     found = latest_checkpoint(resolve_workspace(workspace))
-    if found is None:
+    if found is not None:
+        run, path = found
         console.print(
-            "[cyan]model: the embedded SmolLM2-135M-Instruct, untrained (no checkpoint in this "
-            "workspace yet; `skillrl train --cold-start` makes one, and later runs use it)[/]",
+            f"[cyan]model: {path} (the newest trained checkpoint, run {run.name!r}; "
+            "--model base for the untrained model)[/]",
+            soft_wrap=True,  # a wrapped path cannot be copied
+        )
+        return str(path)
+    shipped = shipped_adapter(env_id)
+    if shipped is not None:
+        settings = ModelSettings.load(shipped)
+        made = _figures_text(settings.figures) if settings else ""
+        console.print(
+            f"[cyan]model: the cold-started SmolLM2-135M-Instruct adapter shipped with skillrl"
+            f"{made} (--model base for the untrained model; a checkpoint you train in this "
+            "workspace takes its place)[/]",
             soft_wrap=True,
         )
-        return EMBEDDED_MODEL
-    run, path = found
+        return str(shipped)
     console.print(
-        f"[cyan]model: {path} (the newest trained checkpoint, run {run.name!r}; "
-        "--model embedded for the base model)[/]",
-        soft_wrap=True,  # a wrapped path cannot be copied
+        "[cyan]model: the embedded SmolLM2-135M-Instruct, untrained (no checkpoint in this "
+        "workspace yet; `skillrl train --cold-start` makes one, and later runs use it)[/]",
+        soft_wrap=True,
     )
-    return str(path)
+    return EMBEDDED_MODEL
+
+
+def _figures_text(figures: dict[str, Any]) -> str:
+    success, goals = figures.get("test_successes"), figures.get("test_goals")
+    if success is None or not goals:
+        return ""
+    return f", {success}/{goals} test goals solved when it was made"
+
+
+MODEL_SETTING_OPTIONS: dict[str, str] = {
+    "skills": "--skills / --no-skills",
+    "max_prompt_tokens": "--max-prompt-tokens",
+    "constrained": "--constrained / --free",
+}
+"""Run settings a trained model carries (``skillrl.json``) and the options that override them."""
+
+
+def model_settings_for(
+    model: str, o: dict[str, Any], ctx: click.Context, console: Any, skills_key: str
+) -> Any:
+    """Apply the settings recorded with ``model`` to every option left at its default.
+
+    ``skills_key`` names how the command spells skills: ``skills`` (``--skills/--no-skills``,
+    ``run``) or
+    ``skills_mode`` (``on``/``off``/``both``, ``eval``). Returns the settings (None: the model
+    records none). Options the user set win, and the screen says which settings came from where.
+    """
+    from skillrl.policies.model_settings import ModelSettings
+
+    try:
+        settings = ModelSettings.load(model)
+    except OSError:
+        return None
+    if settings is None:
+        return None
+
+    def defaulted(name: str) -> bool:
+        source = ctx.get_parameter_source(name)
+        return source is None or source == click.core.ParameterSource.DEFAULT
+
+    taken = []
+    if defaulted(skills_key):
+        if skills_key == "skills":
+            o["skills"] = settings.skills
+        else:
+            o["skills_mode"] = "on" if settings.skills else "off"
+        taken.append("skills" if settings.skills else "no skills")
+    if defaulted("max_prompt_tokens"):
+        o["max_prompt_tokens"] = settings.max_prompt_tokens
+        taken.append(f"{settings.max_prompt_tokens}-token prompts")
+    if defaulted("constrained") and o.get("backend", "transformers") not in _FREE_ONLY_BACKENDS:
+        o["constrained"] = settings.constrained
+        taken.append("constrained decoding" if settings.constrained else "free decoding")
+    if taken:
+        console.print(
+            f"[dim]settings the model was trained under: {', '.join(taken)} (options you give "
+            "override them)[/]"
+        )
+    return settings

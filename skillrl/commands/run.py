@@ -29,6 +29,7 @@ from skillrl.commands.options import (
     json_option,
     max_prompt_tokens_option,
     max_turns_option,
+    model_settings_for,
     prompt_config_from,
     resolve_model,
     workspace_option,
@@ -64,7 +65,12 @@ from skillrl_core.errors import BankError
 @click.option(
     "--base-url", default=None, help="Server root for --backend openai (e.g. http://host:8000/v1)."
 )
-@click.option("--no-skills", is_flag=True, help="Do not retrieve skills (measure their effect).")
+@click.option(
+    "--skills/--no-skills",
+    default=None,
+    help="Retrieve skills into every prompt, or not (measure their effect). Default: as the "
+    "model was trained (its recorded settings), else with skills.",
+)
 @decoding_option
 @max_turns_option
 @max_prompt_tokens_option
@@ -131,11 +137,13 @@ def _play(o: dict[str, Any], console: Console) -> tuple[list[Any], Any]:
     from skillrl.rollout import RolloutConfig, RolloutEngine
 
     if o["policy_kind"] == "model":
+        o["model"] = resolve_model(o["model"], o["backend"], o["workspace"], console, o["env_id"])
+        model_settings_for(o["model"], o, click.get_current_context(), console, "skills")
         o["constrained"] = constrained_from(o)  # refused here, before anything loads
     interactive = o["step"] or o["policy_kind"] == "human"
     if interactive and not sys.stdin.isatty() and not os.environ.get("SKILLRL_ALLOW_PIPED_INPUT"):
         console.print("[yellow]reading actions from a non-terminal input[/]")
-    uses_skills = not o["no_skills"] and o["policy_kind"] != "expert"
+    uses_skills = o["skills"] is not False and o["policy_kind"] != "expert"
     bank = _open_bank(o, console) if (uses_skills or o["record"]) else None
     try:
         agent = _agent(o, console, uses_skills and bank is not None)
@@ -219,7 +227,7 @@ def _agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
     from skillrl.agents.llm import LLMAgent, LLMAgentConfig
     from skillrl.policies import PolicyConfig, SamplingConfig, load_policy
 
-    model = resolve_model(o["model"], o["backend"], o["workspace"], console)
+    model = o["model"]
     policy_config = PolicyConfig(
         backend=o["backend"],
         model=model,

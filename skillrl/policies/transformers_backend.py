@@ -50,6 +50,7 @@ from skillrl.policies.prefix_cache import (
 )
 from skillrl.policies.transformers_loading import (
     cpu_has_native_bf16,
+    load_causal_lm,
     pick_device,
     pick_dtype,
     resolve_model_source,
@@ -119,21 +120,17 @@ class TransformersPolicy:
     @classmethod
     def load(cls, config: PolicyConfig, progress: Progress | None = None) -> TransformersPolicy:
         """Load ``config.model`` (``embedded``, a folder, a ``.gguf`` file or a hub id)."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         if config.threads:
             torch.set_num_threads(config.threads)
-        source = resolve_model_source(config.model, progress)
         device = pick_device(config.device)
         dtype = pick_dtype(config.dtype, device)
         if progress:
             progress(f"loading {config.model} ({dtype}, {device})")
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source)
-            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+            tokenizer, model = load_causal_lm(config.model, dtype, progress)
         except (OSError, ValueError) as error:
             raise ModelLoadError(
-                f"could not load model {config.model!r} from {source}: {error} "
+                f"could not load model {config.model!r}: {error} "
                 "(models are never downloaded at run time unless HF_HUB_OFFLINE is unset)"
             ) from error
         model.to(device).eval()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -12,6 +14,7 @@ from skillrl.policies.model_cache import (
     ensure_embedded_checkpoint,
     ensure_gguf_checkpoint,
 )
+from skillrl.policies.model_settings import ADAPTER_CONFIG, is_adapter
 from skillrl_core.errors import ModelLoadError
 
 
@@ -33,6 +36,41 @@ def resolve_model_source(model: str, progress: Progress | None = None) -> str:
     if model.startswith((".", "/", "~")) or model.count("/") > 1:
         raise ModelLoadError(f"model folder {model!r} does not exist")
     return model  # a hub id (resolved from the local hub cache when offline)
+
+
+def load_causal_lm(
+    model: str, dtype: torch.dtype, progress: Progress | None = None
+) -> tuple[Any, Any]:
+    """Load ``model``'s tokenizer and causal LM; a LoRA adapter folder is loaded onto its base.
+
+    An adapter folder (peft's ``adapter_config.json``) names its base model
+    (``base_model_name_or_path``: ``embedded``, a folder or a hub id, resolved like ``--model``);
+    the adapter is merged into the base weights after loading, so the policy runs (and trains)
+    as a plain model at the base model's speed. Raises ``OSError`` / ``ValueError`` as
+    ``from_pretrained`` does.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = resolve_model_source(model, progress)
+    if not is_adapter(source):
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        return tokenizer, AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+    from peft import PeftModel
+
+    config_path = Path(source) / ADAPTER_CONFIG
+    try:
+        base_name = json.loads(config_path.read_text(encoding="utf-8"))["base_model_name_or_path"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ModelLoadError(
+            f"adapter config {config_path} names no base model: {error}"
+        ) from error
+    base = resolve_model_source(str(base_name), progress)
+    if progress:
+        progress(f"applying the LoRA adapter {source} to {base_name}")
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    base_model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    merged = PeftModel.from_pretrained(base_model, source).merge_and_unload()
+    return tokenizer, merged
 
 
 def pick_device(device: str) -> torch.device:

@@ -163,18 +163,23 @@ def fake_run(workspace, name, cycles, mtime):
     return folder
 
 
-def test_auto_is_the_newest_runs_last_checkpoint_and_says_so(workspace):
+def test_auto_is_the_newest_runs_last_checkpoint_and_says_so(workspace, monkeypatch):
+    import skillrl.policies.model_settings as model_settings
+
     out = io.StringIO()
     console = Console(file=out, width=300)
+    monkeypatch.setattr(model_settings, "shipped_adapter", lambda env_id: None)
     assert resolve_model("auto", "transformers", str(workspace), console) == "embedded"
     assert "embedded" in out.getvalue()
+    monkeypatch.undo()
     fake_run(workspace, "old", 3, mtime=1_000)
     new = fake_run(workspace, "new", 2, mtime=2_000)
     (workspace / "runs" / "new" / "checkpoints" / ".cycle-0003.abc.tmp").mkdir()  # unfinished
     chosen = resolve_model("auto", "transformers", str(workspace), console)
     assert chosen == str(new / "checkpoints" / "cycle-0002")
-    assert chosen in out.getvalue() and "--model embedded" in out.getvalue()
+    assert chosen in out.getvalue() and "--model base" in out.getvalue()
     assert resolve_model("embedded", "transformers", str(workspace), console) == "embedded"
+    assert resolve_model("base", "transformers", str(workspace), console) == "embedded"
     assert resolve_model("auto", "openai", str(workspace), console) == "embedded"
 
 

@@ -1,0 +1,88 @@
+"""The run settings a trained model carries, and the adapters shipped with the package.
+
+A policy is trained under settings that its prompts depend on: whether each turn's prompt holds
+retrieved skills, the prompt budget, constrained or free decoding. Played under others, the same
+weights see prompts they were never trained on. So a cold-start checkpoint or adapter folder
+holds ``skillrl.json`` (:class:`ModelSettings`), and ``skillrl run`` / ``skillrl eval`` use it
+for every option the user left at its default.
+
+The package ships the best cold-started WebShop policy as a LoRA adapter
+(``skillrl/adapters/<env>/``: peft's ``adapter_config.json`` and ``adapter_model.safetensors``
+over the embedded SmolLM2-135M-Instruct, plus ``skillrl.json`` with the command and figures that
+made it); :func:`shipped_adapter` finds it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from skillrl_core.errors import ModelLoadError
+
+SETTINGS_FILE = "skillrl.json"
+"""The settings file inside a checkpoint or adapter folder."""
+ADAPTER_CONFIG = "adapter_config.json"
+"""peft's file that marks a folder as a LoRA adapter."""
+SHIPPED_ADAPTERS = Path(__file__).resolve().parent.parent / "adapters"
+"""Where the package keeps its trained adapters, one folder per environment id."""
+
+
+@dataclass
+class ModelSettings:
+    """How a trained model was trained, so that it is played the same way."""
+
+    env_id: str
+    """Environment it was trained on."""
+    skills: bool
+    """Its prompts held the skills retrieved at each turn."""
+    max_prompt_tokens: int
+    """Prompt budget it was trained at."""
+    constrained: bool = True
+    """Trained on the constrained agent's targets (search words; scored clicks)."""
+    temperature: float = 0.0
+    """Decoding temperature it is meant to be played at (0: greedy)."""
+    recipe: str = ""
+    """The command that made it."""
+    figures: dict[str, Any] = field(default_factory=dict)
+    """What it measured when it was made (success on test goals, with its interval...)."""
+
+    def save(self, folder: Path) -> Path:
+        """Write ``skillrl.json`` into ``folder``; return its path."""
+        path = Path(folder) / SETTINGS_FILE
+        path.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n", "utf-8")
+        return path
+
+    @classmethod
+    def load(cls, folder: str | Path) -> ModelSettings | None:
+        """Read ``folder``'s settings (None: not a folder, or none recorded there).
+
+        A settings file that cannot be read fails with ModelLoadError naming it.
+        """
+        path = Path(folder).expanduser() / SETTINGS_FILE
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            known = {f.name for f in fields(cls)}
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except (OSError, ValueError, TypeError) as error:
+            raise ModelLoadError(f"model settings {path} cannot be read: {error}") from error
+
+    def describe(self) -> str:
+        """One line for the screen: the settings a run takes from the model."""
+        skills = "skills in every prompt" if self.skills else "no skills"
+        decoding = "constrained" if self.constrained else "free"
+        return f"{skills}, {self.max_prompt_tokens}-token prompts, {decoding} decoding"
+
+
+def is_adapter(folder: str | Path) -> bool:
+    """Whether ``folder`` is a LoRA adapter (peft's ``adapter_config.json``)."""
+    return (Path(folder).expanduser() / ADAPTER_CONFIG).is_file()
+
+
+def shipped_adapter(env_id: str) -> Path | None:
+    """Return the package's trained adapter for ``env_id`` (None: none ships for it)."""
+    folder = SHIPPED_ADAPTERS / env_id
+    return folder if is_adapter(folder) else None
