@@ -1,0 +1,329 @@
+"""Cold start at scale on WebShop: test success after every round, against examples and minutes.
+
+    python benchmarks/bench_cold_start_curve.py --out curve.json --goals 200 --dagger-rounds 4 \\
+        --dagger-goals 48 --dagger-keep mistakes --dagger-replay 1 --lora-layers 15
+
+One cold-start run (behaviour cloning, then DAgger rounds), evaluated after every round on the
+fixed test goals 0..N-1 (greedy, constrained, the run's own skills setting and turn cap). The
+recipe's own time (gathering examples, DAgger rollouts and labels, fine-tuning, the model load)
+is counted apart from the evaluations, which only measure it. Baselines in the same run, on the
+same goals and turn cap: the scripted expert and "open the first result, click the goal's
+options, buy" (which reads nothing). Every figure is printed beside the machine's fp32 matmul
+rate and load average, measured before each evaluation.
+
+Results go to ``--out`` (JSON) after every round, and each round's test episodes to
+``<out>.episodes/round-NNNN.jsonl`` (what the failure classifier reads); ``--resume`` continues
+the run (in ``--workspace``) where it stopped and evaluates any round still missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+from bench_expert import FirstResultWithOptions  # noqa: E402
+
+import envs  # noqa: E402
+from envs.webshop.failures import classify_failures  # noqa: E402
+from skillrl.agents.expert import ExpertAgent  # noqa: E402
+from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
+from skillrl.prompts import PromptConfig  # noqa: E402
+from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
+from skillrl_core.files import atomic_write_json, atomic_write_text  # noqa: E402
+from trainers.cold_start import ColdStartRun  # noqa: E402
+from trainers.episode_metrics import summarise, wilson_interval  # noqa: E402
+from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
+from trainers.sft_config import ColdStartConfig  # noqa: E402
+
+
+def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
+    """fp32 ``size`` x ``size`` matmul GFLOP/s (best of ``repeats``)."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        began = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - began)
+    return 2 * size**3 / best / 1e9
+
+
+def machine() -> dict[str, float]:
+    """The machine's matmul rate and load average now."""
+    return {"matmul_gflops": round(matmul_gflops(), 1), "load_average": os.getloadavg()[0]}
+
+
+def figures(episodes: list[Any]) -> dict[str, Any]:
+    """Success (Wilson 95%), score and turns of one evaluation."""
+    s = summarise(episodes)
+    successes = sum(e.success for e in episodes)
+    low, high = wilson_interval(successes, len(episodes))
+    return {
+        "episodes": s.episodes,
+        "successes": successes,
+        "success_rate": s.success_rate,
+        "success_ci95": [low, high],
+        "mean_score": s.mean_score,
+        "mean_turns": s.mean_turns,
+        "invalid_action_rate": s.invalid_action_rate,
+        "per_goal_success": [bool(e.success) for e in episodes],
+    }
+
+
+def scripted(agent_factory: Any, goals: int, max_turns: int) -> dict[str, Any]:
+    """Success of a scripted policy (``act(obs, info)``) on test goals 0..N-1 at the cap."""
+    env = envs.make("webshop", max_turns=max_turns)
+    outcomes, scores, turns = [], [], []
+    for index in range(goals):
+        obs, info = env.reset(seed=index, options={"split": "test", "goal_index": index})
+        policy = agent_factory()
+        policy.reset(info)
+        steps, reward = 0, 0.0
+        while True:
+            obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
+            steps += 1
+            if terminated or truncated:
+                break
+        outcomes.append(bool(info["success"]))
+        scores.append(float(reward))
+        turns.append(steps)
+    low, high = wilson_interval(sum(outcomes), goals)
+    return {
+        "successes": sum(outcomes),
+        "episodes": goals,
+        "success_rate": sum(outcomes) / goals,
+        "success_ci95": [low, high],
+        "mean_score": sum(scores) / goals,
+        "mean_turns": sum(turns) / goals,
+        "per_goal_success": outcomes,
+    }
+
+
+class Curve:
+    """Runs the cold start and evaluates the policy after each of its rounds."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out = Path(args.out)
+        self.episodes_dir = Path(f"{self.out}.episodes")
+        self.workspace = Path(args.workspace or f"{self.out}.workspace")
+        self.results: dict[str, Any] = {"rounds": {}, "baselines": {}}
+        if args.resume and self.out.exists():
+            self.results.update(json.loads(self.out.read_text()))
+        self.results["config"] = {k: v for k, v in vars(args).items() if k != "resume"}
+        self.results["command"] = " ".join(sys.argv)
+        self.eval_seconds = 0.0
+
+    def save(self) -> None:
+        atomic_write_json(self.out, self.results)
+
+    def starts(self) -> list[EpisodeStart]:
+        env_config = {"max_turns": self.args.max_turns}
+        return [
+            EpisodeStart("webshop", "test", i, seed=i, env_config=env_config)
+            for i in range(self.args.eval_goals)
+        ]
+
+    def config(self) -> ColdStartConfig:
+        a = self.args
+        return ColdStartConfig(
+            goals=a.goals,
+            dagger_rounds=a.dagger_rounds,
+            dagger_goals=a.dagger_goals,
+            dagger_keep=a.dagger_keep,
+            dagger_replay=a.dagger_replay,
+            skills=a.skills,
+            constrained=True,
+            max_turns=a.max_turns,
+            num_train_epochs=a.epochs,
+            learning_rate=a.lr,
+            lora_r=a.lora_r,
+            lora_alpha=2 * a.lora_r,
+            lora_layers=a.lora_layers,
+            use_peft=True,
+            seed=a.seed,
+        )
+
+    def baselines(self) -> None:
+        a = self.args
+        if "expert" not in self.results["baselines"]:
+            engine = RolloutEngine(
+                ExpertAgent(max_turns=a.max_turns),
+                config=RolloutConfig(max_turns=a.max_turns, count_retrievals=False),
+            )
+            self.results["baselines"]["expert"] = figures(engine.run(self.starts()))
+        if "first_result_options" not in self.results["baselines"]:
+            self.results["baselines"]["first_result_options"] = scripted(
+                FirstResultWithOptions, a.eval_goals, a.max_turns
+            )
+        self.save()
+        for name, row in self.results["baselines"].items():
+            print(f"baseline {name}: {_line(row)}", flush=True)
+
+    def evaluate(self, run: ColdStartRun, round_index: int) -> None:
+        key = str(round_index)
+        if key in self.results["rounds"] and "success_rate" in self.results["rounds"][key]:
+            return
+        a = self.args
+        before = machine()
+        runner = PolicyRollouts(
+            run.policy,
+            bank=run.bank,
+            max_turns=a.max_turns,
+            constrained=True,
+            prompt_config=run.prompt_config,
+            count_retrievals=False,
+        )
+        wall, cpu = time.perf_counter(), time.process_time()
+        episodes = runner.run(self.starts(), temperature=0.0)
+        seconds = time.perf_counter() - wall
+        self.eval_seconds += seconds
+        self.episodes_dir.mkdir(parents=True, exist_ok=True)
+        lines = [json.dumps(_slim(e.to_dict())) for e in episodes]
+        atomic_write_text(self.episodes_dir / f"round-{round_index:04d}.jsonl", "\n".join(lines))
+        row = figures(episodes)
+        row.update(
+            {
+                "eval_seconds": seconds,
+                "eval_cpu_seconds": time.process_time() - cpu,
+                "seconds_per_turn": seconds / max(sum(e.num_turns for e in episodes), 1),
+                "machine_before_eval": before,
+                "failures": classify_failures(episodes).counts(),
+            }
+        )
+        row.update(self.cost_through(run, round_index))
+        self.results["rounds"][key] = row
+        self.save()
+        print(f"round {round_index}: {_line(row)}  [{_cost(row)}]", flush=True)
+
+    def cost_through(self, run: ColdStartRun, round_index: int) -> dict[str, Any]:
+        """What the recipe spent through ``round_index`` (its own phases, no evaluation)."""
+        if round_index < 0 or not run.exists():
+            return {}
+        state = run.load_state()
+        rows = [h for h in state.history if h["round"] <= round_index]
+        seconds = sum(h.get("data.seconds", 0.0) + h.get("train.seconds", 0.0) for h in rows)
+        cpu = sum(h.get("data.cpu_seconds", 0.0) + h.get("train.cpu_seconds", 0.0) for h in rows)
+        seen = sum(h.get("train.examples", 0) * self.args.epochs for h in rows)
+        last = rows[-1] if rows else {}
+        return {
+            "recipe_seconds": seconds + self.results.get("model_load_seconds", 0.0),
+            "recipe_cpu_seconds": cpu,
+            "examples_seen": seen,
+            "dataset_examples": last.get("data.dataset_examples"),
+            "round_examples": last.get("train.examples"),
+            "train_loss": last.get("train.loss"),
+            "dagger_states": last.get("dagger.states"),
+            "dagger_mistakes": last.get("dagger.mistakes"),
+            "dagger_success_rate": last.get("dagger.success_rate"),
+        }
+
+    def run(self) -> None:
+        a = self.args
+        self.results.setdefault("machine_at_start", machine())
+        self.baselines()
+        began = time.perf_counter()
+        policy = load_policy(
+            PolicyConfig(model=a.model, dtype="float32", device="cpu", threads=a.threads)
+        )
+        self.results.setdefault("model_load_seconds", time.perf_counter() - began)
+        bank = None
+        if a.skills:
+            from memory import BankConfig, SkillBank
+            from skillrl.distill.seeding import seed_bank_if_empty
+
+            bank = SkillBank.open(BankConfig(workspace=self.workspace))
+            seed_bank_if_empty(bank, "webshop")
+        run = ColdStartRun(
+            self.config(),
+            policy=policy,
+            run_dir=self.workspace / "runs" / "curve" / "sft",
+            prompt_config=PromptConfig(max_prompt_tokens=a.max_prompt_tokens),
+            bank=bank,
+        )
+        if not a.no_base and "base" not in self.results:
+            self.evaluate(run, -1)
+            self.results["base"] = self.results["rounds"].pop("-1")
+            self.save()
+
+        def hook(round_index: int, point: str) -> None:
+            if point == "train:end":
+                self.evaluate(run, round_index)
+
+        run.hook = hook
+        run.run(resume=run.exists())
+        for r in range(run.config.rounds):  # a kill between a round's end and its evaluation
+            if str(r) not in self.results["rounds"]:
+                run._load_weights(run.checkpoint(r))
+                self.evaluate(run, r)
+        self.results["final_checkpoint"] = str(run.final_checkpoint)
+        self.results["machine_at_end"] = machine()
+        self.save()
+        if bank is not None:
+            bank.close()
+
+
+def _slim(record: dict[str, Any]) -> dict[str, Any]:
+    for turn in record.get("turns", []):
+        for key in ("prompt_token_ids", "completion_token_ids", "completion_logprobs"):
+            turn.pop(key, None)
+    return record
+
+
+def _line(row: dict[str, Any]) -> str:
+    low, high = row["success_ci95"]
+    return (
+        f"success {row['successes']}/{row['episodes']} [{low:.2f}, {high:.2f}]  score "
+        f"{row['mean_score']:.3f}  turns {row['mean_turns']:.1f}"
+    )
+
+
+def _cost(row: dict[str, Any]) -> str:
+    m = row["machine_before_eval"]
+    return (
+        f"recipe {row['recipe_seconds'] / 60:.1f} min wall, {row['recipe_cpu_seconds'] / 60:.1f} "
+        f"CPU min, {row['examples_seen']:.0f} examples seen; eval {row['eval_seconds']:.0f} s; "
+        f"matmul {m['matmul_gflops']:.0f} GFLOP/s, load {m['load_average']:.2f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="results JSON (written after each round)")
+    parser.add_argument(
+        "--workspace", default=None, help="the run's folder (default <out>.workspace)"
+    )
+    parser.add_argument("--eval-goals", type=int, default=100, help="fixed test goals 0..N-1")
+    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--max-turns", type=int, default=8)
+    parser.add_argument("--max-prompt-tokens", type=int, default=512)
+    parser.add_argument("--goals", type=int, default=200, help="behaviour-cloning goals")
+    parser.add_argument("--dagger-rounds", type=int, default=4)
+    parser.add_argument("--dagger-goals", type=int, default=48)
+    parser.add_argument("--dagger-keep", default="mistakes", choices=["all", "mistakes"])
+    parser.add_argument("--dagger-replay", type=float, default=1.0)
+    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--lora-r", type=int, default=16)
+    parser.add_argument("--lora-layers", type=int, default=15)
+    parser.add_argument("--skills", action="store_true", help="examples and evaluation with skills")
+    parser.add_argument("--no-base", action="store_true", help="skip evaluating the base model")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--resume", action="store_true")
+    Curve(parser.parse_args()).run()
+
+
+if __name__ == "__main__":
+    main()
