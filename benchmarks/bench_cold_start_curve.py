@@ -35,14 +35,14 @@ import torch  # noqa: E402
 from bench_expert import FirstResultWithOptions  # noqa: E402
 
 import envs  # noqa: E402
-from envs.webshop.failures import classify_failures  # noqa: E402
+from envs.webshop.failures import FAILURE_CLASSES, FAILURE_LABELS, classify_failures  # noqa: E402
 from skillrl.agents.expert import ExpertAgent  # noqa: E402
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
 from skillrl_core.files import atomic_write_json, atomic_write_text  # noqa: E402
 from trainers.cold_start import ColdStartRun  # noqa: E402
-from trainers.episode_metrics import summarise, wilson_interval  # noqa: E402
+from trainers.episode_metrics import mcnemar_exact, summarise, wilson_interval  # noqa: E402
 from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
 from trainers.sft_config import ColdStartConfig  # noqa: E402
 
@@ -171,6 +171,19 @@ class Curve:
         for name, row in self.results["baselines"].items():
             print(f"baseline {name}: {_line(row)}", flush=True)
 
+    def episodes_file(self, round_index: int) -> Path:
+        return self.episodes_dir / f"round-{round_index:04d}.jsonl"
+
+    def stored(self, round_index: int) -> dict[str, Any]:
+        """Figures of an evaluation whose episodes were saved (its timing was not)."""
+        from skillrl_core.records import EpisodeRecord
+
+        lines = self.episodes_file(round_index).read_text().splitlines()
+        episodes = [EpisodeRecord.from_dict(json.loads(line)) for line in lines if line]
+        row = figures(episodes)
+        row["failures"] = classify_failures(episodes).counts()
+        return row
+
     def evaluate(self, run: ColdStartRun, round_index: int) -> None:
         key = str(round_index)
         if key in self.results["rounds"] and "success_rate" in self.results["rounds"][key]:
@@ -191,7 +204,7 @@ class Curve:
         self.eval_seconds += seconds
         self.episodes_dir.mkdir(parents=True, exist_ok=True)
         lines = [json.dumps(_slim(e.to_dict())) for e in episodes]
-        atomic_write_text(self.episodes_dir / f"round-{round_index:04d}.jsonl", "\n".join(lines))
+        atomic_write_text(self.episodes_file(round_index), "\n".join(lines))
         row = figures(episodes)
         row.update(
             {
@@ -252,6 +265,9 @@ class Curve:
             prompt_config=PromptConfig(max_prompt_tokens=a.max_prompt_tokens),
             bank=bank,
         )
+        if "base" not in self.results and self.episodes_file(-1).exists():
+            self.results["base"] = self.stored(-1)  # evaluated before a kill: not played again
+            self.save()
         if not a.no_base and "base" not in self.results:
             self.evaluate(run, -1)
             self.results["base"] = self.results["rounds"].pop("-1")
@@ -272,6 +288,105 @@ class Curve:
         self.save()
         if bank is not None:
             bank.close()
+        print(report(self.results), flush=True)
+
+
+def _paired(before: list[bool], after: list[bool]) -> str:
+    lost = sum(b and not a for b, a in zip(before, after, strict=True))
+    won = sum(a and not b for b, a in zip(before, after, strict=True))
+    p = mcnemar_exact(lost, won)
+    verdict = "resolved" if p < 0.05 else "not resolved"
+    return f"{sum(before)} -> {sum(after)} | {lost} / {won} | {p:.3g} | {verdict}"
+
+
+def report(results: dict[str, Any]) -> str:
+    """The benchmark's tables as Markdown: the learning curve, paired comparisons, failures."""
+    rounds = sorted(results["rounds"].items(), key=lambda item: int(item[0]))
+    out = ["| after | examples seen | recipe minutes (wall / CPU) | test success | 95% interval "
+           "| mean score | mean turns | matmul GFLOP/s, load |",
+           "| --- | ---: | ---: | ---: | --- | ---: | ---: | --- |"]  # fmt: skip
+    base = results.get("base")
+    rows = ([("base model", base)] if base else []) + [
+        ("behaviour cloning" if key == "0" else f"DAgger round {key}", row) for key, row in rounds
+    ]
+    for name, row in rows:
+        low, high = row["success_ci95"]
+        seconds, cpu = row.get("recipe_seconds"), row.get("recipe_cpu_seconds")
+        cost = f"{seconds / 60:.1f} / {cpu / 60:.1f}" if seconds is not None else "-"
+        m = row.get("machine_before_eval")
+        where = f"{m['matmul_gflops']:.0f}, {m['load_average']:.2f}" if m else "-"
+        out.append(
+            f"| {name} | {row.get('examples_seen', 0):.0f} | {cost} | {row['successes']}/"
+            f"{row['episodes']} | [{low:.2f}, {high:.2f}] | {row['mean_score']:.3f} | "
+            f"{row['mean_turns']:.1f} | {where} |"
+        )
+    for name, row in results["baselines"].items():
+        low, high = row["success_ci95"]
+        out.append(
+            f"| {name.replace('_', ' ')} (same run) | - | - | {row['successes']}/{row['episodes']}"
+            f" | [{low:.2f}, {high:.2f}] | {row['mean_score']:.3f} | {row['mean_turns']:.1f} | - |"
+        )
+    if rounds:
+        final_key, final = rounds[-1]
+        out += ["", "| comparison, goal by goal | success | lost / won | McNemar p | |",
+                "| --- | --- | ---: | ---: | --- |"]  # fmt: skip
+        pairs = [("base model", base)] if base else []
+        pairs += [(n.replace("_", " "), r) for n, r in results["baselines"].items()]
+        pairs += [("behaviour cloning", results["rounds"]["0"])] if final_key != "0" else []
+        for name, row in pairs:
+            line = _paired(row["per_goal_success"], final["per_goal_success"])
+            out.append(f"| {name} -> final | {line} |")
+        out += ["", "| failure class | " + " | ".join(n for n, _ in rows) + " |",
+                "| --- |" + " ---: |" * len(rows)]  # fmt: skip
+        for kind in FAILURE_CLASSES:
+            counts = [row.get("failures", {}).get(kind, 0) for _, row in rows]
+            if any(counts):
+                out.append(f"| {FAILURE_LABELS[kind]} | " + " | ".join(map(str, counts)) + " |")
+    return "\n".join(out)
+
+
+RECIPE = (
+    "skillrl sft --env webshop --no-skills --goals {goals} --dagger-rounds {dagger_rounds} "
+    "--dagger-goals {dagger_goals} --dagger-keep {dagger_keep} --dagger-replay {dagger_replay:g} "
+    "--lora-layers {lora_layers} --lora-r {lora_r} --epochs {epochs:g} --lr {lr:g} "
+    "--max-turns {max_turns} --max-prompt-tokens {max_prompt_tokens} --seed {seed} "
+    "--adapter-rank {adapter_rank}"
+)
+"""The ``skillrl sft`` command that trains what this benchmark trains (the same ColdStartConfig)."""
+
+
+def ship(results: dict[str, Any], folder: Path, rank: int) -> str:
+    """Export the run's final checkpoint as the adapter the package ships, with its figures."""
+    from skillrl.policies.model_settings import ModelSettings
+    from trainers.adapter_export import export_checkpoint
+
+    config = results["config"]
+    final = results["rounds"][str(config["dagger_rounds"])]
+    settings = ModelSettings(
+        env_id="webshop",
+        skills=bool(config["skills"]),
+        max_prompt_tokens=int(config["max_prompt_tokens"]),
+        constrained=True,
+        recipe=RECIPE.format(**config, adapter_rank=rank),
+        figures={
+            "test_goals": final["episodes"],
+            "test_successes": final["successes"],
+            "test_success_ci95": final["success_ci95"],
+            "test_mean_score": final["mean_score"],
+            "max_turns": config["max_turns"],
+            "decoding": "greedy, constrained",
+            "recipe_wall_minutes": final["recipe_seconds"] / 60,
+            "matmul_gflops": final["machine_before_eval"]["matmul_gflops"],
+            "benchmark": results["command"],
+        },
+    )
+    done = export_checkpoint(
+        config["model"], Path(results["final_checkpoint"]), folder, rank=rank, settings=settings
+    )
+    return (
+        f"{done.folder}: rank {done.rank}, {done.modules} layers, {done.bytes / 2**20:.1f} MiB, "
+        f"keeps {100 * done.kept_energy:.3f}% of the weight change"
+    )
 
 
 def _slim(record: dict[str, Any]) -> dict[str, Any]:
@@ -322,7 +437,22 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--resume", action="store_true")
-    Curve(parser.parse_args()).run()
+    parser.add_argument("--report", action="store_true", help="print the tables of --out and stop")
+    parser.add_argument(
+        "--ship",
+        default=None,
+        help="write the run's final model as a LoRA adapter into this folder (with the settings "
+        "it was trained under, the recipe and its figures) and stop",
+    )
+    parser.add_argument("--adapter-rank", type=int, default=64)
+    args = parser.parse_args()
+    if args.ship:
+        print(ship(json.loads(Path(args.out).read_text()), Path(args.ship), args.adapter_rank))
+        return
+    if args.report:
+        print(report(json.loads(Path(args.out).read_text())))
+        return
+    Curve(args).run()
 
 
 if __name__ == "__main__":

@@ -147,6 +147,11 @@ class ColdStartConfig:
             raise ConfigError(f"dagger_temperature ({self.dagger_temperature}) must be >= 0")
         if not 0 <= self.lora_dropout < 1:
             raise ConfigError(f"lora_dropout ({self.lora_dropout}) must be in [0, 1)")
+        playing = [s for s in self.sources if s in ("expert", "teacher")]
+        if playing and self.goals < 1:
+            raise ConfigError(
+                f"goals ({self.goals}) must be >= 1: source {playing[0]!r} plays training goals"
+            )
         if self.dagger_rounds and self.dagger_goals < 1:
             raise ConfigError(
                 f"dagger_goals ({self.dagger_goals}) must be >= 1 with dagger_rounds "

@@ -171,3 +171,9 @@ def test_an_exported_checkpoint_carries_its_settings(three_layers, tmp_path):
     config = json.loads((smaller.folder / "adapter_config.json").read_text())
     assert config["base_model_name_or_path"] == "embedded"  # not the path it was exported from
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_zero_goals_for_a_source_that_plays_them_is_refused_before_anything_loads():
+    with pytest.raises(ConfigError, match=r"goals \(0\) must be >= 1: source 'expert'"):
+        ColdStartConfig(goals=0)
+    assert ColdStartConfig(goals=0, sources=("bank",)).goals == 0  # the bank's episodes suffice
