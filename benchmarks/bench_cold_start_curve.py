@@ -299,6 +299,13 @@ def _paired(before: list[bool], after: list[bool]) -> str:
     return f"{sum(before)} -> {sum(after)} | {lost} / {won} | {p:.3g} | {verdict}"
 
 
+def rows_named(rounds: list[tuple[str, Any]]) -> list[tuple[str, str]]:
+    """``(round key, name)`` of every evaluated round."""
+    return [
+        (key, "behaviour cloning" if key == "0" else f"DAgger round {key}") for key, _ in rounds
+    ]
+
+
 def report(results: dict[str, Any]) -> str:
     """The benchmark's tables as Markdown: the learning curve, paired comparisons, failures."""
     rounds = sorted(results["rounds"].items(), key=lambda item: int(item[0]))
@@ -306,9 +313,8 @@ def report(results: dict[str, Any]) -> str:
            "| mean score | mean turns | matmul GFLOP/s, load |",
            "| --- | ---: | ---: | ---: | --- | ---: | ---: | --- |"]  # fmt: skip
     base = results.get("base")
-    rows = ([("base model", base)] if base else []) + [
-        ("behaviour cloning" if key == "0" else f"DAgger round {key}", row) for key, row in rounds
-    ]
+    names = dict(rows_named(rounds))
+    rows = ([("base model", base)] if base else []) + [(names[key], row) for key, row in rounds]
     for name, row in rows:
         low, high = row["success_ci95"]
         seconds, cpu = row.get("recipe_seconds"), row.get("recipe_cpu_seconds")
@@ -327,15 +333,23 @@ def report(results: dict[str, Any]) -> str:
             f" | [{low:.2f}, {high:.2f}] | {row['mean_score']:.3f} | {row['mean_turns']:.1f} | - |"
         )
     if rounds:
-        final_key, final = rounds[-1]
-        out += ["", "| comparison, goal by goal | success | lost / won | McNemar p | |",
-                "| --- | --- | ---: | ---: | --- |"]  # fmt: skip
-        pairs = [("base model", base)] if base else []
-        pairs += [(n.replace("_", " "), r) for n, r in results["baselines"].items()]
-        pairs += [("behaviour cloning", results["rounds"]["0"])] if final_key != "0" else []
-        for name, row in pairs:
-            line = _paired(row["per_goal_success"], final["per_goal_success"])
-            out.append(f"| {name} -> final | {line} |")
+        shipped_key = str(results.get("shipped_round", rounds[-1][0]))
+        shipped = results["rounds"][shipped_key]
+        name_of = dict(rows_named(rounds))
+        out += ["", f"| comparison, goal by goal (shipped: {name_of[shipped_key]}) | success "
+                "| lost / won | McNemar p | |", "| --- | --- | ---: | ---: | --- |"]  # fmt: skip
+        pairs = [(f"base model -> {name_of[shipped_key]}", base, shipped)] if base else []
+        pairs += [
+            (f"{name.replace('_', ' ')} -> {name_of[shipped_key]}", row, shipped)
+            for name, row in results["baselines"].items()
+        ]
+        pairs += [
+            (f"{name_of[before[0]]} -> {name_of[after[0]]}", before[1], after[1])
+            for before, after in zip(rounds, rounds[1:], strict=False)
+        ]
+        for name, first, second in pairs:
+            line = _paired(first["per_goal_success"], second["per_goal_success"])
+            out.append(f"| {name} | {line} |")
         out += ["", "| failure class | " + " | ".join(n for n, _ in rows) + " |",
                 "| --- |" + " ---: |" * len(rows)]  # fmt: skip
         for kind in FAILURE_CLASSES:
@@ -345,29 +359,42 @@ def report(results: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-RECIPE = (
-    "skillrl sft --env webshop --no-skills --goals {goals} --dagger-rounds {dagger_rounds} "
-    "--dagger-goals {dagger_goals} --dagger-keep {dagger_keep} --dagger-replay {dagger_replay:g} "
-    "--lora-layers {lora_layers} --lora-r {lora_r} --epochs {epochs:g} --lr {lr:g} "
-    "--max-turns {max_turns} --max-prompt-tokens {max_prompt_tokens} --seed {seed} "
-    "--adapter-rank {adapter_rank}"
-)
-"""The ``skillrl sft`` command that trains what this benchmark trains (the same ColdStartConfig)."""
+def recipe(config: dict[str, Any], rank: int) -> str:
+    """Return the ``skillrl sft`` command that trains what this benchmark trained."""
+    dagger = (
+        f"--dagger-rounds {config['dagger_rounds']} --dagger-goals {config['dagger_goals']} "
+        f"--dagger-keep {config['dagger_keep']} --dagger-replay {config['dagger_replay']:g} "
+        if config["dagger_rounds"]
+        else ""
+    )
+    return (
+        f"skillrl sft --env webshop --no-skills --goals {config['goals']} {dagger}"
+        f"--lora-layers {config['lora_layers']} --lora-r {config['lora_r']} "
+        f"--epochs {config['epochs']:g} --lr {config['lr']:g} --max-turns {config['max_turns']} "
+        f"--max-prompt-tokens {config['max_prompt_tokens']} --seed {config['seed']} "
+        f"--adapter-rank {rank}"
+    )
 
 
-def ship(results: dict[str, Any], folder: Path, rank: int) -> str:
-    """Export the run's final checkpoint as the adapter the package ships, with its figures."""
+def ship(results: dict[str, Any], folder: Path, rank: int, round_index: int) -> str:
+    """Export round ``round_index``'s model as the adapter the package ships, with its figures.
+
+    The recipe recorded with it is the command that trains through that round (a run of
+    ``round_index`` DAgger rounds is the same run stopped there).
+    """
     from skillrl.policies.model_settings import ModelSettings
     from trainers.adapter_export import export_checkpoint
 
-    config = results["config"]
-    final = results["rounds"][str(config["dagger_rounds"])]
+    config = {**results["config"], "dagger_rounds": round_index}
+    final = results["rounds"][str(round_index)]
+    workspace = Path(results["config"]["workspace"] or f"{results['config']['out']}.workspace")
+    checkpoint = workspace / "runs" / "curve" / "sft" / "checkpoints" / f"round-{round_index:04d}"
     settings = ModelSettings(
         env_id="webshop",
         skills=bool(config["skills"]),
         max_prompt_tokens=int(config["max_prompt_tokens"]),
         constrained=True,
-        recipe=RECIPE.format(**config, adapter_rank=rank),
+        recipe=recipe(config, rank),
         figures={
             "test_goals": final["episodes"],
             "test_successes": final["successes"],
@@ -380,9 +407,7 @@ def ship(results: dict[str, Any], folder: Path, rank: int) -> str:
             "benchmark": results["command"],
         },
     )
-    done = export_checkpoint(
-        config["model"], Path(results["final_checkpoint"]), folder, rank=rank, settings=settings
-    )
+    done = export_checkpoint(config["model"], checkpoint, folder, rank=rank, settings=settings)
     return (
         f"{done.folder}: rank {done.rank}, {done.modules} layers, {done.bytes / 2**20:.1f} MiB, "
         f"keeps {100 * done.kept_energy:.3f}% of the weight change"
@@ -445,9 +470,11 @@ def main() -> None:
         "it was trained under, the recipe and its figures) and stop",
     )
     parser.add_argument("--adapter-rank", type=int, default=64)
+    parser.add_argument("--ship-round", type=int, default=0, help="which round's model to ship")
     args = parser.parse_args()
     if args.ship:
-        print(ship(json.loads(Path(args.out).read_text()), Path(args.ship), args.adapter_rank))
+        results = json.loads(Path(args.out).read_text())
+        print(ship(results, Path(args.ship), args.adapter_rank, args.ship_round))
         return
     if args.report:
         print(report(json.loads(Path(args.out).read_text())))

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from skillrl_core.errors import ConfigError
+from skillrl_core.files import make_readable
 
 LORA_MODULES: tuple[str, ...] = (
     "q_proj",
@@ -185,6 +186,9 @@ def export_checkpoint(
         result = export_adapter(base, tuned, tmp, rank=rank, base_name=base_model)
         if settings is not None:
             settings.save(tmp)
+        make_readable(tmp, directory=True)
+        for written in tmp.iterdir():
+            make_readable(written)
         if folder.exists():
             shutil.rmtree(folder)
         tmp.rename(folder)
