@@ -1,1 +1,4 @@
-"""Trained adapters shipped with the package, one folder per environment id (see skillrl.policies.model_settings)."""
+"""Trained adapters shipped with the package, one folder per environment id.
+
+See :mod:`skillrl.policies.model_settings`.
+"""

@@ -1,1 +1,4 @@
-"""The cold-started WebShop policy: a LoRA adapter over the embedded SmolLM2-135M-Instruct (skillrl.json: its recipe and figures)."""
+"""The cold-started WebShop policy: a LoRA adapter over the embedded SmolLM2-135M-Instruct.
+
+``skillrl.json`` beside it holds its recipe and figures.
+"""
