@@ -44,8 +44,10 @@ class ColdStartConfig:
     """Sampling temperature of the DAgger rollouts (0: greedy, the states evaluation visits)."""
     dagger_keep: str = "all"
     """Which labelled learner states a DAgger round keeps: ``all`` (Ross et al.) or ``mistakes``,
-    the states where the learner's action differs from the expert's label (the examples that
-    teach most; the states it already gets right cost as much to train on and teach little)."""
+    the states where the learner's action differs from the expert's label (the states it
+    already gets right cost as much to train on). Measured on WebShop (docs/results.md): the
+    kept states are mostly corrective actions (back out, click an option again), and two such
+    rounds with replay 1 made the policy loop, so ``all`` stays the default."""
     dagger_replay: float | None = None
     """What a DAgger round trains on. None: the whole aggregated dataset (every round so far, as
     in the paper; a round's cost grows with the rounds). A number k: the round's new examples
