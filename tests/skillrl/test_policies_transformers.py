@@ -113,6 +113,8 @@ def test_subprocess_run_with_the_embedded_model(model_workspace):
             "-m",
             "cli",
             "run",
+            "--model",
+            "base",  # the untrained model itself, not the adapter the package ships
             "--max-turns",
             "1",
             "--constrained",
