@@ -31,8 +31,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
 from bench_expert import FirstResultWithOptions  # noqa: E402
+from bench_speed import matmul_gflops  # noqa: E402
 
 import envs  # noqa: E402
 from envs.webshop.failures import FAILURE_CLASSES, FAILURE_LABELS, classify_failures  # noqa: E402
@@ -45,18 +45,6 @@ from trainers.cold_start import ColdStartRun  # noqa: E402
 from trainers.episode_metrics import mcnemar_exact, summarise, wilson_interval  # noqa: E402
 from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
 from trainers.sft_config import ColdStartConfig  # noqa: E402
-
-
-def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
-    """fp32 ``size`` x ``size`` matmul GFLOP/s (best of ``repeats``)."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        began = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - began)
-    return 2 * size**3 / best / 1e9
 
 
 def machine() -> dict[str, float]:

@@ -25,17 +25,7 @@ import torch
 
 from skillrl_core.errors import ConfigError
 from skillrl_core.files import make_readable
-
-LORA_MODULES: tuple[str, ...] = (
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-)
-"""Linear layers a LoRA adapter may cover (the decoder's attention and MLP projections)."""
+from trainers.sft_config import LORA_MODULES
 
 
 @dataclass

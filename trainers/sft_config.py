@@ -18,6 +18,17 @@ SOURCES: tuple[str, ...] = ("expert", "bank", "teacher")
 """Where behaviour-cloning turns come from: the scripted expert on training goals, successful
 training episodes stored in the bank, a teacher model through any policy backend."""
 
+LORA_MODULES: tuple[str, ...] = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+)
+"""Linear layers a LoRA adapter may cover (the decoder's attention and MLP projections)."""
+
 DAGGER_KEEP: tuple[str, ...] = ("all", "mistakes")
 """Which labelled learner states a DAgger round keeps (:attr:`ColdStartConfig.dagger_keep`)."""
 
@@ -85,17 +96,7 @@ class ColdStartConfig:
     """Put LoRA adapters on the top this-many decoder layers only (None: every layer). No
     gradient flows below the lowest adapted layer, so the backward pass shrinks in proportion,
     and the adapter file too."""
-    lora_target_modules: list[str] = field(
-        default_factory=lambda: [
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-        ]
-    )
+    lora_target_modules: list[str] = field(default_factory=lambda: list(LORA_MODULES))
     """Module names that get LoRA adapters."""
     head_only_loss: bool = True
     """Run the LM head only on target positions (``trainers.head_loss``); False keeps TRL's
