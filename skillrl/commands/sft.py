@@ -89,8 +89,8 @@ from skillrl_core.splits import TRAIN_SPLIT
     default="all",
     show_default=True,
     help="Labelled learner states a DAgger round keeps: all of them, or only those where the "
-    "learner's action differs from the expert's (fewer examples per round; on WebShop they are "
-    "mostly corrective actions, and two such rounds made the policy loop: docs/results.md).",
+    "learner's action differs from the expert's (fewer examples per round, but mostly "
+    "corrective actions: see docs/results.md for what two such rounds did to a cold start).",
 )
 @click.option(
     "--dagger-replay",
