@@ -98,6 +98,27 @@ def scripted(agent_factory: Any, goals: int, max_turns: int) -> dict[str, Any]:
     }
 
 
+def cold_start_config(a: argparse.Namespace) -> ColdStartConfig:
+    """Return the ColdStartConfig the benchmark's options describe."""
+    return ColdStartConfig(
+        goals=a.goals,
+        dagger_rounds=a.dagger_rounds,
+        dagger_goals=a.dagger_goals,
+        dagger_keep=a.dagger_keep,
+        dagger_replay=a.dagger_replay,
+        skills=a.skills,
+        constrained=True,
+        max_turns=a.max_turns,
+        num_train_epochs=a.epochs,
+        learning_rate=a.lr,
+        lora_r=a.lora_r,
+        lora_alpha=2 * a.lora_r,
+        lora_layers=a.lora_layers,
+        use_peft=True,
+        seed=a.seed,
+    )
+
+
 class Curve:
     """Runs the cold start and evaluates the policy after each of its rounds."""
 
@@ -124,24 +145,7 @@ class Curve:
         ]
 
     def config(self) -> ColdStartConfig:
-        a = self.args
-        return ColdStartConfig(
-            goals=a.goals,
-            dagger_rounds=a.dagger_rounds,
-            dagger_goals=a.dagger_goals,
-            dagger_keep=a.dagger_keep,
-            dagger_replay=a.dagger_replay,
-            skills=a.skills,
-            constrained=True,
-            max_turns=a.max_turns,
-            num_train_epochs=a.epochs,
-            learning_rate=a.lr,
-            lora_r=a.lora_r,
-            lora_alpha=2 * a.lora_r,
-            lora_layers=a.lora_layers,
-            use_peft=True,
-            seed=a.seed,
-        )
+        return cold_start_config(self.args)
 
     def baselines(self) -> None:
         a = self.args
@@ -370,18 +374,16 @@ def ship(results: dict[str, Any], folder: Path, rank: int, round_index: int) -> 
     The recipe recorded with it is the command that trains through that round (a run of
     ``round_index`` DAgger rounds is the same run stopped there).
     """
-    from skillrl.policies.model_settings import ModelSettings
     from trainers.adapter_export import export_checkpoint
+    from trainers.cold_start import settings_of
 
     config = {**results["config"], "dagger_rounds": round_index}
     final = results["rounds"][str(round_index)]
     workspace = Path(results["config"]["workspace"] or f"{results['config']['out']}.workspace")
     checkpoint = workspace / "runs" / "curve" / "sft" / "checkpoints" / f"round-{round_index:04d}"
-    settings = ModelSettings(
-        env_id="webshop",
-        skills=bool(config["skills"]),
-        max_prompt_tokens=int(config["max_prompt_tokens"]),
-        constrained=True,
+    settings = settings_of(
+        cold_start_config(argparse.Namespace(**config)),
+        int(config["max_prompt_tokens"]),
         recipe=recipe(config, rank),
         figures={
             "test_goals": final["episodes"],

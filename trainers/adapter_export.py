@@ -17,6 +17,7 @@ is peft's own.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,7 @@ def export_adapter(
         task_type="CAUSAL_LM",
         base_model_name_or_path=base_name,
     )
-    peft_model = get_peft_model(_copy(base), config)
+    peft_model = get_peft_model(copy.deepcopy(base), config)  # it wraps the model in place
     kept, total = 0.0, 0.0
     modules = dict(peft_model.base_model.model.named_modules())
     for name, delta in deltas.items():
@@ -138,12 +139,6 @@ def _layer_index(name: str) -> int | None:
         if before == "layers" and part.isdigit():
             return int(part)
     return None
-
-
-def _copy(model: Any) -> Any:
-    import copy
-
-    return copy.deepcopy(model)
 
 
 def export_checkpoint(

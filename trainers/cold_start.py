@@ -97,6 +97,20 @@ def training_goal_order(env_id: str, env_config: dict[str, Any], seed: int) -> l
     return order
 
 
+def settings_of(config: ColdStartConfig, max_prompt_tokens: int, **extra: Any) -> ModelSettings:
+    """Return the :class:`ModelSettings` a cold start's models are played under.
+
+    ``extra`` fills the descriptive fields (``recipe``, ``figures``).
+    """
+    return ModelSettings(
+        env_id=config.env_id,
+        skills=config.skills,
+        max_prompt_tokens=max_prompt_tokens,
+        constrained=config.constrained,
+        **extra,
+    )
+
+
 class ColdStartRun:
     """One resumable cold-start run over an in-process policy (``.model``, ``.tokenizer``)."""
 
@@ -313,12 +327,7 @@ class ColdStartRun:
 
     def model_settings(self) -> ModelSettings:
         """Return the settings this run trains under (saved beside every checkpoint)."""
-        return ModelSettings(
-            env_id=self.config.env_id,
-            skills=self.config.skills,
-            max_prompt_tokens=self.prompt_config.max_prompt_tokens,
-            constrained=self.config.constrained,
-        )
+        return settings_of(self.config, self.prompt_config.max_prompt_tokens)
 
     def training_examples(self, round_index: int) -> list[TurnExample]:
         """Return what round ``round_index`` trains on (:attr:`ColdStartConfig.dagger_replay`).

@@ -245,30 +245,19 @@ def _figures_text(figures: dict[str, Any]) -> str:
     return f", {success}/{goals} test goals solved when it was made"
 
 
-MODEL_SETTING_OPTIONS: dict[str, str] = {
-    "skills": "--skills / --no-skills",
-    "max_prompt_tokens": "--max-prompt-tokens",
-    "constrained": "--constrained / --free",
-}
-"""Run settings a trained model carries (``skillrl.json``) and the options that override them."""
-
-
 def model_settings_for(
     model: str, o: dict[str, Any], ctx: click.Context, console: Any, skills_key: str
 ) -> Any:
     """Apply the settings recorded with ``model`` to every option left at its default.
 
     ``skills_key`` names how the command spells skills: ``skills`` (``--skills/--no-skills``,
-    ``run``) or
-    ``skills_mode`` (``on``/``off``/``both``, ``eval``). Returns the settings (None: the model
-    records none). Options the user set win, and the screen says which settings came from where.
+    ``run``) or ``skills_mode`` (``on``/``off``/``both``, ``eval``). Returns the settings (None:
+    the model records none). Options the user set win, and the screen says which settings came
+    from the model.
     """
     from skillrl.policies.model_settings import ModelSettings
 
-    try:
-        settings = ModelSettings.load(model)
-    except OSError:
-        return None
+    settings = ModelSettings.load(model)
     if settings is None:
         return None
 

@@ -227,17 +227,12 @@ def sft(**options: Any) -> None:
 def _export_adapter(config: Any, o: dict[str, Any], checkpoint: Path, folder: Path) -> None:
     from rich.console import Console
 
-    from skillrl.policies.model_settings import ModelSettings
     from trainers.adapter_export import export_checkpoint
+    from trainers.cold_start import settings_of
 
     console = Console(stderr=o["as_json"])
-    settings = ModelSettings(
-        env_id=config.env_id,
-        skills=config.skills,
-        max_prompt_tokens=o["max_prompt_tokens"],
-        constrained=config.constrained,
-        recipe=" ".join(["skillrl", *sys.argv[1:]]),
-    )
+    recipe = " ".join(["skillrl", *sys.argv[1:]])
+    settings = settings_of(config, o["max_prompt_tokens"], recipe=recipe)
     with console.status("writing the final model as a LoRA adapter"):
         done = export_checkpoint(
             o["model"], checkpoint, folder, rank=o["adapter_rank"], settings=settings
