@@ -98,6 +98,19 @@ def scripted(agent_factory: Any, goals: int, max_turns: int) -> dict[str, Any]:
     }
 
 
+def env_options(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` environment options (values read as YAML scalars, as ``--env-option``)."""
+    import yaml
+
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--env-option {pair!r}: expected KEY=VALUE")
+        options[key] = yaml.safe_load(value)
+    return options
+
+
 def cold_start_config(a: argparse.Namespace) -> ColdStartConfig:
     """Return the ColdStartConfig the benchmark's options describe."""
     return ColdStartConfig(
@@ -137,8 +150,12 @@ class Curve:
     def save(self) -> None:
         atomic_write_json(self.out, self.results)
 
+    def env_config(self) -> dict[str, Any]:
+        """The environment options the policy trains and is evaluated under."""
+        return {**env_options(self.args.env_option), "max_turns": self.args.max_turns}
+
     def starts(self) -> list[EpisodeStart]:
-        env_config = {"max_turns": self.args.max_turns}
+        env_config = self.env_config()
         return [
             EpisodeStart("webshop", "test", i, seed=i, env_config=env_config)
             for i in range(self.args.eval_goals)
@@ -256,6 +273,7 @@ class Curve:
             run_dir=self.workspace / "runs" / "curve" / "sft",
             prompt_config=PromptConfig(max_prompt_tokens=a.max_prompt_tokens),
             bank=bank,
+            env_config=self.env_config(),
         )
         if "base" not in self.results and self.episodes_file(-1).exists():
             self.results["base"] = self.stored(-1)  # evaluated before a kill: not played again
@@ -448,6 +466,14 @@ def main() -> None:
     parser.add_argument("--lora-r", type=int, default=16)
     parser.add_argument("--lora-layers", type=int, default=15)
     parser.add_argument("--skills", action="store_true", help="examples and evaluation with skills")
+    parser.add_argument(
+        "--env-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment option for training and evaluation (repeatable), e.g. "
+        "observation_mode=text_rich; the scripted baselines play the default environment",
+    )
     parser.add_argument("--no-base", action="store_true", help="skip evaluating the base model")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
