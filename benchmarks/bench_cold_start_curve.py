@@ -377,8 +377,9 @@ def recipe(config: dict[str, Any], rank: int) -> str:
         if config["dagger_rounds"]
         else ""
     )
+    options = "".join(f"--env-option {pair} " for pair in config.get("env_option", []))
     return (
-        f"skillrl sft --env webshop --no-skills --goals {config['goals']} {dagger}"
+        f"skillrl sft --env webshop --no-skills --goals {config['goals']} {dagger}{options}"
         f"--lora-layers {config['lora_layers']} --lora-r {config['lora_r']} "
         f"--epochs {config['epochs']:g} --lr {config['lr']:g} --max-turns {config['max_turns']} "
         f"--max-prompt-tokens {config['max_prompt_tokens']} --seed {config['seed']} "
@@ -402,6 +403,7 @@ def ship(results: dict[str, Any], folder: Path, rank: int, round_index: int) -> 
     settings = settings_of(
         cold_start_config(argparse.Namespace(**config)),
         int(config["max_prompt_tokens"]),
+        env_options(config.get("env_option", [])),
         recipe=recipe(config, rank),
         figures={
             "test_goals": final["episodes"],

@@ -97,16 +97,23 @@ def training_goal_order(env_id: str, env_config: dict[str, Any], seed: int) -> l
     return order
 
 
-def settings_of(config: ColdStartConfig, max_prompt_tokens: int, **extra: Any) -> ModelSettings:
+def settings_of(
+    config: ColdStartConfig,
+    max_prompt_tokens: int,
+    env_config: dict[str, Any] | None = None,
+    **extra: Any,
+) -> ModelSettings:
     """Return the :class:`ModelSettings` a cold start's models are played under.
 
-    ``extra`` fills the descriptive fields (``recipe``, ``figures``).
+    ``env_config`` is the environment the episodes ran in (its turn cap is the run's, not the
+    model's); ``extra`` fills the descriptive fields (``recipe``, ``figures``).
     """
     return ModelSettings(
         env_id=config.env_id,
         skills=config.skills,
         max_prompt_tokens=max_prompt_tokens,
         constrained=config.constrained,
+        env_options={k: v for k, v in (env_config or {}).items() if k != "max_turns"},
         **extra,
     )
 
@@ -327,7 +334,7 @@ class ColdStartRun:
 
     def model_settings(self) -> ModelSettings:
         """Return the settings this run trains under (saved beside every checkpoint)."""
-        return settings_of(self.config, self.prompt_config.max_prompt_tokens)
+        return settings_of(self.config, self.prompt_config.max_prompt_tokens, self.env_config)
 
     def training_examples(self, round_index: int) -> list[TurnExample]:
         """Return what round ``round_index`` trains on (:attr:`ColdStartConfig.dagger_replay`).

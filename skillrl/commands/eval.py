@@ -118,7 +118,8 @@ def eval_command(**o: Any) -> None:
     env_config = env_config_from(o["env_id"], o["env_options"])  # before any model loads
     console = Console(stderr=o["as_json"])
     o["model"] = resolve_model(o["model"], o["backend"], o["workspace"], console, o["env_id"])
-    model_settings_for(o["model"], o, click.get_current_context(), console, "skills_mode")
+    if model_settings_for(o["model"], o, click.get_current_context(), console, "skills_mode"):
+        env_config = env_config_from(o["env_id"], o["env_options"])
     o["constrained"] = constrained_from(o)  # an impossible choice is refused before loading
     config = EvalConfig(
         split=o["split"],

@@ -251,9 +251,11 @@ def model_settings_for(
     """Apply the settings recorded with ``model`` to every option left at its default.
 
     ``skills_key`` names how the command spells skills: ``skills`` (``--skills/--no-skills``,
-    ``run``) or ``skills_mode`` (``on``/``off``/``both``, ``eval``). Returns the settings (None:
-    the model records none). Options the user set win, and the screen says which settings came
-    from the model.
+    ``run``) or ``skills_mode`` (``on``/``off``/``both``, ``eval``). The model's environment
+    options join ``o["env_options"]`` (when it was trained on the command's environment): the
+    caller builds its environment configuration after this. Returns the settings (None: the
+    model records none). Options the user set win, and the screen says which settings came from
+    the model.
     """
     from skillrl.policies.model_settings import ModelSettings
 
@@ -278,6 +280,13 @@ def model_settings_for(
     if defaulted("constrained") and o.get("backend", "transformers") not in _FREE_ONLY_BACKENDS:
         o["constrained"] = settings.constrained
         taken.append("constrained decoding" if settings.constrained else "free decoding")
+    if settings.env_id == o.get("env_id"):
+        given = o.get("env_options") or {}
+        for key, value in sorted(settings.env_options.items()):
+            if key not in given:  # an --env-option the user gave wins, key by key
+                given = {**given, key: value}
+                taken.append(f"{key}={value}")
+        o["env_options"] = given
     if taken:
         console.print(
             f"[dim]settings the model was trained under: {', '.join(taken)} (options you give "

@@ -138,7 +138,8 @@ def _play(o: dict[str, Any], console: Console) -> tuple[list[Any], Any]:
 
     if o["policy_kind"] == "model":
         o["model"] = resolve_model(o["model"], o["backend"], o["workspace"], console, o["env_id"])
-        model_settings_for(o["model"], o, click.get_current_context(), console, "skills")
+        if model_settings_for(o["model"], o, click.get_current_context(), console, "skills"):
+            o["env_config"] = env_config_from(o["env_id"], o["env_options"])
         o["constrained"] = constrained_from(o)  # refused here, before anything loads
     interactive = o["step"] or o["policy_kind"] == "human"
     if interactive and not sys.stdin.isatty() and not os.environ.get("SKILLRL_ALLOW_PIPED_INPUT"):

@@ -232,7 +232,8 @@ def _export_adapter(config: Any, o: dict[str, Any], checkpoint: Path, folder: Pa
 
     console = Console(stderr=o["as_json"])
     recipe = " ".join(["skillrl", *sys.argv[1:]])
-    settings = settings_of(config, o["max_prompt_tokens"], recipe=recipe)
+    env_options = o.get("env_options") or {}
+    settings = settings_of(config, o["max_prompt_tokens"], env_options, recipe=recipe)
     with console.status("writing the final model as a LoRA adapter"):
         done = export_checkpoint(
             o["model"], checkpoint, folder, rank=o["adapter_rank"], settings=settings

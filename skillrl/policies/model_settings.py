@@ -43,6 +43,9 @@ class ModelSettings:
     """Trained on the constrained agent's targets (search words; scored clicks)."""
     temperature: float = 0.0
     """Decoding temperature it is meant to be played at (0: greedy)."""
+    env_options: dict[str, Any] = field(default_factory=dict)
+    """Environment options its episodes ran under (what the pages show, say); the turn cap is
+    not one of them."""
     recipe: str = ""
     """The command that made it."""
     figures: dict[str, Any] = field(default_factory=dict)
@@ -74,7 +77,8 @@ class ModelSettings:
         """One line for the screen: the settings a run takes from the model."""
         skills = "skills in every prompt" if self.skills else "no skills"
         decoding = "constrained" if self.constrained else "free"
-        return f"{skills}, {self.max_prompt_tokens}-token prompts, {decoding} decoding"
+        options = "".join(f", {key}={value}" for key, value in sorted(self.env_options.items()))
+        return f"{skills}, {self.max_prompt_tokens}-token prompts, {decoding} decoding{options}"
 
 
 def is_adapter(folder: str | Path) -> bool:

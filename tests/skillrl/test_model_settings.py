@@ -5,12 +5,14 @@ workspace, and `--model base` the untrained model."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 
 import skillrl.agents.llm
 import skillrl.policies
+import skillrl.rollout
 import trainers.policy_rollouts
 from cli import main
 from skillrl.policies.model_settings import ModelSettings, shipped_adapter
@@ -80,6 +82,62 @@ def test_options_the_user_gives_override_the_models_settings(
 ):
     invoke([*command, "--model", str(trained), "--max-prompt-tokens", "700", "--constrained"])
     assert captured == {"budget": 700, "constrained": True, "skills": skills}
+
+
+@pytest.fixture
+def rich_pages(tmp_path):
+    folder = tmp_path / "rich"
+    folder.mkdir()
+    ModelSettings(
+        env_id="webshop",
+        skills=False,
+        max_prompt_tokens=512,
+        env_options={"observation_mode": "text_rich"},
+    ).save(folder)
+    return folder
+
+
+@pytest.fixture
+def env_config_seen(monkeypatch):
+    import skillrl.commands.run as run_command
+
+    seen: dict = {}
+
+    def starts(o):
+        seen["run"] = dict(o["env_config"])
+        raise Built()
+
+    def rollouts(policy, **kwargs):
+        seen["eval"] = dict(kwargs["env_config"])
+        raise Built()
+
+    monkeypatch.setattr(skillrl.policies, "load_policy", lambda *a, **k: object())
+    monkeypatch.setattr(skillrl.agents.llm, "LLMAgent", lambda *a, **k: None)
+    engine = SimpleNamespace(run=print)  # its run() is never reached: _starts raises first
+    monkeypatch.setattr(skillrl.rollout, "RolloutEngine", lambda *a, **k: engine)
+    monkeypatch.setattr(run_command, "_starts", starts)
+    monkeypatch.setattr(run_command, "_Progress", lambda *a, **k: None)
+    monkeypatch.setattr(trainers.policy_rollouts, "PolicyRollouts", rollouts)
+    return seen
+
+
+@pytest.mark.parametrize("command", ["run", "eval"])
+def test_the_models_environment_options_reach_the_environment_unless_given(
+    workspace, rich_pages, env_config_seen, command
+):
+    extra = ["--no-record"] if command == "run" else []
+    said = " ".join(invoke([command, *extra, "--model", str(rich_pages)]).output.split())
+    assert env_config_seen[command]["observation_mode"] == "text_rich"
+    assert "observation_mode=text_rich" in said
+    invoke([command, *extra, "--model", str(rich_pages), "--env-option", "observation_mode=text"])
+    assert env_config_seen[command]["observation_mode"] == "text"
+
+
+def test_environment_options_of_another_environment_are_not_applied(
+    workspace, rich_pages, env_config_seen
+):
+    invoke(["run", "--no-record", "--env", "sokoban", "--model", str(rich_pages)])
+    assert "observation_mode" not in env_config_seen["run"]
 
 
 def test_a_model_without_settings_runs_on_the_defaults(workspace, tmp_path, captured):

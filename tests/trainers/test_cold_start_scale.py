@@ -15,7 +15,7 @@ from skillrl.policies.transformers_loading import load_causal_lm
 from skillrl.prompts import PromptConfig
 from skillrl_core.errors import ConfigError
 from trainers.adapter_export import export_adapter, export_checkpoint
-from trainers.cold_start import ColdStartRun
+from trainers.cold_start import ColdStartRun, settings_of
 from trainers.cold_start_data import ExampleGatherer
 from trainers.sft import build_trainer
 from trainers.sft_config import ColdStartConfig
@@ -177,3 +177,14 @@ def test_zero_goals_for_a_source_that_plays_them_is_refused_before_anything_load
     with pytest.raises(ConfigError, match=r"goals \(0\) must be >= 1: source 'expert'"):
         ColdStartConfig(goals=0)
     assert ColdStartConfig(goals=0, sources=("bank",)).goals == 0  # the bank's episodes suffice
+
+
+def test_a_cold_starts_settings_keep_its_environment_options_but_not_its_turn_cap(tmp_path):
+    config = ColdStartConfig(env_id="webshop", goals=2, max_turns=8)
+    env_config = {"observation_mode": "text_rich", "max_turns": 8}
+    settings = settings_of(config, 400, env_config, recipe="skillrl sft ...")
+    assert settings.env_options == {"observation_mode": "text_rich"}
+    settings.save(tmp_path)
+    loaded = ModelSettings.load(tmp_path)
+    assert loaded.env_options == {"observation_mode": "text_rich"}
+    assert "observation_mode=text_rich" in loaded.describe()
