@@ -37,6 +37,20 @@ def is_search_page(available_actions: Sequence[str]) -> bool:
     return bool(available_actions) and all(a.startswith("search[") for a in available_actions)
 
 
+PAGE_KINDS = ("search", "results", "item", "detail")
+"""WebShop's page types: the search box, a results list, a product, a product's detail tab."""
+
+
+def page_kind(available_actions: Sequence[str]) -> str:
+    """Which page (:data:`PAGE_KINDS`) offers ``available_actions``."""
+    if is_search_page(available_actions):
+        return "search"
+    labels = [a[len("click[") : -1] for a in available_actions if a.startswith("click[")]
+    if any(_is_product_id(label) for label in labels):
+        return "results"
+    return "item" if "buy now" in labels else "detail"
+
+
 class WebShopAgentAdapter:
     """The :class:`envs.adapter.AgentAdapter` of WebShop (and of shop-shaped test doubles)."""
 
@@ -155,7 +169,7 @@ class WebShopAgentAdapter:
             return "Nothing on this page fits the task; try the next page."
         if value in ("features", "description", "attributes", "reviews"):
             return "Check the product details for the attributes of the task."
-        if len(value) == 10 and value.isalnum() and any(c.isdigit() for c in value):
+        if _is_product_id(value):
             return "Open the product whose title best matches the task."
         return f"Choose the wanted option {value}."
 
@@ -199,6 +213,11 @@ class WebShopAgentAdapter:
         if is_search_page(available_actions):
             return "type the words to search for (or 1, then the words); q quits"
         return "type a number, or the words of a button (e.g. buy now); q quits"
+
+
+def _is_product_id(label: str) -> bool:
+    """Tell an ASIN as the pages show it: ten letters and digits, at least one a digit."""
+    return len(label) == 10 and label.isalnum() and any(c.isdigit() for c in label)
 
 
 def _shares_a_word(query: str, instruction: str) -> bool:

@@ -8,8 +8,15 @@ avoid), a short window of recent turns, the current observation and the admissib
 Everything environment-specific comes from the environment's :class:`envs.adapter.AgentAdapter`
 (looked up by ``state.env_id``). The policy is small (135M parameters on two CPU cores), so
 every part is kept short and the whole is capped at :attr:`PromptConfig.max_prompt_tokens`: when
-over, skills go first (mistakes, then task skills, then general ones, lowest-ranked first), then
-history (oldest turn first), then the observation is cut.
+over, skills go first (mistakes, then task skills, then general ones, lowest-ranked first) down
+to :attr:`PromptConfig.min_skills`, those shrink to their short form, then history goes (oldest
+turn first), then the observation is cut. Only a page too long for even that loses its last
+skills.
+
+A turn keeps at least one skill because the long pages are the decisions: a results page (ten
+titles) had filled the budget on its own, so the agent chose which product to open with no skill
+in the prompt on every such turn. One short skill costs about 25 tokens: the tail of a long
+page.
 
 The recent actions outlast the skills because they are the agent's state: WebShop's text page
 does not show which options were already clicked, so without them the prompts before and after
@@ -57,6 +64,11 @@ class PromptConfig:
     """At most this many admissible actions are listed."""
     max_skill_chars: int = 220
     """Each skill's text is cut to this many characters."""
+    min_skills: int = 1
+    """Skills a turn's prompt keeps past the budget: they shrink to their short form and the
+    observation is cut to make room (0: every skill may go)."""
+    short_skill_chars: int = 90
+    """A kept skill's short form: its text cut to this many characters."""
     think: bool = True
     """Ask for a ``<think>`` section before the action (free decoding only)."""
 
@@ -64,7 +76,14 @@ class PromptConfig:
         check_finite_fields(self)
         if self.max_prompt_tokens < 16:
             raise ConfigError(f"max_prompt_tokens ({self.max_prompt_tokens}) must be at least 16")
-        for name in ("history_turns", "max_observation_tokens", "max_actions", "max_skill_chars"):
+        for name in (
+            "history_turns",
+            "max_observation_tokens",
+            "max_actions",
+            "max_skill_chars",
+            "min_skills",
+            "short_skill_chars",
+        ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 0")
 
@@ -111,25 +130,30 @@ def build_prompt(
         "task": count(_task_text(state)),
         "actions": count(actions),
     }
+    skill_chars = config.max_skill_chars
     while True:
         parts = dict(fixed)
-        parts["skills"] = count(_skills_text(skills, config)) if skills else 0
+        parts["skills"] = count(_skills_text(skills, skill_chars)) if skills else 0
         parts["history"] = count(_history_text(history)) if history else 0
         parts["observation"] = count(observation)
         excess = sum(parts.values()) - config.max_prompt_tokens
         if excess <= 0:
             break
-        if skills:
+        if len(skills) > config.min_skills:
             skills = _drop_one_skill(skills)
+        elif skills and skill_chars > config.short_skill_chars:
+            skill_chars = config.short_skill_chars
         elif history:
             history = history[1:]
-        else:
+        elif parts["observation"] > 0:
             observation = _cut_tokens(observation, max(parts["observation"] - excess, 0), count)
-            parts["observation"] = count(observation)
+        elif skills:  # nothing else is left to cut: the page's fixed parts fill the budget
+            skills = _drop_one_skill(skills)
+        else:
             break
     sections = [_task_text(state)]
     if skills:
-        sections.append(_skills_text(skills, config))
+        sections.append(_skills_text(skills, skill_chars))
     if history:
         sections.append(_history_text(history))
     # A multi-line observation (a grid, a rich page) starts on its own line, rows intact.
@@ -157,7 +181,7 @@ def _task_text(state: AgentState) -> str:
     return f"Task: {state.instruction}"
 
 
-def _skills_text(skills: list[RetrievedEntry], config: PromptConfig) -> str:
+def _skills_text(skills: list[RetrievedEntry], max_chars: int) -> str:
     labels = {"general": "tip", "task": "tip", "mistake": "avoid"}
     lines = ["Skills:"]
     for retrieved in skills:
@@ -165,7 +189,7 @@ def _skills_text(skills: list[RetrievedEntry], config: PromptConfig) -> str:
         body = entry.principle
         if entry.kind == "mistake" and entry.correction:
             body = f"{entry.principle} Instead: {entry.correction}"
-        text = f"{entry.title}: {body}"[: config.max_skill_chars]
+        text = f"{entry.title}: {body}"[:max_chars]
         lines.append(f"- ({labels.get(entry.kind, entry.kind)}) {text}")
     return "\n".join(lines)
 

@@ -69,22 +69,50 @@ def test_history_window_is_configurable():
     )
 
 
-def test_budget_shrinks_skills_first_then_history_then_observation():
+def test_budget_shrinks_skills_to_one_short_skill_then_history_then_observation():
     full = build_prompt(state(turns=3), PromptConfig(), count)
     tight = PromptConfig(max_prompt_tokens=full.total_tokens - 3)
     built = build_prompt(state(turns=3), tight, count)
     assert built.total_tokens <= tight.max_prompt_tokens
     assert built.history_turns == 3 and built.skill_ids == ["g1", "t1"]  # mistakes go first
 
+    one_skill = build_prompt(state(turns=3), PromptConfig(min_skills=0), count)
     no_skills = full.total_tokens - full.token_counts["skills"]
-    built = build_prompt(state(turns=3), PromptConfig(max_prompt_tokens=no_skills - 2), count)
-    assert built.skill_ids == [] and built.history_turns == 2  # then the oldest action
+    built = build_prompt(state(turns=3), PromptConfig(max_prompt_tokens=no_skills), count)
+    assert built.skill_ids == ["g1"] and built.history_turns < 3  # the best skill outlasts history
+    assert built.total_tokens <= no_skills and one_skill.skill_ids == ["g1", "t1", "m1"]
 
     fixed = sum(full.token_counts[p] for p in ("system", "format", "task", "actions"))
-    config = PromptConfig(max_prompt_tokens=fixed + 3)
+    config = PromptConfig(max_prompt_tokens=fixed + full.token_counts["skills"] // 3 + 3)
     built = build_prompt(state(turns=3), config, count)
-    assert built.skill_ids == [] and built.history_turns == 0
-    assert built.token_counts["observation"] <= 3 and built.total_tokens <= config.max_prompt_tokens
+    assert built.skill_ids == ["g1"] and built.history_turns == 0  # the page gives way for it
+    assert built.total_tokens <= config.max_prompt_tokens
+
+    bare = PromptConfig(max_prompt_tokens=fixed + 3)
+    built = build_prompt(state(turns=3), bare, count)
+    assert built.skill_ids == [] and built.history_turns == 0  # too tight even for one skill
+    assert built.token_counts["observation"] <= 3 and built.total_tokens <= bare.max_prompt_tokens
+
+
+def test_without_a_skill_floor_skills_go_before_history():
+    full = build_prompt(state(turns=3), PromptConfig(), count)
+    no_skills = full.total_tokens - full.token_counts["skills"]
+    config = PromptConfig(max_prompt_tokens=no_skills - 2, min_skills=0)
+    built = build_prompt(state(turns=3), config, count)
+    assert built.skill_ids == [] and built.history_turns == 2
+
+
+def test_a_kept_skill_shrinks_to_its_short_form_before_the_page_is_cut():
+    title = "Open the product " + "whose title " * 30
+    long_skill = RetrievedEntry(entry("g2", "general", title), 1.0)
+    s = state()
+    s.skills = RetrievedSkills(general=[long_skill], task=[], mistakes=[])
+    roomy = build_prompt(s, PromptConfig(), count)
+    config = PromptConfig(max_prompt_tokens=roomy.total_tokens - 5, short_skill_chars=40)
+    built = build_prompt(s, config, count)
+    skills_line = built.messages[1]["content"].split("Skills:\n")[1].split("\n")[0]
+    assert built.skill_ids == ["g2"] and len(skills_line) <= len("- (tip) ") + 40
+    assert "Results [SEP] red ball [SEP] blue kite" in built.messages[1]["content"]
 
 
 def test_recent_actions_tell_apart_pages_that_look_the_same():
