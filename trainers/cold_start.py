@@ -88,11 +88,12 @@ def training_goal_order(env_id: str, env_config: dict[str, Any], seed: int) -> l
     """Return the training split's goal indices in a seeded order (rounds take disjoint slices)."""
     import envs
 
-    env = envs.make(env_id, **env_config)
-    world = getattr(env, "world", None)
-    if world is None or not hasattr(world, "split"):
-        raise ConfigError(f"environment {env_id!r} has no goal splits to draw training goals from")
-    order = list(range(len(world.split(TRAIN_SPLIT))))
+    # The adapter's split size, not the env's own goal list: every environment has one
+    # (Sokoban's rooms are generated on first use, so counting them builds none).
+    size = envs.adapter_for(env_id).split_size(TRAIN_SPLIT, env_config)
+    if size < 1:
+        raise ConfigError(f"environment {env_id!r} has no training goals in this configuration")
+    order = list(range(size))
     random.Random(f"sft-goals-{seed}").shuffle(order)
     return order
 
