@@ -215,7 +215,8 @@ def sft(**options: Any) -> None:
 
     o = options
     config = cold_start_config(o)
-    folder = run_folder(o["workspace"], o["run_name"] or f"{o['env_id']}-sft") / "sft"
+    name = f"{o['env_id']}-sft" if o["run_name"] is None else o["run_name"]  # "" is refused
+    folder = run_folder(o["workspace"], name) / "sft"
     final = run_cold_start(config, o, folder)
     if o["adapter_rank"]:
         _export_adapter(config, o, final, folder / "adapter")

@@ -322,7 +322,8 @@ def train(**options: Any) -> None:
     """
     o = options
     ctx = click.get_current_context()
-    o["run_name"] = o["run_name"] or o["env_id"]  # the default folder is named after the env
+    if o["run_name"] is None:  # the default folder is named after the env; "" is refused
+        o["run_name"] = o["env_id"]
     folder = run_folder(o["workspace"], o["run_name"])
     if o["resume"]:
         fill_from_saved(ctx, o, folder)
