@@ -103,6 +103,18 @@ def starting_model(o: dict[str, Any]) -> str:
     return str(run_cold_start(config, o, run_folder(o["workspace"], o["run_name"]) / "sft"))
 
 
+def check_goals(cycle: CycleConfig) -> None:
+    """Refuse splits the run plays that do not exist, are empty or hold too few goals."""
+    from skillrl.commands.upfront_checks import check_goal_count, split_size
+
+    env_id, env_config = cycle.env_id, cycle.env_config
+    split_size(env_id, env_config, cycle.train_split, "the training split")
+    check_goal_count(env_id, env_config, cycle.eval_split, cycle.eval_goals,
+                     "--eval-goals", "--eval-split")  # fmt: skip
+    check_goal_count(env_id, env_config, cycle.validation_split, cycle.validation_goals,
+                     "--validation-goals", "the validation split")  # fmt: skip
+
+
 def launched_processes() -> int:
     """How many processes the launcher started (its WORLD_SIZE), read before the group starts."""
     import os
