@@ -69,9 +69,7 @@ def test_any_text_is_a_range_inside_the_split_or_a_config_error(text, size):
     assert goals.count == len(goals.indices())
 
 
-@given(
-    first=st.integers(0, 10**6), length=st.integers(1, 10**6), extra=st.integers(0, 10**6)
-)
+@given(first=st.integers(0, 10**6), length=st.integers(1, 10**6), extra=st.integers(0, 10**6))
 def test_a_range_written_out_reads_back_as_itself(first, length, extra):
     goals = GoalRange(first, first + length - 1)
     size = goals.last + 1 + extra
