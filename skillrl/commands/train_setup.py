@@ -109,10 +109,15 @@ def check_goals(cycle: CycleConfig) -> None:
 
     env_id, env_config = cycle.env_id, cycle.env_config
     split_size(env_id, env_config, cycle.train_split, "the training split")
-    check_goal_count(env_id, env_config, cycle.eval_split, cycle.eval_goals,
-                     "--eval-goals", "--eval-split")  # fmt: skip
-    check_goal_count(env_id, env_config, cycle.validation_split, cycle.validation_goals,
-                     "--validation-goals", "the validation split")  # fmt: skip
+    eval_goals = (cycle.eval_split, cycle.eval_goals, "--eval-goals", "--eval-split")
+    validation_goals = (
+        cycle.validation_split,
+        cycle.validation_goals,
+        "--validation-goals",
+        "the validation split",
+    )
+    for split, count, count_option, split_option in (eval_goals, validation_goals):
+        check_goal_count(env_id, env_config, split, count, count_option, split_option)
 
 
 def launched_processes() -> int:

@@ -39,12 +39,10 @@ def split_size(env_id: str, env_config: Mapping[str, Any], split: str, option: s
     return size
 
 
-def goal_range(
-    env_id: str, env_config: Mapping[str, Any], split: str, text: str, option: str = "--goals"
-) -> GoalRange:
-    """Read ``text`` (``N`` or ``FIRST-LAST``) as goals of ``split``, refused when out of it."""
-    return parse_goal_range(text, split_size(env_id, env_config, split, "--split"), split,
-                            option=option)  # fmt: skip
+def goal_range(env_id: str, env_config: Mapping[str, Any], split: str, text: str) -> GoalRange:
+    """Read ``--goals`` text (``N`` or ``FIRST-LAST``) as goals of ``split``, refused outside it."""
+    size = split_size(env_id, env_config, split, "--split")
+    return parse_goal_range(text, size, split, option="--goals")
 
 
 def check_goal_count(
