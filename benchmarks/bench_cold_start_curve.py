@@ -4,14 +4,14 @@
         --dagger-goals 48 --dagger-keep mistakes --dagger-replay 1 --lora-layers 15
 
 One cold-start run (behaviour cloning, then DAgger rounds), evaluated after every round on the
-fixed test goals 0..N-1 (greedy, constrained, the run's own skills setting and turn cap). The
-recipe's own time (gathering examples, DAgger rollouts and labels, fine-tuning, the model load)
-is counted apart from the evaluations, which only measure it. Baselines in the same run, on the
-same goals and turn cap: the scripted expert and, on WebShop, "open the first result, click the
-goal's options, buy" (which reads nothing). ``--env sokoban --env-option categories=6x6-1box``
-runs the same recipe on Sokoban's 6x6 one-box rooms with the A* expert as teacher. Every figure
-is printed beside the machine's fp32 matmul rate and load average, measured before each
-evaluation.
+fixed test goals ``--eval-goals`` names (N: goals 0..N-1; FIRST-LAST: goals FIRST to LAST;
+greedy, constrained, the run's own skills setting and turn cap). The recipe's own time
+(gathering examples, DAgger rollouts and labels, fine-tuning, the model load) is counted apart
+from the evaluations, which only measure it. Baselines in the same run, on the same goals and
+turn cap: the scripted expert and, on WebShop, "open the first result, click the goal's options,
+buy" (which reads nothing). ``--env sokoban --env-option categories=6x6-1box`` runs the same
+recipe on Sokoban's 6x6 one-box rooms with the A* expert as teacher. Every figure is printed
+beside the machine's fp32 matmul rate and load average, measured before each evaluation.
 
 Results go to ``--out`` (JSON) after every round, and each round's test episodes to
 ``<out>.episodes/round-NNNN.jsonl`` (what the failure classifier reads); ``--resume`` continues
@@ -42,7 +42,9 @@ from skillrl.agents.expert import ExpertAgent  # noqa: E402
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
+from skillrl_core.errors import ConfigError  # noqa: E402
 from skillrl_core.files import atomic_write_json, atomic_write_text  # noqa: E402
+from skillrl_core.goal_range import FORMS, GoalRange, parse_goal_range  # noqa: E402
 from trainers.cold_start import ColdStartRun  # noqa: E402
 from trainers.episode_metrics import mcnemar_exact, summarise, wilson_interval  # noqa: E402
 from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
@@ -71,11 +73,11 @@ def figures(episodes: list[Any]) -> dict[str, Any]:
     }
 
 
-def scripted(agent_factory: Any, goals: int, max_turns: int) -> dict[str, Any]:
-    """Success of a scripted policy (``act(obs, info)``) on test goals 0..N-1 at the cap."""
+def scripted(agent_factory: Any, goals: GoalRange, max_turns: int) -> dict[str, Any]:
+    """Success of a scripted policy (``act(obs, info)``) on the test goals ``goals`` at the cap."""
     env = envs.make("webshop", max_turns=max_turns)
     outcomes, scores, turns = [], [], []
-    for index in range(goals):
+    for index in goals.indices():
         obs, info = env.reset(seed=index, options={"split": "test", "goal_index": index})
         policy = agent_factory()
         policy.reset(info)
@@ -88,14 +90,15 @@ def scripted(agent_factory: Any, goals: int, max_turns: int) -> dict[str, Any]:
         outcomes.append(bool(info["success"]))
         scores.append(float(reward))
         turns.append(steps)
-    low, high = wilson_interval(sum(outcomes), goals)
+    count = goals.count
+    low, high = wilson_interval(sum(outcomes), count)
     return {
         "successes": sum(outcomes),
-        "episodes": goals,
-        "success_rate": sum(outcomes) / goals,
+        "episodes": count,
+        "success_rate": sum(outcomes) / count,
         "success_ci95": [low, high],
-        "mean_score": sum(scores) / goals,
-        "mean_turns": sum(turns) / goals,
+        "mean_score": sum(scores) / count,
+        "mean_turns": sum(turns) / count,
         "per_goal_success": outcomes,
     }
 
@@ -162,11 +165,16 @@ class Curve:
         """The environment options the policy trains and is evaluated under."""
         return {**env_options(self.args.env_option), "max_turns": self.args.max_turns}
 
+    def eval_goals(self) -> GoalRange:
+        """The test goals every evaluation plays (``--eval-goals``), within the test split."""
+        size = envs.adapter_for(self.args.env).split_size("test", self.env_config())
+        return parse_goal_range(self.args.eval_goals, size, "test", option="--eval-goals")
+
     def starts(self) -> list[EpisodeStart]:
         env_config = self.env_config()
         return [
             EpisodeStart(self.args.env, "test", i, seed=i, env_config=env_config)
-            for i in range(self.args.eval_goals)
+            for i in self.eval_goals().indices()
         ]
 
     def config(self) -> ColdStartConfig:
@@ -182,7 +190,7 @@ class Curve:
             self.results["baselines"]["expert"] = figures(engine.run(self.starts()))
         if a.env == "webshop" and "first_result_options" not in self.results["baselines"]:
             self.results["baselines"]["first_result_options"] = scripted(
-                FirstResultWithOptions, a.eval_goals, a.max_turns
+                FirstResultWithOptions, self.eval_goals(), a.max_turns
             )
         self.save()
         for name, row in self.results["baselines"].items():
@@ -471,7 +479,9 @@ def main() -> None:
     parser.add_argument(
         "--workspace", default=None, help="the run's folder (default <out>.workspace)"
     )
-    parser.add_argument("--eval-goals", type=int, default=100, help="fixed test goals 0..N-1")
+    parser.add_argument(
+        "--eval-goals", default="100", help=f"the fixed test goals evaluated: {FORMS}"
+    )
     parser.add_argument("--env", default="webshop", help="environment id")
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--max-turns", type=int, default=8)
@@ -515,7 +525,12 @@ def main() -> None:
     if args.report:
         print(report(json.loads(Path(args.out).read_text())))
         return
-    Curve(args).run()
+    curve = Curve(args)
+    try:
+        curve.eval_goals()  # a bad --eval-goals is refused before anything plays or loads
+    except ConfigError as error:
+        raise SystemExit(f"error: {error}") from error
+    curve.run()
 
 
 if __name__ == "__main__":

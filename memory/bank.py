@@ -29,7 +29,7 @@ from memory.entries import (
     validate_draft,
 )
 from memory.index import VectorIndex
-from memory.merging import place_drafts
+from memory.merging import Placement, place_drafts, plan_placements
 from memory.models import EntryRow, ProvenanceRow, RevisionRow, utcnow
 from memory.revisions import add_revision, history, revision_data
 from memory.snapshots import SnapshotStore
@@ -211,13 +211,7 @@ class SkillBank:
 
     def add_many(self, drafts: list[EntryDraft], *, author: str = "person") -> list[AddResult]:
         """Add several drafts in one transaction (all or none), merging near-duplicates."""
-        drafts = [normalise_draft(d) for d in drafts]
-        for position, draft in enumerate(drafts):
-            try:
-                validate_draft(draft)
-            except InvalidEntryError as e:
-                where = f"draft {position}: " if len(drafts) > 1 else ""
-                raise InvalidEntryError(f"{where}{e}") from e
+        drafts = _valid_drafts(drafts)
         if not drafts:
             return []
         self.store.require_writable()  # before loading the model: a read-only bank fails at once
@@ -234,6 +228,18 @@ class SkillBank:
                 for entry_id, merged, sim in results
             ]
         return out
+
+    def plan_many(self, drafts: list[EntryDraft]) -> list[Placement]:
+        """Say where :meth:`add_many` would put each draft (merged or new), writing nothing.
+
+        Works on a read-only bank; the embedder loads to compare the drafts.
+        """
+        drafts = _valid_drafts(drafts)
+        if not drafts:
+            return []
+        vectors = self.store.embedder.embed([d.text_for_embedding() for d in drafts])
+        with read_session(self.store.engine) as session:
+            return plan_placements(self.store, session, drafts, vectors)
 
     def edit(self, entry_id: str, *, author: str, reason: str = "", **changes: Any) -> Entry:
         """Change content fields of an entry; the previous version stays in its history."""
@@ -348,3 +354,15 @@ class SkillBank:
     def reindex(self) -> int:
         """Rebuild the index from SQL; returns the number of entries indexed."""
         return consistency.reindex(self.store)
+
+
+def _valid_drafts(drafts: list[EntryDraft]) -> list[EntryDraft]:
+    """Return the drafts normalised; the first invalid one raises, naming its position."""
+    drafts = [normalise_draft(d) for d in drafts]
+    for position, draft in enumerate(drafts):
+        try:
+            validate_draft(draft)
+        except InvalidEntryError as e:
+            where = f"draft {position}: " if len(drafts) > 1 else ""
+            raise InvalidEntryError(f"{where}{e}") from e
+    return drafts

@@ -37,6 +37,10 @@ class BankConfig:
     (with a warning), raise ``BankInconsistentError``, or skip the check."""
     busy_timeout_s: float = 30.0
     """How long an SQLite writer waits for another writer's lock before failing."""
+    read_only: bool = False
+    """Open for reading only, even where the files may be written (``skills import --dry-run``):
+    nothing is written, a change raises ``BankError``, and a bank that does not exist yet reads
+    as empty (and is not created)."""
 
     def __post_init__(self) -> None:
         check_finite_fields(self)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory.bulk import insert_entries
 from memory.entries import STAT_FIELDS, normalise_draft, validate_draft
-from memory.types import Entry
+from memory.types import Entry, EntryDraft
 from skillrl_core.errors import DataFileError, ImportFormatError, InvalidEntryError
 from skillrl_core.files import atomic_write_text
 
@@ -151,29 +151,66 @@ def _entry_record(data: Any, where: str) -> Entry:
     return entry
 
 
-def import_jsonl(bank: SkillBank, path: Path, *, author: str = "import") -> ImportReport:
-    """Insert the full records of a JSONL export (ids kept; an existing id is an error)."""
-    entries: list[Entry] = []
+@dataclass
+class CheckedRecord:
+    """One record of an import file after validation: its entry or draft, or why it is refused."""
+
+    where: str
+    """Where the record is: ``file:line`` (JSONL) or its JSON path (SkillRL)."""
+    item: Entry | EntryDraft | None
+    """The record as the import would write it (None: refused)."""
+    error: str = ""
+    """Why it is refused (the whole message, naming ``where``); empty when it is not."""
+    in_bank: bool = False
+    """Refused only because the bank already holds an entry with its id."""
+
+
+def check_jsonl(bank: SkillBank, path: Path) -> list[CheckedRecord]:
+    """Validate every line of a JSONL export: the entries, and each line that would be refused.
+
+    The whole file is read, past the first bad line; a file that cannot be read raises
+    :class:`DataFileError`.
+    """
+    records: list[CheckedRecord] = []
     seen: dict[str, int] = {}
     for number, line in enumerate(read_utf8(path).splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
         try:
-            data = json.loads(line)
+            entry = _entry_record(json.loads(line), where)
         except json.JSONDecodeError as e:
-            raise ImportFormatError(f"{where}: not valid JSON ({e.msg})") from e
-        entry = _entry_record(data, where)
+            records.append(CheckedRecord(where, None, f"{where}: not valid JSON ({e.msg})"))
+            continue
+        except ImportFormatError as e:
+            records.append(CheckedRecord(where, None, str(e)))
+            continue
         if entry.id in seen:
-            raise ImportFormatError(f"{where}: id {entry.id} repeats line {seen[entry.id]}")
+            error = f"{where}: id {entry.id} repeats line {seen[entry.id]}"
+            records.append(CheckedRecord(where, None, error))
+            continue
         seen[entry.id] = number
-        entries.append(entry)
+        records.append(CheckedRecord(where, entry))
     existing = bank.entries(list(seen))
-    if existing:
-        first = min(existing, key=lambda i: seen[i])
-        raise ImportFormatError(
-            f"{path}:{seen[first]}: an entry with id {first} is already in the bank "
-            "(nothing was imported)"
-        )
+    for record in records:
+        if isinstance(record.item, Entry) and record.item.id in existing:
+            record.error = (
+                f"{record.where}: an entry with id {record.item.id} is already in the bank"
+            )
+            record.item, record.in_bank = None, True
+    return records
+
+
+def import_jsonl(bank: SkillBank, path: Path, *, author: str = "import") -> ImportReport:
+    """Insert the full records of a JSONL export (ids kept; an existing id is an error)."""
+    records = check_jsonl(bank, path)
+    # A malformed line is reported before an id the bank already has (the file is wrong first).
+    malformed = [r for r in records if r.error and not r.in_bank]
+    if malformed:
+        raise ImportFormatError(malformed[0].error)
+    taken = [r for r in records if r.in_bank]
+    if taken:
+        raise ImportFormatError(f"{taken[0].error} (nothing was imported)")
+    entries = [r.item for r in records if isinstance(r.item, Entry)]
     insert_entries(bank.store, entries, author=author)
     return ImportReport(records=len(entries), added=[e.id for e in entries])

@@ -15,6 +15,7 @@ always rebuild the same bank.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,6 +32,50 @@ if TYPE_CHECKING:
     from memory.store import BankStore
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where one draft of a batch goes: merged into an entry or an earlier draft, or new."""
+
+    entry_id: str | None = None
+    """The stored entry it merges into (None: it does not merge into a stored entry)."""
+    draft: int | None = None
+    """Position of the earlier, new draft of the same batch it merges into."""
+    similarity: float | None = None
+    """Cosine similarity to what it merges into (None when it is new)."""
+
+    @property
+    def merged(self) -> bool:
+        """Whether the draft merges instead of becoming a new entry."""
+        return self.entry_id is not None or self.draft is not None
+
+
+def plan_placements(
+    store: BankStore, session: Session, drafts: list[EntryDraft], vectors: np.ndarray
+) -> list[Placement]:
+    """Decide where each draft goes, writing nothing (``skills import --dry-run`` shows this)."""
+    placements: list[Placement] = []
+    stored: dict[tuple[str, str, str], list[tuple[str | int, np.ndarray]]] = {}
+    new: list[int] = []
+    for position, (draft, vector) in enumerate(zip(drafts, vectors, strict=False)):
+        key = _scope_of(draft)
+        if key not in stored:  # merges change no vector: one read per scope per batch
+            stored[key] = list(_stored_candidates(store, session, draft))
+        # Drafts earlier in this batch are not in the index yet: they are candidates too, after
+        # the stored entries (so that a tie still goes to the oldest).
+        earlier: list[tuple[str | int, np.ndarray]] = [
+            (j, vectors[j]) for j in new if _scope_of(drafts[j]) == key
+        ]
+        target, similarity = _merge_target(store, vector, stored[key] + earlier)
+        if target is None:
+            new.append(position)
+            placements.append(Placement())
+        elif isinstance(target, int):
+            placements.append(Placement(draft=target, similarity=similarity))
+        else:
+            placements.append(Placement(entry_id=target, similarity=similarity))
+    return placements
+
+
 def place_drafts(
     store: BankStore, session: Session, drafts: list[EntryDraft], vectors: np.ndarray, author: str
 ) -> tuple[list[tuple[str, bool, float | None]], list[EntryRow], list[np.ndarray]]:
@@ -38,27 +83,22 @@ def place_drafts(
     results: list[tuple[str, bool, float | None]] = []
     new_rows: list[EntryRow] = []
     new_vectors: list[np.ndarray] = []
-    stored: dict[tuple[str, str, str], list[tuple[str, np.ndarray]]] = {}
-    for draft, vector in zip(drafts, vectors, strict=False):
-        key = _scope(draft.kind, draft.env, draft.category)
-        if key not in stored:  # merges change no vector: one read per scope per batch
-            stored[key] = _stored_candidates(store, session, draft)
-        # Drafts earlier in this batch are not in the index yet: they are candidates too, after
-        # the stored entries (so that a tie still goes to the oldest).
-        earlier = [
-            (row.id, other)
-            for row, other in zip(new_rows, new_vectors, strict=False)
-            if _scope(row.kind, row.env, row.category) == key
-        ]
-        target, similarity = _merge_target(store, vector, stored[key] + earlier)
-        if target is not None:
+    row_of_draft: dict[int, str] = {}
+    placements = plan_placements(store, session, drafts, vectors)
+    for position, (draft, vector, placement) in enumerate(
+        zip(drafts, vectors, placements, strict=False)
+    ):
+        if placement.merged:
+            target = placement.entry_id
+            if target is None:  # an earlier draft of this batch, made a row above
+                target = row_of_draft[int(placement.draft or 0)]
             session.execute(
                 update(EntryRow)
                 .where(EntryRow.id == target)
                 .values(support_count=EntryRow.support_count + 1, updated_at=utcnow())
             )
-            session.add(_provenance(target, draft, author, similarity))
-            results.append((target, True, similarity))
+            session.add(_provenance(target, draft, author, placement.similarity))
+            results.append((target, True, placement.similarity))
             continue
         row = EntryRow(
             id=uuid.uuid4().hex,
@@ -75,6 +115,7 @@ def place_drafts(
         session.flush()
         add_revision(session, row, author=author, reason=draft.reason or "added")
         session.add(_provenance(row.id, draft, author, None))
+        row_of_draft[position] = row.id
         new_rows.append(row)
         new_vectors.append(vector)
         results.append((row.id, False, None))
@@ -82,10 +123,10 @@ def place_drafts(
 
 
 def _merge_target(
-    store: BankStore, vector: np.ndarray, candidates: list[tuple[str, np.ndarray]]
-) -> tuple[str | None, float | None]:
+    store: BankStore, vector: np.ndarray, candidates: list[tuple[str | int, np.ndarray]]
+) -> tuple[str | int | None, float | None]:
     """Pick the most similar candidate at or above the threshold; the first one wins a tie."""
-    best_id: str | None = None
+    best_id: str | int | None = None
     best: float | None = None
     for entry_id, other in candidates:
         similarity = float(np.dot(other, vector))
@@ -97,6 +138,10 @@ def _merge_target(
 def _scope(kind: str, env: str | None, category: str | None) -> tuple[str, str, str]:
     """Entries that may merge share this: the kind, plus env and category except for general."""
     return ("general", "", "") if kind == "general" else (kind, env or "", category or "")
+
+
+def _scope_of(draft: EntryDraft) -> tuple[str, str, str]:
+    return _scope(draft.kind, draft.env, draft.category)
 
 
 def _stored_candidates(

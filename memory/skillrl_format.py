@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory.entries import normalise_draft, validate_draft
-from memory.jsonl_format import ImportReport, read_utf8
+from memory.jsonl_format import CheckedRecord, ImportReport, read_utf8
 from memory.types import Entry, EntryDraft
 from skillrl_core.errors import ImportFormatError, InvalidEntryError
 from skillrl_core.files import atomic_write_text
@@ -59,57 +59,90 @@ def _list_at(data: dict[str, Any], key: str, where: str) -> list[Any]:
 def parse_skillrl(
     data: Any, *, env: str, source: str, category_map: Mapping[str, str] | None = None
 ) -> list[EntryDraft]:
-    """Drafts from a parsed SkillRL bank; malformed records raise with their JSON path.
+    """Drafts from a parsed SkillRL bank; the first malformed record raises with its JSON path.
 
     ``category_map`` renames task categories (unlisted ones stay as they are); a renamed skill's
     ``source`` becomes ``<source>:<SkillRL category>`` and its ``reason`` says what was mapped.
     """
-    category_map = category_map or {}
+    records = check_skillrl(data, env=env, source=source, category_map=category_map)
+    refused = [r for r in records if r.error]
+    if refused:
+        raise ImportFormatError(refused[0].error)
+    return [r.item for r in records if isinstance(r.item, EntryDraft)]
+
+
+def check_skillrl(
+    data: Any, *, env: str, source: str, category_map: Mapping[str, str] | None = None
+) -> list[CheckedRecord]:
+    """Every record of a parsed SkillRL bank, as its draft or with why it is refused.
+
+    Each record is checked on its own, so all the bad ones are found; a document that is not a
+    SkillRL bank at all (no object, no known section, a section of the wrong type) raises.
+    """
     if not isinstance(data, dict):
         raise ImportFormatError("$: a SkillRL bank is a JSON object")
     if not any(k in data for k in ("general_skills", "task_specific_skills", "common_mistakes")):
         raise ImportFormatError(
             "$: none of general_skills, task_specific_skills, common_mistakes is present"
         )
-    drafts: list[EntryDraft] = []
-    for i, record in enumerate(_list_at(data, "general_skills", "$.general_skills")):
-        where = f"$.general_skills[{i}]"
-        fields = _text_fields(record, SKILL_KEYS[:2], where)
-        drafts.append(_skill_draft("general", record, fields, None, None, source))
+    # (where, kind, record, SkillRL category) of every record, in file order.
+    found: list[tuple[str, str, Any, str | None]] = [
+        (f"$.general_skills[{i}]", "general", record, None)
+        for i, record in enumerate(_list_at(data, "general_skills", "$.general_skills"))
+    ]
     by_category = data.get("task_specific_skills", {})
     if not isinstance(by_category, dict):
         raise ImportFormatError("$.task_specific_skills: expected an object of categories")
     for category in by_category:
         where = f"$.task_specific_skills.{category}"
-        target = category_map.get(category, category)
         for i, record in enumerate(_list_at(by_category, category, where)):
-            fields = _text_fields(record, SKILL_KEYS[:2], f"{where}[{i}]")
-            draft = _skill_draft("task", record, fields, env, target, source)
-            if target != category:
-                draft.source = f"{source}:{category}"
-                draft.reason = f"SkillRL category {category!r} imported as {target!r}"
-            drafts.append(draft)
+            found.append((f"{where}[{i}]", "task", record, category))
     for i, record in enumerate(_list_at(data, "common_mistakes", "$.common_mistakes")):
-        fields = _text_fields(record, MISTAKE_KEYS, f"$.common_mistakes[{i}]")
-        drafts.append(
-            EntryDraft(
-                kind="mistake",
-                title=fields["description"],
-                principle=fields["how_to_avoid"],
-                failure_point=fields["why_it_happens"],
-                env=env,
-                source=source,
-                external_id=_external_id(record.get("mistake_id")),
-            )
-        )
-    for i, draft in enumerate(drafts):
+        found.append((f"$.common_mistakes[{i}]", "mistake", record, None))
+    records: list[CheckedRecord] = []
+    for where, kind, record, category in found:
         try:
+            draft = _draft(kind, record, where, env, category, category_map or {}, source)
             validate_draft(normalise_draft(draft))
+        except ImportFormatError as e:
+            records.append(CheckedRecord(where, None, str(e)))
         except InvalidEntryError as e:
-            raise ImportFormatError(
-                f"record {i} ({draft.external_id or draft.title!r}): {e}"
-            ) from e
-    return drafts
+            records.append(CheckedRecord(where, None, f"{where}: {e}"))
+        else:
+            records.append(CheckedRecord(where, draft))
+    return records
+
+
+def _draft(
+    kind: str,
+    record: Any,
+    where: str,
+    env: str,
+    category: str | None,
+    category_map: Mapping[str, str],
+    source: str,
+) -> EntryDraft:
+    """One SkillRL record as a draft; a missing text field raises with its JSON path."""
+    if kind == "mistake":
+        fields = _text_fields(record, MISTAKE_KEYS, where)
+        return EntryDraft(
+            kind="mistake",
+            title=fields["description"],
+            principle=fields["how_to_avoid"],
+            failure_point=fields["why_it_happens"],
+            env=env,
+            source=source,
+            external_id=_external_id(record.get("mistake_id")),
+        )
+    fields = _text_fields(record, SKILL_KEYS[:2], where)
+    if kind == "general" or category is None:
+        return _skill_draft("general", record, fields, None, None, source)
+    target = category_map.get(category, category)
+    draft = _skill_draft("task", record, fields, env, target, source)
+    if target != category:
+        draft.source = f"{source}:{category}"
+        draft.reason = f"SkillRL category {category!r} imported as {target!r}"
+    return draft
 
 
 def _external_id(value: Any) -> str | None:
@@ -137,6 +170,23 @@ def _skill_draft(
     )
 
 
+def check_skillrl_file(
+    path: Path, *, env: str, category_map: Mapping[str, str] | None = None
+) -> list[CheckedRecord]:
+    """Read a SkillRL bank file and check every record (:func:`check_skillrl`).
+
+    A file that cannot be read, is not JSON or is not a SkillRL bank raises, naming the file.
+    """
+    try:
+        data = json.loads(read_utf8(path))
+    except json.JSONDecodeError as e:
+        raise ImportFormatError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from e
+    try:
+        return check_skillrl(data, env=env, source=SKILLRL_SOURCE, category_map=category_map)
+    except ImportFormatError as e:
+        raise ImportFormatError(f"{path}: {e}") from e
+
+
 def import_skillrl(
     bank: SkillBank,
     path: Path,
@@ -149,14 +199,11 @@ def import_skillrl(
 
     ``category_map``: SkillRL category -> ``env`` category for task skills (module docstring).
     """
-    try:
-        data = json.loads(read_utf8(path))
-    except json.JSONDecodeError as e:
-        raise ImportFormatError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from e
-    try:
-        drafts = parse_skillrl(data, env=env, source=SKILLRL_SOURCE, category_map=category_map)
-    except ImportFormatError as e:
-        raise ImportFormatError(f"{path}: {e}") from e
+    records = check_skillrl_file(path, env=env, category_map=category_map)
+    refused = [r for r in records if r.error]
+    if refused:
+        raise ImportFormatError(f"{path}: {refused[0].error}")
+    drafts = [r.item for r in records if isinstance(r.item, EntryDraft)]
     results = bank.add_many(drafts, author=author)
     report = ImportReport(records=len(drafts))
     for result in results:

@@ -14,7 +14,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from memory.config import BankConfig
-from memory.db import make_engine, read_only_sqlite_url
+from memory.db import make_engine, read_only_sqlite_url, upgrade_schema
 from skillrl_core.errors import BankError
 
 SQLITE_FILE = "bank.sqlite"
@@ -60,10 +60,18 @@ def local_files_read_only(config: BankConfig) -> bool:
 
 
 def open_engine(config: BankConfig) -> tuple[Engine, bool]:
-    """Create the workspace if needed and the bank's engine; also says whether it is read-only."""
-    prepare_workspace(config)
-    read_only = local_files_read_only(config)
+    """Create the workspace if needed and the bank's engine; also says whether it is read-only.
+
+    With ``config.read_only`` nothing is created: a workspace without a bank yet gets an empty
+    bank in memory, which is read like any other.
+    """
     database = sqlite_path(config)
+    if config.read_only and database is not None and not database.exists():
+        engine = make_engine("sqlite://", busy_timeout_s=config.busy_timeout_s)
+        upgrade_schema(engine)  # in memory: the empty bank's tables
+        return engine, True
+    prepare_workspace(config)
+    read_only = config.read_only or local_files_read_only(config)
     url = config.resolved_database_url
     if read_only and database is not None:
         url = read_only_sqlite_url(database)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from skillrl_core.errors import ConfigError
+from skillrl_core.goal_range import GoalRange
 from skillrl_core.splits import TEST_SPLIT
 from skillrl_core.validation import check_finite_fields, check_number
 from trainers.episode_metrics import EpisodeSummary, pass_at_k_t, summarise
@@ -25,8 +26,8 @@ class EvalConfig:
 
     split: str = TEST_SPLIT
     """Split of the goals."""
-    goals: int = 20
-    """The first N goals of the split."""
+    goals: GoalRange = GoalRange.first_n(20)
+    """The goals of the split, by index (``skillrl eval --goals 250-349``)."""
     samples: int = 1
     """Sampled episodes per goal for Pass@(K,T) (1: use the greedy episodes)."""
     temperature: float = 0.7
@@ -40,8 +41,10 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         check_finite_fields(self)
-        if self.goals < 1 or self.samples < 1:
-            raise ConfigError(f"goals ({self.goals}) and samples ({self.samples}) must be >= 1")
+        if not isinstance(self.goals, GoalRange):
+            raise ConfigError(f"goals ({self.goals!r}) must be a GoalRange (e.g. goals 0-19)")
+        if self.samples < 1:
+            raise ConfigError(f"samples ({self.samples}) must be >= 1")
         if not self.ks or not self.ts or min(self.ks) < 1 or min(self.ts) < 1:
             raise ConfigError(f"K values {self.ks} and T values {self.ts} must be >= 1")
         if max(self.ks) > self.samples:
@@ -74,7 +77,8 @@ def evaluate(runner: PolicyRollouts, config: EvalConfig) -> EvalResult:
     """Play the goals greedily (and sampled, for Pass@K) and measure everything."""
     runner.timings = Timings()
     started = time.perf_counter()
-    starts = [runner.start(config.split, i, seed=config.seed + i) for i in range(config.goals)]
+    # Goal i's seed is seed + i wherever it falls in the range: a goal plays alike in any range.
+    starts = [runner.start(config.split, i, seed=config.seed + i) for i in config.goals.indices()]
     greedy = runner.run(starts, temperature=0.0)
     if config.samples > 1:
         sampled_starts = [s for s in starts for _ in range(config.samples)]

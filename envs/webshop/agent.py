@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envs.adapter import ActionRead, Expert
+from skillrl_core.errors import ConfigError
 
 SYSTEM_PROMPT = (
     "You are a web shopping agent. Buy the product that best matches the task: search, open a "
@@ -140,8 +141,11 @@ class WebShopAgentAdapter:
     def split_size(self, split: str, env_config: Mapping[str, Any]) -> int:
         """Goals of ``split`` in the (cached) world of this configuration."""
         from envs.webshop.config import WebShopConfig
+        from envs.webshop.goals import SPLITS
         from envs.webshop.world import shared_world
 
+        if split not in SPLITS:
+            raise ConfigError(f"split ({split!r}) must be one of {', '.join(SPLITS)}")
         return len(shared_world(WebShopConfig(**env_config)).split(split))
 
     def categories(self, env_config: Mapping[str, Any]) -> list[str]:

@@ -31,6 +31,8 @@ from skillrl.commands.options import (
     resolve_model,
     workspace_option,
 )
+from skillrl.commands.upfront_checks import check_prompt_budget, goal_range
+from skillrl_core.goal_range import FORMS
 from skillrl_core.splits import TEST_SPLIT
 
 
@@ -49,10 +51,11 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
 @click.option("--split", default=TEST_SPLIT, show_default=True, help="Split of the goals.")
 @click.option(
     "--goals",
-    type=click.IntRange(1),
-    default=20,
+    "goals_text",
+    default="20",
     show_default=True,
-    help="Evaluate the first N goals of the split.",
+    metavar="N|FIRST-LAST",
+    help=f"Goals of the split to evaluate: {FORMS}.",
 )
 @click.option("--model", default=AUTO_MODEL, show_default=True, help=MODEL_HELP)
 @backend_option
@@ -115,15 +118,18 @@ def eval_command(**o: Any) -> None:
     from trainers.evaluate import EvalConfig, evaluate
     from trainers.policy_rollouts import PolicyRollouts
 
-    env_config = env_config_from(o["env_id"], o["env_options"])  # before any model loads
+    # Every setting is checked before any model loads: a typo fails in seconds.
+    env_config = env_config_from(o["env_id"], o["env_options"])
+    goals = goal_range(o["env_id"], env_config, o["split"], o["goals_text"])
     console = Console(stderr=o["as_json"])
     o["model"] = resolve_model(o["model"], o["backend"], o["workspace"], console, o["env_id"])
     if model_settings_for(o["model"], o, click.get_current_context(), console, "skills_mode"):
         env_config = env_config_from(o["env_id"], o["env_options"])
     o["constrained"] = constrained_from(o)  # an impossible choice is refused before loading
+    check_prompt_budget(o["env_id"], o["max_prompt_tokens"])  # as the model's settings say
     config = EvalConfig(
         split=o["split"],
-        goals=o["goals"],
+        goals=goals,
         samples=o["samples"],
         temperature=o["temperature"],
         ks=o["ks"],
@@ -165,7 +171,8 @@ def eval_command(**o: Any) -> None:
 def _print(console: Any, results: list[Any], config: Any) -> None:
     from rich.table import Table
 
-    table = Table(title=f"{config.goals} goals of split {config.split!r} (greedy)")
+    goals = config.goals
+    table = Table(title=f"{goals.count} goals ({goals}) of split {config.split!r} (greedy)")
     for column in ("skills", "success", "score", "turns", "invalid", "tokens/episode", "seconds"):
         table.add_column(column, justify="right")
     for r in results:

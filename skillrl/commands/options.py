@@ -195,14 +195,19 @@ def resolve_model(
 
     ``auto`` picks the workspace's newest trained checkpoint, else the adapter the package
     ships for ``env_id``, else the embedded base model. Servers (``--backend openai``) name
-    their own models, so there 'auto' means 'embedded', the name skillrl always sent.
+    their own models, so there 'auto' means 'embedded', the name skillrl always sent. A model
+    path that cannot load (a folder without weights, a corrupt file) raises ModelLoadError
+    here, before anything loads.
     """
     from skillrl.policies.config import EMBEDDED_MODEL
+    from skillrl.policies.model_folders import check_model_path
 
     if model == BASE_MODEL:
         console.print("[cyan]model: the embedded SmolLM2-135M-Instruct, untrained[/]")
         return EMBEDDED_MODEL
     if model != AUTO_MODEL:
+        if backend != "openai":  # a server's model name is the server's business
+            check_model_path(model)
         return model
     if backend == "openai":
         return EMBEDDED_MODEL

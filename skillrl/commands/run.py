@@ -34,7 +34,14 @@ from skillrl.commands.options import (
     resolve_model,
     workspace_option,
 )
-from skillrl_core.errors import BankError
+from skillrl.commands.upfront_checks import (
+    check_goal_id,
+    check_prompt_budget,
+    goal_range,
+    split_size,
+)
+from skillrl_core.errors import BankError, ConfigError
+from skillrl_core.goal_range import FORMS, GoalRange
 
 
 @click.command("run")
@@ -56,6 +63,14 @@ from skillrl_core.errors import BankError
     default="0",
     show_default=True,
     help="First goal index of the split (episode i plays goal+i), or one goal id.",
+)
+@click.option(
+    "--goals",
+    "goals_text",
+    default=None,
+    metavar="N|FIRST-LAST",
+    help=f"Goals of the split to play, one episode each: {FORMS}; instead of --goal and "
+    "--episodes.",
 )
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed (episode i uses seed+i)."
@@ -108,6 +123,7 @@ def run(**o: Any) -> None:
     console = Console(stderr=o["as_json"])
     # Checked before the bank or a model loads: a typo fails in a second, not after a minute.
     o["env_config"] = env_config_from(o["env_id"], o["env_options"])
+    o["goal_range"] = _goal_range(o)
     records, stats = _play(o, console)
     from skillrl.commands.run_display import episode_summary, summary_table
 
@@ -141,6 +157,7 @@ def _play(o: dict[str, Any], console: Console) -> tuple[list[Any], Any]:
         if model_settings_for(o["model"], o, click.get_current_context(), console, "skills"):
             o["env_config"] = env_config_from(o["env_id"], o["env_options"])
         o["constrained"] = constrained_from(o)  # refused here, before anything loads
+        check_prompt_budget(o["env_id"], o["max_prompt_tokens"])  # as the model's settings say
     interactive = o["step"] or o["policy_kind"] == "human"
     if interactive and not sys.stdin.isatty() and not os.environ.get("SKILLRL_ALLOW_PIPED_INPUT"):
         console.print("[yellow]reading actions from a non-terminal input[/]")
@@ -255,6 +272,39 @@ def _agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
     )
 
 
+def _goal_range(o: dict[str, Any]) -> GoalRange | None:
+    """Return the goals the episodes play by index (None: each plays the goal id --goal).
+
+    A split, --goal or --goals that names no goal of the split is refused before anything loads.
+    """
+    ctx = click.get_current_context()
+    env_id, env_config, split = o["env_id"], o["env_config"], o["split"]
+    if o["goals_text"] is not None:
+        given = [f"--{n}" for n in ("goal", "episodes") if not _defaulted(ctx, n)]
+        if given:
+            raise click.UsageError(f"--goals names the goals itself: leave out {given[0]}")
+        return goal_range(env_id, env_config, split, o["goals_text"])
+    goal = o["goal"].strip()
+    if not (goal.isascii() and goal.isdigit()):
+        check_goal_id(env_id, env_config, split, goal)
+        return None
+    played = GoalRange(int(goal), int(goal) + o["episodes"] - 1)
+    size = split_size(env_id, env_config, split, "--split")
+    if played.last >= size:
+        asked = (
+            f"--goal {goal}" if played.count == 1 else f"--goal {goal} --episodes {o['episodes']}"
+        )
+        raise ConfigError(
+            f"{asked} reaches past the last goal of split {split!r} ({size} goals, 0-{size - 1})"
+        )
+    return played
+
+
+def _defaulted(ctx: click.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is None or source == click.core.ParameterSource.DEFAULT
+
+
 def _starts(o: dict[str, Any]) -> list[Any]:
     from envs.registry import config_fields
     from skillrl.rollout import EpisodeStart
@@ -262,14 +312,15 @@ def _starts(o: dict[str, Any]) -> list[Any]:
     env_config = dict(o["env_config"])
     if "max_turns" in config_fields(o["env_id"]) and "max_turns" not in env_config:
         env_config["max_turns"] = o["max_turns"]
-    goal = o["goal"].strip()
+    goals: GoalRange | None = o["goal_range"]
+    count = goals.count if goals is not None else o["episodes"]
     starts = []
-    for i in range(o["episodes"]):
+    for i in range(count):
         start = EpisodeStart(o["env_id"], o["split"], seed=o["seed"] + i, env_config=env_config)
-        if goal.isdigit():
-            start.goal_index = int(goal) + i
+        if goals is not None:
+            start.goal_index = goals.first + i
         else:
-            start.goal_id = goal
+            start.goal_id = o["goal"].strip()
         starts.append(start)
     return starts
 

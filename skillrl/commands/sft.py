@@ -25,6 +25,8 @@ from skillrl.commands.options import (
     prompt_config_from,
     workspace_option,
 )
+from skillrl.commands.upfront_checks import check_prompt_budget, split_size
+from skillrl.policies.model_folders import check_model_path
 from skillrl_core.errors import ConfigError
 from skillrl_core.splits import TRAIN_SPLIT
 
@@ -215,7 +217,8 @@ def sft(**options: Any) -> None:
 
     o = options
     config = cold_start_config(o)
-    folder = run_folder(o["workspace"], o["run_name"] or f"{o['env_id']}-sft") / "sft"
+    name = f"{o['env_id']}-sft" if o["run_name"] is None else o["run_name"]  # "" is refused
+    folder = run_folder(o["workspace"], name) / "sft"
     final = run_cold_start(config, o, folder)
     if o["adapter_rank"]:
         _export_adapter(config, o, final, folder / "adapter")
@@ -285,6 +288,11 @@ def run_cold_start(config: Any, o: dict[str, Any], folder: Path) -> Path:
     ``max_prompt_tokens`` and, for a teacher, ``teacher_backend`` / ``teacher_model`` /
     ``teacher_base_url``. Returns the cold-started model's checkpoint folder.
     """
+    # Every setting is checked before torch imports or a model loads: a typo fails in seconds.
+    env_config = env_config_from(config.env_id, o.get("env_options") or {})
+    check_prompt_budget(config.env_id, o["max_prompt_tokens"])
+    split_size(config.env_id, env_config, config.split, "--split")
+    check_model_path(o["model"])
     from rich.console import Console
 
     from skillrl.commands.train_session import open_bank, open_policy
@@ -299,7 +307,6 @@ def run_cold_start(config: Any, o: dict[str, Any], folder: Path) -> Path:
     if done is not None:  # nothing to load or redo
         console.print(f"cold start already done: {done}")
         return done
-    env_config = env_config_from(config.env_id, o.get("env_options") or {})
     teacher = _teacher(o) if "teacher" in config.sources else None  # checked before loading
     policy = open_policy(o)
     bank = open_bank({**o, "env_id": config.env_id}) if _needs_bank(config) else None

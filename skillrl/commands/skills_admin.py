@@ -14,6 +14,7 @@ from skillrl.commands.skills_options import author_option, bank_options
 from skillrl.commands.skills_view import (
     console,
     print_diff,
+    print_import_plan,
     print_json,
     print_snapshots,
     print_stats,
@@ -54,10 +55,17 @@ def _format(path: Path, fmt: str | None) -> str:
     help="skillrl format: map SkillRL category OLD to NEW (repeatable; added to the table).",
 )
 @author_option("Who imports.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Check the whole file and show what would be added, merged into which entry, or "
+    "refused and why, writing nothing (the bank is opened read-only). Exits 1 when a record "
+    "is refused: the import would then refuse the whole file.",
+)
 @json_option
 @bank_options
 def import_command(bank: Any, file: Path, fmt: str | None, env: str, category_map: Path | None,
-                   map_category: tuple[str, ...], author: str,
+                   map_category: tuple[str, ...], author: str, dry_run: bool,
                    as_json: bool) -> None:  # fmt: skip
     """Import entries from FILE, all or nothing (a bad record is reported, nothing written).
 
@@ -68,10 +76,14 @@ def import_command(bank: Any, file: Path, fmt: str | None, env: str, category_ma
     from skillrl.commands.category_maps import category_map_for
 
     table: dict[str, str] = {}
+    if _format(file, fmt) != "jsonl":
+        table = category_map_for(env, category_map, map_category)
+    if dry_run:
+        _dry_run(bank, file, _format(file, fmt), env, table, as_json)
+        return
     if _format(file, fmt) == "jsonl":
         report = jsonl_format.import_jsonl(bank, file, author=author)
     else:
-        table = category_map_for(env, category_map, map_category)
         report = skillrl_format.import_skillrl(
             bank, file, env=env, author=author, category_map=table
         )
@@ -85,6 +97,26 @@ def import_command(bank: Any, file: Path, fmt: str | None, env: str, category_ma
         if table:
             pairs = ", ".join(f"{old} -> {new}" for old, new in sorted(table.items()))
             console().print(f"SkillRL categories mapped for {env}: {pairs}")
+
+
+def _dry_run(
+    bank: Any, file: Path, fmt: str, env: str, table: dict[str, str], as_json: bool
+) -> None:
+    from memory import import_plan
+
+    if fmt == "jsonl":
+        plan = import_plan.plan_jsonl(bank, file)
+    else:
+        plan = import_plan.plan_skillrl(bank, file, env=env, category_map=table)
+    if as_json:
+        print_json({**dataclasses.asdict(plan), "category_map": table})
+    else:
+        print_import_plan(plan, file)
+    if plan.refused:
+        raise click.ClickException(
+            f"{plan.count('refuse')} of {len(plan.records)} records of {file} would be refused, "
+            "so the import would write nothing; fix them and run it again"
+        )
 
 
 @click.command("export")

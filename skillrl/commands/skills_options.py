@@ -67,17 +67,19 @@ def bank_options(command: Callable[..., Any]) -> Callable[..., Any]:
     ) -> Any:
         from memory import BankConfig, SkillBank
 
+        dry_run = bool(kw.get("dry_run"))  # reads the bank to say what would change
         config = BankConfig(
             workspace=Path(workspace),
             database_url=database_url,
             chroma_url=chroma_url,
             embedder=embedder,
+            read_only=dry_run,
         )
         if kw.get("env"):
             check_env(kw["env"], command.__name__)
         try:
             with SkillBank.open(config, verify=command.__name__ != "reindex") as bank:
-                if command.__name__ in CHANGING_COMMANDS:
+                if command.__name__ in CHANGING_COMMANDS and not dry_run:
                     bank.require_writable()  # before an editor or a confirmation prompt opens
                 if "entry_id" in kw:
                     kw["entry_id"] = bank.resolve_id(kw["entry_id"])

@@ -241,3 +241,27 @@ def print_stats(summary: dict[str, Any]) -> None:
     out.print(f"index ({summary['embedder']}): {index['indexed']} vectors for "
               f"{index['sql_active']} active entries, {state}")  # fmt: skip
     out.print(f"snapshots: {summary['snapshots']}")
+
+
+def print_import_plan(plan: Any, path: Any) -> None:
+    """Show an import's dry run: one row per record (what would happen, and why), then totals."""
+    out = console()
+    table = Table(title=f"import {path} (dry run: nothing written)", show_lines=False)
+    for column in ("record", "title", "would be", "detail"):
+        table.add_column(column, overflow="fold")
+    styles = {"add": "green", "merge": "cyan", "refuse": "red"}
+    words = {"add": "added", "merge": "merged", "refuse": "refused"}
+    for r in plan.records:
+        detail = r.reason
+        if r.outcome == "merge":
+            into = r.into[:SHORT_ID] if r.into else f"record {r.into_record}"
+            detail = f"into {into} (similarity {r.similarity:.3f})"
+        table.add_row(
+            Text(r.where), Text(r.title), Text(words[r.outcome], style=styles[r.outcome]),
+            Text(detail),
+        )  # fmt: skip
+    out.print(table)
+    out.print(
+        f"{len(plan.records)} records: {plan.count('add')} would be added, "
+        f"{plan.count('merge')} merged, {plan.count('refuse')} refused"
+    )

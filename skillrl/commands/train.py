@@ -35,11 +35,13 @@ from skillrl.commands.train_session import (
     run_with_progress,
 )
 from skillrl.commands.train_setup import (
+    check_goals,
     check_run_folder,
     cycle_config_from,
     grpo_config_from,
     starting_model,
 )
+from skillrl.commands.upfront_checks import check_prompt_budget
 from skillrl_core.errors import ConfigError
 from skillrl_core.splits import TEST_SPLIT
 
@@ -322,7 +324,8 @@ def train(**options: Any) -> None:
     """
     o = options
     ctx = click.get_current_context()
-    o["run_name"] = o["run_name"] or o["env_id"]  # the default folder is named after the env
+    if o["run_name"] is None:  # the default folder is named after the env; "" is refused
+        o["run_name"] = o["env_id"]
     folder = run_folder(o["workspace"], o["run_name"])
     if o["resume"]:
         fill_from_saved(ctx, o, folder)
@@ -337,8 +340,10 @@ def train(**options: Any) -> None:
     if o["backend"] != "trl-vllm" and o["base_url"] is not None:
         raise ConfigError("--base-url is only used with --backend trl-vllm")
     o["constrained"] = constrained_from(o)
-    o = {**o, "model": starting_model(o)}
     cycle, grpo = cycle_config_from(o, env_config), grpo_config_from(o)
+    check_prompt_budget(o["env_id"], o["max_prompt_tokens"])
+    check_goals(cycle)
+    o = {**o, "model": starting_model(o)}  # a cold start trains here: every check comes first
     from trainers.processes import Processes
 
     processes = Processes.current()  # under accelerate launch / torchrun: which process this is

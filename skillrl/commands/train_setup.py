@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from skillrl.commands.train_session import run_folder
-from skillrl_core.errors import CheckpointError, ConfigError
+from skillrl_core.errors import CheckpointError, ConfigError, ModelLoadError
 from trainers.config import CycleConfig, GRPOConfig
 
 
@@ -73,14 +73,15 @@ def starting_model(o: dict[str, Any]) -> str:
             "--cold-start --cycles 1`) without the launcher first, then launch `skillrl train "
             "--init <its checkpoint>`"
         )
+    from skillrl.policies.model_folders import check_model_folder, check_model_path
+
     if o["init_checkpoint"] is not None:
         folder = Path(o["init_checkpoint"]).expanduser()
-        if not (folder / "config.json").is_file():
-            raise ConfigError(
-                f"--init ({folder}) is not a checkpoint folder (no config.json); pass one that "
-                "`skillrl train`, `skillrl sft` or save_pretrained wrote"
-            )
+        if not folder.is_dir():
+            raise ModelLoadError(f"--init ({folder}): no such checkpoint folder")
+        check_model_folder(folder)  # what the folder lacks, before the model loads
         return str(folder)
+    check_model_path(o["model"])
     if not o["cold_start"]:
         return o["model"]
     from skillrl.commands.sft import run_cold_start
@@ -100,6 +101,23 @@ def starting_model(o: dict[str, Any]) -> str:
         seed=o["seed"],
     )
     return str(run_cold_start(config, o, run_folder(o["workspace"], o["run_name"]) / "sft"))
+
+
+def check_goals(cycle: CycleConfig) -> None:
+    """Refuse splits the run plays that do not exist, are empty or hold too few goals."""
+    from skillrl.commands.upfront_checks import check_goal_count, split_size
+
+    env_id, env_config = cycle.env_id, cycle.env_config
+    split_size(env_id, env_config, cycle.train_split, "the training split")
+    eval_goals = (cycle.eval_split, cycle.eval_goals, "--eval-goals", "--eval-split")
+    validation_goals = (
+        cycle.validation_split,
+        cycle.validation_goals,
+        "--validation-goals",
+        "the validation split",
+    )
+    for split, count, count_option, split_option in (eval_goals, validation_goals):
+        check_goal_count(env_id, env_config, split, count, count_option, split_option)
 
 
 def launched_processes() -> int:

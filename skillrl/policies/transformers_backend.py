@@ -129,8 +129,9 @@ class TransformersPolicy:
         try:
             tokenizer, model = load_causal_lm(config.model, dtype, progress)
         except (OSError, ValueError) as error:
+            reason = " ".join(str(error).split())  # one line, as every refusal is
             raise ModelLoadError(
-                f"could not load model {config.model!r}: {error} "
+                f"could not load model {config.model!r}: {reason} "
                 "(models are never downloaded at run time unless HF_HUB_OFFLINE is unset)"
             ) from error
         model.to(device).eval()

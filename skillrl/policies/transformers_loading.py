@@ -14,6 +14,7 @@ from skillrl.policies.model_cache import (
     ensure_embedded_checkpoint,
     ensure_gguf_checkpoint,
 )
+from skillrl.policies.model_folders import check_model_path
 from skillrl.policies.model_settings import ADAPTER_CONFIG, is_adapter
 from skillrl_core.errors import ModelLoadError
 
@@ -22,19 +23,17 @@ def resolve_model_source(model: str, progress: Progress | None = None) -> str:
     """Turn ``model`` into something ``from_pretrained`` loads (a folder or a hub id).
 
     ``embedded`` and ``.gguf`` files resolve to their conversion in the per-user cache
-    (``skillrl.policies.model_cache``).
+    (``skillrl.policies.model_cache``); a folder that cannot be a model, or a path that does not
+    exist, raises :class:`ModelLoadError` naming what it lacks (before anything loads).
     """
     if model == EMBEDDED_MODEL:
         return str(ensure_embedded_checkpoint(progress))
+    check_model_path(model)
     path = Path(model).expanduser()
-    if path.is_file() and path.suffix == ".gguf":
+    if path.is_file():  # a .gguf model: check_model_path refused any other file
         return str(ensure_gguf_checkpoint(path, progress))
-    if path.exists() and not path.is_dir():
-        raise ModelLoadError(f"model path {path} is a file but not a .gguf model")
     if path.is_dir():
         return str(path)
-    if model.startswith((".", "/", "~")) or model.count("/") > 1:
-        raise ModelLoadError(f"model folder {model!r} does not exist")
     return model  # a hub id (resolved from the local hub cache when offline)
 
 

@@ -220,3 +220,14 @@ def _cut_tokens(text: str, limit: int, count: CountTokens) -> str:
 def estimate_tokens(text: str) -> int:
     """Estimate tokens without a tokenizer (about 4 characters per token)."""
     return (len(text) + 3) // 4
+
+
+def fixed_prompt_tokens(
+    adapter: AgentAdapter, config: PromptConfig, count: CountTokens = estimate_tokens
+) -> int:
+    """Tokens of what every prompt of ``adapter``'s environment holds: system message and format.
+
+    :func:`build_prompt` shrinks the skills, the history and the observation to fit the budget,
+    never these, so a ``max_prompt_tokens`` below this cannot hold a prompt.
+    """
+    return count(adapter.system_prompt()) + count(adapter.format_text(config.think))

@@ -23,10 +23,21 @@ class Built(Exception):
     pass
 
 
+def checkpoint_files(folder):
+    """The files a checkpoint folder holds (not a loadable model: loading is faked here)."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "tokenizer.json").write_text("{}")
+    save_file({"w": np.zeros(1, dtype=np.float32)}, str(folder / "model.safetensors"))
+    return folder
+
+
 @pytest.fixture
 def trained(tmp_path):
-    folder = tmp_path / "trained"
-    folder.mkdir()
+    folder = checkpoint_files(tmp_path / "trained")
     ModelSettings(env_id="webshop", skills=False, max_prompt_tokens=300, constrained=False).save(
         folder
     )
@@ -86,8 +97,7 @@ def test_options_the_user_gives_override_the_models_settings(
 
 @pytest.fixture
 def rich_pages(tmp_path):
-    folder = tmp_path / "rich"
-    folder.mkdir()
+    folder = checkpoint_files(tmp_path / "rich")
     ModelSettings(
         env_id="webshop",
         skills=False,
@@ -141,7 +151,7 @@ def test_environment_options_of_another_environment_are_not_applied(
 
 
 def test_a_model_without_settings_runs_on_the_defaults(workspace, tmp_path, captured):
-    invoke(["run", "--no-record", "--model", str(tmp_path)])
+    invoke(["run", "--no-record", "--model", str(checkpoint_files(tmp_path / "plain"))])
     assert captured == {"budget": 512, "constrained": True, "skills": True}
 
 
