@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import warnings
 
 import click
 
@@ -44,6 +45,29 @@ def configure_logging(verbose: int, stream: object = None) -> logging.Handler:
     root.addHandler(handler)
     root.setLevel(level)
     return handler
+
+
+LIBRARY_MODULES = (
+    r"(transformers|torch|peft|trl|accelerate|datasets|huggingface_hub|sentence_transformers"
+    r"|chromadb|gguf)(\.|$)"
+)
+"""Libraries whose warnings a run hides below ``-vv`` (a regex over the warning's module)."""
+
+
+def quiet_libraries(verbose: int) -> None:
+    """Below ``-vv``, hide the libraries' warnings and progress bars.
+
+    A first run otherwise shows transformers' FutureWarnings, torch's ``pin_memory`` warning
+    and the "Loading weights" and dataset bars between skillrl's own lines. The bars are off
+    through the switches the Hugging Face libraries read at import (environment variables, so
+    that nothing is imported here); skillrl's own progress is unaffected.
+    """
+    if verbose >= 2:
+        return
+    warnings.filterwarnings("ignore", module=LIBRARY_MODULES)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' bars read it too
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 # name -> "module:attribute" of a click command or group.
@@ -120,6 +144,7 @@ def main(verbose: int) -> None:
     SKILLRL_WORKSPACE or each command's --workspace to move it.
     """
     configure_logging(verbose)
+    quiet_libraries(verbose)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")

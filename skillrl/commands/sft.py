@@ -339,25 +339,23 @@ def _run_with_bars(run: Any, console: Any, resume: bool) -> None:
 
     rounds = run.config.rounds
     with PhaseBars(console, "cold start (phases)", 2 * rounds) as bars:
-        progress, task, show = bars.progress, bars.task, bars.show
-        run.on_episode = show("  episodes")
-        run.on_step = show("  optimizer steps")
+        run.on_episode = bars.show("  episodes")
+        run.on_step = bars.show("  optimizer steps")
 
         def hook(index: int, point: str) -> None:
             phase, _, when = point.partition(":")
             if when == "start":
                 what = "gathering examples" if phase == "data" else "fine-tuning"
                 kind = "behaviour cloning" if index == 0 else f"DAgger round {index}"
-                progress.update(task, description=f"{kind}: {what}")
-                bars.hide_detail()
+                bars.phase(f"{kind}: {what}")
             elif when == "end":
-                progress.advance(task)
+                bars.advance()
 
         run.hook = hook
         if resume and run.exists():
             state = run.load_state()
             done = sum(state.completed(r, p) for r in range(rounds) for p in ("data", "train"))
-            progress.update(task, completed=done)
+            bars.phases_done(done)
         run.run(resume=resume)
 
 

@@ -7,6 +7,7 @@ rich progress bars.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,19 @@ from skillrl_core.errors import ConfigError
 
 
 class PhaseBars:
-    """Two rich bars: one over a run's phases, one for the current phase's episodes or steps."""
+    """A run's progress: one bar over its phases, one for the current phase's episodes or steps.
 
-    def __init__(self, console: Any, description: str, total: int) -> None:
+    On a terminal these are rich bars. Anywhere else (a pipe, ``nohup``, a CI log) a bar that
+    redraws in place shows nothing until the end, so the same calls print plain lines on the
+    on stderr instead (``lines``), as Hugging Face's Trainer logs: one when a phase starts, and
+    one at most every :attr:`interval` seconds during it (done/total, rate, time left).
+    """
+
+    interval: float = 30.0
+    """Seconds between two plain progress lines of the same phase."""
+
+    def __init__(self, console: Any, description: str, total: int, lines: Any = None) -> None:
+        from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         columns = (
@@ -27,9 +38,33 @@ class PhaseBars:
             TextColumn("{task.completed}/{task.total}"),
             TimeElapsedColumn(),
         )
-        self.progress = Progress(*columns, console=console, transient=False)
+        self.lines = lines if lines is not None else Console(stderr=True)
+        self.plain = not console.is_terminal
+        self.progress = Progress(*columns, console=console, transient=False, disable=self.plain)
         self.task = self.progress.add_task(description, total=total)
         self._detail = self.progress.add_task("", total=1, visible=False)
+        self._phases = (0, total)
+        self._started = time.monotonic()
+        self._detail_started = self._last_line = self._started
+
+    def phase(self, description: str) -> None:
+        """Start a phase named ``description`` (hiding the finished phase's detail bar)."""
+        self.progress.update(self.task, description=description)
+        self.hide_detail()
+        if self.plain:
+            done, total = self._phases
+            self._line(f"[{done}/{total} phases, {_clock(time.monotonic() - self._started)}] "
+                       f"{description}")  # fmt: skip
+
+    def advance(self) -> None:
+        """Count one more phase done."""
+        self.progress.advance(self.task)
+        self._phases = (self._phases[0] + 1, self._phases[1])
+
+    def phases_done(self, done: int) -> None:
+        """Start the phase bar at ``done`` (a resumed run)."""
+        self.progress.update(self.task, completed=done)
+        self._phases = (done, self._phases[1])
 
     def show(self, label: str) -> Callable[[int, int], None]:
         """Return a ``(done, total)`` callback that shows ``label``'s progress on the detail bar."""
@@ -38,12 +73,21 @@ class PhaseBars:
             self.progress.update(
                 self._detail, description=label, completed=done, total=total, visible=True
             )
+            now = time.monotonic()
+            if self.plain and (now - self._last_line >= self.interval or done == total):
+                rate = _rate(done, total, now - self._detail_started)
+                self._line(f"{label.strip()} {done}/{total}{rate}")
 
         return update
 
     def hide_detail(self) -> None:
         """Hide the detail bar (a phase ended)."""
         self.progress.update(self._detail, visible=False, completed=0)
+        self._detail_started = time.monotonic()
+
+    def _line(self, text: str) -> None:
+        self._last_line = time.monotonic()
+        self.lines.print(text, highlight=False, markup=False)
 
     def __enter__(self) -> PhaseBars:
         self.progress.__enter__()
@@ -51,6 +95,19 @@ class PhaseBars:
 
     def __exit__(self, *exc: object) -> None:
         self.progress.__exit__(*exc)
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{seconds:02d}"
+
+
+def _rate(done: int, total: int, seconds: float) -> str:
+    """``, 1.23/s, 0:04:10 left`` (nothing before the first item)."""
+    if done <= 0 or seconds <= 0:
+        return ""
+    rate = done / seconds
+    return f", {rate:.2f}/s, {_clock((total - done) / rate)} left"
 
 
 def run_folder(workspace: str, run_name: str) -> Path:
@@ -106,8 +163,7 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any], processes: Any =
         )
         distiller = make_distiller() if bank is not None else None
         with PhaseBars(console, "starting (phases)", 2 + 6 * cycle.cycles) as bars:
-            progress, task, show = bars.progress, bars.task, bars.show
-            runner.on_episode = show("  episodes")
+            runner.on_episode = bars.show("  episodes")
 
             def hook(index: int, point: str) -> None:
                 phase, _, when = point.partition(":")
@@ -120,10 +176,9 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any], processes: Any =
                         "evolve": "evolving the bank",
                         "save": "saving",
                     }.get(phase, phase)
-                    progress.update(task, description=f"cycle {index}: {what}")
-                    bars.hide_detail()
+                    bars.phase(f"cycle {index}: {what}")
                 elif when == "end":
-                    progress.advance(task)
+                    bars.advance()
                     if phase == "save" and processes.is_main:
                         print_cycle(console, run.files.metrics_path)
 
@@ -138,9 +193,9 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any], processes: Any =
                 hook=hook,
                 processes=processes,
             )
-            run.trainer.on_progress = show("  optimizer steps")
+            run.trainer.on_progress = bars.show("  optimizer steps")
             if o["resume"] and run.files.exists():  # the bar starts at the phases already done
-                progress.update(task, completed=phases_done(run.files.load_state(), cycle.cycles))
+                bars.phases_done(phases_done(run.files.load_state(), cycle.cycles))
             # A run whose cold start finished but whose cycles never began has no state yet.
             state = run.run(resume=o["resume"] and run.files.exists())
         console.print(

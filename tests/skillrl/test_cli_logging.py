@@ -7,10 +7,11 @@ import logging
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
-from cli import configure_logging
+from cli import configure_logging, quiet_libraries
 
 
 @pytest.fixture
@@ -73,3 +74,21 @@ def test_a_run_prints_no_library_debug_lines(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "DEBUG" not in done.stderr and "bm25s" not in done.stderr
+
+
+@pytest.mark.parametrize(("verbose", "library_shown"), [(0, False), (1, False), (2, True)])
+def test_library_warnings_stay_hidden_unless_very_verbose(monkeypatch, verbose, library_shown):
+    for name in ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
+        monkeypatch.delenv(name, raising=False)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        quiet_libraries(verbose)
+        for module in (
+            "transformers.modeling_utils",
+            "torch.utils.data.dataloader",
+            "trainers.sft",
+        ):
+            warnings.warn_explicit("noise", FutureWarning, "x.py", 1, module=module)
+    shown = [w.filename for w in seen]
+    assert len(shown) == (3 if library_shown else 1)  # skillrl's own warning always shows
+    assert (os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") == "1") != library_shown

@@ -1,0 +1,55 @@
+"""A run's progress shows as rich bars on a terminal and as plain lines on stderr anywhere else:
+a piped or nohup'd `skillrl sft` had printed nothing for an hour."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from skillrl.commands.train_session import PhaseBars
+
+
+def bars(terminal: bool, interval: float) -> tuple[PhaseBars, io.StringIO, io.StringIO]:
+    screen, lines = io.StringIO(), io.StringIO()
+    console = Console(file=screen, force_terminal=terminal, width=100)
+    progress = PhaseBars(console, "cold start (phases)", 2, lines=Console(file=lines, width=200))
+    progress.interval = interval
+    return progress, screen, lines
+
+
+def play(progress: PhaseBars) -> None:
+    with progress:
+        progress.phase("behaviour cloning: gathering examples")
+        show = progress.show("  episodes")
+        for done in range(1, 5):
+            show(done, 4)
+        progress.advance()
+        progress.phase("behaviour cloning: fine-tuning")
+        progress.show("  optimizer steps")(3, 3)
+        progress.advance()
+
+
+def test_off_a_terminal_every_phase_and_each_interval_prints_a_line():
+    progress, screen, lines = bars(terminal=False, interval=0.0)
+    play(progress)
+    out = lines.getvalue().splitlines()
+    assert out[0].startswith("[0/2 phases, 0:00:0") and out[0].endswith("gathering examples")
+    assert [line.split(",")[0] for line in out[1:5]] == [f"episodes {d}/4" for d in range(1, 5)]
+    assert "/s, " in out[1] and out[1].endswith(" left")  # a rate and time left
+    assert out[5].startswith("[1/2 phases") and out[5].endswith("fine-tuning")
+    assert out[6].startswith("optimizer steps 3/3")
+    assert screen.getvalue() == ""  # no bar redraws into a log
+
+
+def test_between_intervals_only_the_phase_and_its_end_print():
+    progress, _, lines = bars(terminal=False, interval=3600.0)
+    play(progress)
+    out = [line.split(",")[0] for line in lines.getvalue().splitlines()]
+    assert out[1:2] == ["episodes 4/4"] and out[3:] == ["optimizer steps 3/3"]
+
+
+def test_on_a_terminal_the_bars_draw_and_no_line_prints():
+    progress, screen, lines = bars(terminal=True, interval=0.0)
+    play(progress)
+    assert lines.getvalue() == "" and "fine-tuning" in screen.getvalue()
