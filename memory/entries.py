@@ -70,7 +70,7 @@ def validate_draft(draft: EntryDraft) -> None:
                     "leave it empty"
                 )
     if draft.kind == "task" and not (draft.env and draft.category):
-        raise InvalidEntryError("a task skill needs both env and category (e.g. webshop/apparel)")
+        raise InvalidEntryError("a task skill needs both env and category (<env>/<category>)")
     if not isinstance(draft.trajectory_ids, list) or not all(
         isinstance(t, str) and "\x00" not in t for t in draft.trajectory_ids
     ):

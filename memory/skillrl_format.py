@@ -191,7 +191,7 @@ def import_skillrl(
     bank: SkillBank,
     path: Path,
     *,
-    env: str = "webshop",
+    env: str,
     author: str = "import",
     category_map: Mapping[str, str] | None = None,
 ) -> ImportReport:

@@ -89,12 +89,12 @@ def test_a_malformed_skillrl_record_is_reported_with_its_path(local_bank, tmp_pa
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
     with pytest.raises(ImportFormatError, match=r"task_specific_skills\.apparel\[2\]\.principle"):
-        skillrl_format.import_skillrl(local_bank, bad)
+        skillrl_format.import_skillrl(local_bank, bad, env="webshop")
     data = json.loads(SKILLRL_BANK.read_text())
     data["common_mistakes"][4] = "just a string"
     bad.write_text(json.dumps(data))
     with pytest.raises(ImportFormatError, match=r"common_mistakes\[4\]"):
-        skillrl_format.import_skillrl(local_bank, bad)
+        skillrl_format.import_skillrl(local_bank, bad, env="webshop")
     assert local_bank.count(status=None) == 0 and local_bank.check().ok
 
 

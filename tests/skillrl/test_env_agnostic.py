@@ -1,4 +1,4 @@
-"""The runtime knows no environment: no WebShop word in skillrl/ or trainers/ code (issue 12).
+"""The runtime knows no environment: no WebShop word in skillrl/, trainers/ or memory/ code.
 
 Environment knowledge (grammar, prompts, product ids, page markup) lives in ``envs/<name>/``
 behind the adapter protocols (``envs/adapter.py`` for the runtime, ``envs/distill_adapter.py``
@@ -61,7 +61,9 @@ def _code_words(source: str) -> list[tuple[int, str]]:
 
 
 def _runtime_files() -> list[Path]:
-    return sorted((ROOT / "skillrl").rglob("*.py")) + sorted((ROOT / "trainers").rglob("*.py"))
+    """The runtime, the trainers and the skill bank (which stores any environment's entries)."""
+    packages = ("skillrl", "trainers", "memory")
+    return [path for package in packages for path in sorted((ROOT / package).rglob("*.py"))]
 
 
 @pytest.mark.parametrize("path", _runtime_files(), ids=lambda p: str(p.relative_to(ROOT)))
