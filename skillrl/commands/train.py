@@ -182,7 +182,7 @@ from skillrl_core.splits import TEST_SPLIT
     help="Compile the update's forward and backward with torch.compile (inductor), as plain "
     "rows instead of the default prefix trees (whose passes change shape too often to "
     "compile). On 2 CPU cores the trees were faster (LoRA: 434 vs 328 tokens/s after 237 s of "
-    "compiling; README, Speed).",
+    "compiling; docs/results.md, Speed).",
 )
 @decoding_option
 @click.option(

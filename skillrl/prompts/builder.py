@@ -45,9 +45,10 @@ PARTS: tuple[str, ...] = ("system", "format", "task", "skills", "history", "obse
 
 DEFAULT_MAX_PROMPT_TOKENS = 512
 """The embedded model's prompt budget. Measured on the cold-started policy (BC + DAgger with
-skills, 50 test goals, README "Cold start"): 384 / 512 / 900 tokens gave 9 / 10 / 10 successes
-and 0.67 / 0.85 / 1.18 s per turn. 900 bought nothing for 39% more time per turn. 384 was no
-worse within the sample, but the cold start trains at 512, and 512 leaves room for skills."""
+skills, 50 test goals, docs/results.md "Prompt budget at run time"): 384 / 512 / 900 tokens
+gave 9 / 10 / 10 successes and 0.67 / 0.85 / 1.18 s per turn. 900 bought nothing for 39% more
+time per turn. 384 was no worse within the sample, but the cold start trains at 512, and 512
+leaves room for skills."""
 
 
 @dataclass

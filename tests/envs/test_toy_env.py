@@ -1,4 +1,4 @@
-"""A user's own environment (the README's example) runs on the same runtime as the built-ins."""
+"""A user's own environment (the documented example) runs on the same runtime as the built-ins."""
 
 from __future__ import annotations
 
@@ -53,11 +53,12 @@ class CounterPolicy:
         ]
 
 
-def test_the_readme_shows_the_toy_environment_word_for_word():
+def test_the_docs_show_the_toy_environment_word_for_word():
     source = (ROOT / "tests/envs/toy_env.py").read_text()
-    code = source.split("# --- README example ---\n")[1].split("# --- end of README example")[0]
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Your own environment")[1]
+    start, end = "# --- documented example ---\n", "# --- end of documented example"
+    code = source.split(start)[1].split(end)[0]
+    doc = (ROOT / "docs/environments.md").read_text()
+    section = doc.split("## Your own environment")[1]
     assert f"```python\n{code.rstrip()}\n```" in section
 
 

@@ -1,10 +1,10 @@
-"""A user's own environment, registered with its adapter: the README's "Your own environment".
+"""A user's own environment, registered with its adapter ("Your own environment" in the docs).
 
-The code below the marker is the README's example, word for word (a test compares them), and
-the runtime tests play it with the same agents and engine as WebShop and Sokoban.
+The code below the marker is docs/environments.md's example, word for word (a test compares
+them), and the runtime tests play it with the same agents and engine as WebShop and Sokoban.
 """
 
-# --- README example ---
+# --- documented example ---
 from envs import ActionListAdapter, register
 
 
@@ -69,4 +69,4 @@ register(
         expert=lambda max_turns: CounterExpert(),
     ),
 )
-# --- end of README example ---
+# --- end of documented example ---

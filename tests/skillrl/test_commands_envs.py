@@ -24,7 +24,7 @@ def invoke(*args: str, stdin: str | None = None):
     [("webshop", "click[buy now]"), ("sokoban", None), ("counter", "add")],
 )
 def test_the_expert_plays_every_environment_from_the_cli(workspace, env_id, last_action):
-    import toy_env  # noqa: F401  (registers the README's "counter")
+    import toy_env  # noqa: F401  (registers the documented "counter")
 
     result = invoke("run", "--env", env_id, "--policy", "expert", "--episodes", "3", "--no-record",
                     "--json")  # fmt: skip
