@@ -29,6 +29,10 @@ def renderer(name: str):
         from bench_cold_start_curve import report
 
         return report
+    if name.startswith("skill_presence"):
+        from bench_skill_presence import report
+
+        return report
     raise SystemExit(f"no renderer for docs/results/{name}.json")
 
 
