@@ -217,15 +217,15 @@ class SkillBank:
         self.store.require_writable()  # before loading the model: a read-only bank fails at once
         vectors = self.store.embedder.embed([d.text_for_embedding() for d in drafts])
         with self.store.transaction() as (session, undo):
-            results, new_rows, new_vectors = place_drafts(
-                self.store, session, drafts, vectors, author
-            )
+            placement = place_drafts(self.store, session, drafts, vectors, author)
             session.flush()
-            if new_rows:
-                self.store.index_upsert(new_rows, np.stack(new_vectors), undo)
+            if placement.index_rows:
+                self.store.index_upsert(
+                    placement.index_rows, np.stack(placement.index_vectors), undo
+                )
             out = [
                 AddResult(self._entry(session, session.get(EntryRow, entry_id)), merged, sim)
-                for entry_id, merged, sim in results
+                for entry_id, merged, sim in placement.results
             ]
         return out
 

@@ -5,24 +5,28 @@ category for task skills; same env and category for notes) when the cosine simil
 ``merge_threshold``: the entry's ``support_count`` grows and a provenance record is appended.
 Drafts earlier in the same batch count as candidates too.
 
+A note with no near-duplicate in its own category that reads word for word like an active note
+of its env in another category merges into that note, which becomes a note of every category
+(``category`` None). Notes are retrieved env-wide, so a copy per category taught nothing more,
+and it made which copy a turn was served depend on which copy was written first.
+
 The search is exact and deterministic: the candidates are the partition's active entries in SQL
 (oldest first) with their stored vectors, and a tie goes to the oldest entry. An approximate
-top-1 index query was not enough here: with several identical vectors (the same lesson noted in
-several categories) its answer could change from run to run, so a resumed training run did not
-always rebuild the same bank.
+top-1 index query was not enough here: with several identical vectors its answer could change
+from run to run, so a resumed training run did not always rebuild the same bank.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from memory.entries import content_of_draft
+from memory.entries import content_of_draft, draft_of
 from memory.index import partition_of
 from memory.models import EntryRow, ProvenanceRow, utcnow
 from memory.revisions import add_revision
@@ -42,6 +46,9 @@ class Placement:
     """Position of the earlier, new draft of the same batch it merges into."""
     similarity: float | None = None
     """Cosine similarity to what it merges into (None when it is new)."""
+    widens: bool = False
+    """It repeats, word for word, a note of another category: that note becomes a note of every
+    category."""
 
     @property
     def merged(self) -> bool:
@@ -49,38 +56,73 @@ class Placement:
         return self.entry_id is not None or self.draft is not None
 
 
+@dataclass
+class PlacedBatch:
+    """Where a batch of drafts went, and the rows whose index records must be (re)written."""
+
+    results: list[tuple[str, bool, float | None]] = field(default_factory=list)
+    """Per draft: the entry it made or merged into, whether it merged, the merge similarity."""
+    index_rows: list[EntryRow] = field(default_factory=list)
+    """New entries, and stored notes that became notes of every category."""
+    index_vectors: list[np.ndarray] = field(default_factory=list)
+    """The vector of each of ``index_rows``."""
+
+
+Target = str | int
+"""A stored entry's id, or the position of an earlier new draft of the same batch."""
+
+
 def plan_placements(
     store: BankStore, session: Session, drafts: list[EntryDraft], vectors: np.ndarray
 ) -> list[Placement]:
-    """Decide where each draft goes, writing nothing (``skills import --dry-run`` shows this)."""
+    """Decide where each draft goes, writing nothing (``skills import --dry-run`` shows this).
+
+    :func:`place_drafts` writes exactly these decisions. A note widened earlier in the batch
+    leaves its category's scope for the env's every-category scope, for the drafts after it.
+    """
     placements: list[Placement] = []
-    stored: dict[tuple[str, str, str], list[tuple[str | int, np.ndarray]]] = {}
+    stored: dict[tuple[str, str, str], list[tuple[Target, np.ndarray]]] = {}
     new: list[int] = []
+    copies = _NoteCopies(session)
+    widened: dict[Target, tuple[tuple[str, str, str], np.ndarray]] = {}
     for position, (draft, vector) in enumerate(zip(drafts, vectors, strict=False)):
         key = _scope_of(draft)
         if key not in stored:  # merges change no vector: one read per scope per batch
             stored[key] = list(_stored_candidates(store, session, draft))
         # Drafts earlier in this batch are not in the index yet: they are candidates too, after
         # the stored entries (so that a tie still goes to the oldest).
-        earlier: list[tuple[str | int, np.ndarray]] = [
+        earlier: list[tuple[Target, np.ndarray]] = [
             (j, vectors[j]) for j in new if _scope_of(drafts[j]) == key
         ]
-        target, similarity = _merge_target(store, vector, stored[key] + earlier)
+        candidates = [c for c in stored[key] + earlier if c[0] not in widened]
+        candidates += [(t, v) for t, (scope, v) in widened.items() if scope == key]
+        target, similarity = _merge_target(store, vector, candidates)
+        widens = False
+        if target is None and draft.kind == "mistake":
+            found = copies.find(draft)
+            if found is not None:
+                target, category = found
+                similarity = 1.0  # the same text
+                widens = category is not None and category != draft.category
+                if widens:
+                    copies.widen(target)
+                    widened[target] = (_scope("mistake", draft.env, None), vector)
         if target is None:
             new.append(position)
+            copies.add(position, draft)
             placements.append(Placement())
         elif isinstance(target, int):
-            placements.append(Placement(draft=target, similarity=similarity))
+            placements.append(Placement(draft=target, similarity=similarity, widens=widens))
         else:
-            placements.append(Placement(entry_id=target, similarity=similarity))
+            placements.append(Placement(entry_id=target, similarity=similarity, widens=widens))
     return placements
 
 
 def place_drafts(
     store: BankStore, session: Session, drafts: list[EntryDraft], vectors: np.ndarray, author: str
-) -> tuple[list[tuple[str, bool, float | None]], list[EntryRow], list[np.ndarray]]:
+) -> PlacedBatch:
     """Merge each draft into its best match above the threshold, or make a new row."""
-    results: list[tuple[str, bool, float | None]] = []
+    placed = PlacedBatch()
     new_rows: list[EntryRow] = []
     new_vectors: list[np.ndarray] = []
     row_of_draft: dict[int, str] = {}
@@ -92,13 +134,21 @@ def place_drafts(
             target = placement.entry_id
             if target is None:  # an earlier draft of this batch, made a row above
                 target = row_of_draft[int(placement.draft or 0)]
+            if placement.widens:
+                row = _widen(session, target, draft, author)
+                if row is not None and row not in new_rows:  # this batch's rows are indexed below
+                    partition = partition_of({"kind": "mistake", "env": row.env})
+                    placed.index_rows.append(row)
+                    placed.index_vectors.append(
+                        store.index.vectors([row.id], partition).get(row.id, vector)
+                    )
             session.execute(
                 update(EntryRow)
                 .where(EntryRow.id == target)
                 .values(support_count=EntryRow.support_count + 1, updated_at=utcnow())
             )
             session.add(_provenance(target, draft, author, placement.similarity))
-            results.append((target, True, placement.similarity))
+            placed.results.append((target, True, placement.similarity))
             continue
         row = EntryRow(
             id=uuid.uuid4().hex,
@@ -118,8 +168,73 @@ def place_drafts(
         row_of_draft[position] = row.id
         new_rows.append(row)
         new_vectors.append(vector)
-        results.append((row.id, False, None))
-    return results, new_rows, new_vectors
+        placed.results.append((row.id, False, None))
+    placed.index_rows[:0] = new_rows
+    placed.index_vectors[:0] = new_vectors
+    return placed
+
+
+class _NoteCopies:
+    """Active notes (and this batch's new ones) by env and embedded text, read once per env."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._by_env: dict[str, dict[str, tuple[Target, str | None]]] = {}
+        """env -> note text -> (the oldest note with that text, its category)."""
+
+    def _texts(self, env: str) -> dict[str, tuple[Target, str | None]]:
+        if env not in self._by_env:
+            rows = self._session.scalars(
+                select(EntryRow)
+                .where(
+                    EntryRow.status == "active",
+                    EntryRow.kind == "mistake",
+                    func.coalesce(EntryRow.env, "") == env,
+                )
+                .order_by(EntryRow.created_at, EntryRow.id)
+            )
+            texts: dict[str, tuple[Target, str | None]] = {}
+            for row in rows:
+                texts.setdefault(draft_of(row).text_for_embedding(), (row.id, row.category))
+            self._by_env[env] = texts
+        return self._by_env[env]
+
+    def find(self, draft: EntryDraft) -> tuple[Target, str | None] | None:
+        """Return the oldest note of the draft's env with the draft's text, and its category."""
+        return self._texts(draft.env or "").get(draft.text_for_embedding())
+
+    def add(self, position: int, draft: EntryDraft) -> None:
+        """Count a new draft of this batch (older than every later draft of the batch)."""
+        if draft.kind == "mistake":
+            texts = self._texts(draft.env or "")
+            texts.setdefault(draft.text_for_embedding(), (position, draft.category))
+
+    def widen(self, target: Target) -> None:
+        """Remember that ``target`` is now a note of every category."""
+        for texts in self._by_env.values():
+            for text, (found, _) in list(texts.items()):
+                if found == target:
+                    texts[text] = (target, None)
+
+
+def _widen(session: Session, entry_id: str, draft: EntryDraft, author: str) -> EntryRow | None:
+    """Make note ``entry_id`` a note of every category, as ``draft`` repeats it for another.
+
+    The change is a new revision. Returns the row, or None when it needed no change.
+    """
+    row = session.get(EntryRow, entry_id)
+    if row is None or row.category is None or row.category == draft.category:
+        return None
+    reason = (
+        f"filed word for word for {draft.category or 'every category'} too: one note "
+        f"for every category instead of a copy per category (was {row.category})"
+    )
+    row.category = None
+    row.revision += 1
+    row.updated_at = utcnow()
+    session.flush()
+    add_revision(session, row, author=author, reason=reason)
+    return row
 
 
 def _merge_target(

@@ -64,7 +64,7 @@ def _grouped_query(bank: SkillBank, vectors: np.ndarray, keys: list[Partition], 
     """Query the index once per distinct partition among ``keys`` (one key per query).
 
     Each list holds the k nearest hits plus every hit tied with the k-th: the index orders ties
-    arbitrarily, so :func:`_settle` breaks them by entry age instead (a rerun, or a resumed
+    arbitrarily, so :func:`_settle` breaks them by content instead (a rerun, or a resumed
     training run, then retrieves the same entries).
     """
     out: Hits = [[] for _ in keys]
@@ -105,13 +105,7 @@ def _limits(config: RetrievalConfig) -> dict[str, int]:
 
 
 def _settle(hits: list[RetrievedEntry], k: int) -> list[RetrievedEntry]:
-    """Keep the k best hits, most similar first; a tie goes to the older entry.
-
-    Two entries can carry the same ``created_at`` (an import, a copied record), and ids are
-    random, so the last tie-breaks are the entry's content (kind, category, title) before its id:
-    a run resumed after a kill, whose distilled entries got other ids, then serves the same
-    entries as an uninterrupted run.
-    """
+    """Keep the k best hits, most similar first; ties in the order of :func:`_tie_order`."""
     # Ties are runs within TIE of their most similar member, not rounding buckets: rounding
     # splits two noisy copies of one similarity whenever a bucket edge falls between them.
     groups: list[list[RetrievedEntry]] = []
@@ -120,13 +114,25 @@ def _settle(hits: list[RetrievedEntry], k: int) -> list[RetrievedEntry]:
             groups[-1].append(hit)
         else:
             groups.append([hit])
-    return [hit for group in groups for hit in sorted(group, key=_age)][:k]
+    return [hit for group in groups for hit in sorted(group, key=_tie_order)][:k]
 
 
-def _age(hit: RetrievedEntry) -> tuple:
-    """Order of tied hits: older first, then by content, the random id last."""
+def _tie_order(hit: RetrievedEntry) -> tuple[str, ...]:
+    """Order of tied hits: by what the entry says and where it applies, its id last.
+
+    Nothing that depends on when or in which order entries were written (their age, the
+    index's order) takes part: a run whose distillation wrote the same entries in another order,
+    or a resumed run whose entries got other ids, serves the same entries turn by turn.
+    """
     entry = hit.entry
-    return (entry.created_at, entry.kind, entry.category or "", entry.title, entry.id)
+    return (
+        entry.kind,
+        entry.env or "",
+        entry.category or "",
+        entry.title,
+        entry.text_for_embedding(),
+        entry.id,
+    )
 
 
 def search_index(

@@ -277,22 +277,52 @@ def test_one_lesson_is_served_once_preferring_the_query_category(bank, samples):
     assert [r.entry.id for r in shoes.mistakes] == [own.id]
 
 
-def test_identical_lessons_retrieve_and_merge_the_same_way_every_run(bank, samples):
+def test_a_note_filed_word_for_word_in_several_categories_is_one_note_of_every_category(
+    bank, samples
+):
     from dataclasses import replace
 
-    # One lesson noted word for word in eight categories: eight identical vectors, more than
-    # retrieval fetches (k_mistakes * 3 = 3). The index orders such ties arbitrarily; the bank
-    # must not: the oldest copy is served, and a repeat merges into its own category's copy.
+    # One lesson noted word for word in eight categories, in one batch and then one at a time.
     categories = [f"c{i}" for i in range(8)]
-    copies = [bank.add(replace(samples.mistake, category=c)).entry for c in categories]
-    assert len({c.id for c in copies}) == 8
+    first = bank.add_many([replace(samples.mistake, category=c) for c in categories[:4]])
+    later = [bank.add(replace(samples.mistake, category=c)) for c in categories[4:]]
+    [note] = bank.list(kind="mistake")
+    assert {r.entry.id for r in first + later} == {note.id}
+    assert [r.merged for r in first + later] == [False] + [True] * 7
+    assert note.category is None and note.support_count == 8 and note.revision == 2
+    assert "word for word for c1" in bank.history(note.id)[-1].reason
+    assert bank.check().ok  # the index holds the note as it now reads
     config = RetrievalConfig(k_general=0, k_task=0, k_mistakes=1, min_similarity=0.0)
-    for _ in range(3):
-        (served,) = bank.retrieve([_query("buy running shoes", "")], config, record=False)
-        assert [r.entry.id for r in served.mistakes] == [copies[0].id]
-    again = bank.add(replace(samples.mistake, category="c5"))
-    assert again.merged and again.entry.id == copies[5].id
-    assert bank.get(copies[5].id).support_count == 2 and bank.count() == 8
+    for category in ("c0", "c5", "elsewhere"):
+        (served,) = bank.retrieve([_query("buy running shoes", category)], config, record=False)
+        assert [r.entry.id for r in served.mistakes] == [note.id]
+    # A copy of a note stored earlier widens it too; other words stay a note of their category.
+    other = replace(samples.mistake, title="Bought without a size", category="c0")
+    kept = bank.add(other).entry
+    assert kept.category == "c0"
+    assert bank.add(replace(other, category="c1")).entry.id == kept.id
+    assert bank.get(kept.id).category is None and bank.check().ok
+
+
+def test_tied_entries_are_served_in_one_order_whatever_order_they_were_written_in(
+    tmp_path, embedder, samples
+):
+    """Two banks with the same entries, written in opposite orders, serve the same ones."""
+    from dataclasses import replace
+
+    from memory import BankConfig
+
+    # The same task skill in three categories: identical vectors, so every query ties them.
+    drafts = [replace(samples.size, category=c) for c in ("grocery", "apparel", "footwear")]
+    config = RetrievalConfig(k_general=0, k_task=2, k_mistakes=0, min_similarity=0.0)
+    served = []
+    for name, order in (("forward", drafts), ("backward", drafts[::-1])):
+        with SkillBank.open(BankConfig(workspace=tmp_path / name), embedder=embedder) as bank:
+            for draft in order:
+                bank.add(draft)
+            (hits,) = bank.retrieve([_query("buy shoes in size 9", "")], config, record=False)
+            served.append([r.entry.category for r in hits.task])
+    assert served == [["apparel", "footwear"]] * 2
 
 
 def test_ties_in_one_transaction_are_broken_by_content_not_by_random_ids(bank, samples):
@@ -312,19 +342,22 @@ def test_ties_in_one_transaction_are_broken_by_content_not_by_random_ids(bank, s
 
 def test_copies_whose_similarities_differ_by_float_noise_still_tie(bank, samples):
     """Identical texts embedded in different batches agree only to rounding; a rounding-bucket
-    edge between their similarities must not decide which copy is served."""
+    edge between their similarities must not decide which copy is served, nor their age."""
     from dataclasses import replace
 
     from memory.retrieval import TIE, _settle
     from memory.types import RetrievedEntry
 
     written = bank.add(samples.mistake).entry
-    older = replace(written, id="f" * 32, category="beauty")
-    newer = replace(written, id="0" * 32, category="beauty", created_at="9999-12-31T00:00:00")
-    assert newer.created_at > older.created_at
+    beauty = replace(written, id="f" * 32, category="beauty", created_at="9999-12-31T00:00:00")
+    grocery = replace(written, id="0" * 32, category="grocery")
+    assert beauty.created_at > grocery.created_at
     edge = 0.4999995  # a multiple of TIE / 2: the old bucketing put these two apart
     for low, high in ((edge - 0.2 * TIE, edge + 0.2 * TIE), (0.5 - 0.4 * TIE, 0.5 + 0.4 * TIE)):
-        hits = [RetrievedEntry(newer, high), RetrievedEntry(older, low)]
-        assert [r.entry.id for r in _settle(hits, 1)] == [older.id]
-    far = [RetrievedEntry(newer, 0.5 + 3 * TIE), RetrievedEntry(older, 0.5)]
-    assert [r.entry.id for r in _settle(far, 1)] == [newer.id]  # not a tie: more similar wins
+        for hits in (
+            [RetrievedEntry(grocery, high), RetrievedEntry(beauty, low)],
+            [RetrievedEntry(beauty, low), RetrievedEntry(grocery, high)],
+        ):
+            assert [r.entry.id for r in _settle(hits, 1)] == [beauty.id]
+    far = [RetrievedEntry(grocery, 0.5 + 3 * TIE), RetrievedEntry(beauty, 0.5)]
+    assert [r.entry.id for r in _settle(far, 1)] == [grocery.id]  # not a tie: more similar wins

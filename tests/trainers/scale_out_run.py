@@ -28,7 +28,6 @@ from trainer_helpers import group_episodes
 from memory import BankConfig, SkillBank
 from skillrl.distill import AnalyticDistiller, seed_bank_if_empty
 from skillrl.policies.base import Generation
-from skillrl.prompts import PromptConfig
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.cycle import TrainingRun
 from trainers.grpo import GRPOTrainer
@@ -103,15 +102,11 @@ def main(workspace: Path, out: Path, batch: int) -> None:
         if processes.is_main:
             seed_bank_if_empty(bank, "webshop")
     policy = GroupScriptedPolicy()
-    # 900 tokens, as the resume tests: at the 512 default the run distils one note word for
-    # word into several categories, and which copy a turn is served is the open bug the README
-    # names. It failed this test once in CI (per-copy usage counts 7/8, 14/17, 6/0).
     runner = PolicyRollouts(
         policy,
         bank=bank,
         max_turns=CONFIG.max_turns,
         max_new_tokens=CONFIG.max_new_tokens,
-        prompt_config=PromptConfig(max_prompt_tokens=900),
     )
     run = TrainingRun(
         CONFIG,

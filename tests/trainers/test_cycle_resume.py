@@ -10,7 +10,6 @@ from transformers import AutoModelForCausalLM
 
 from memory import BankConfig, SkillBank
 from skillrl.distill import AnalyticDistiller, seed_bank_if_empty
-from skillrl.prompts import PromptConfig
 from skillrl_core.errors import CheckpointError
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.cycle import TrainingRun
@@ -57,16 +56,11 @@ def open_run(workspace, config=CONFIG, stop_at=None):
     bank = SkillBank.open(BankConfig(workspace=workspace), embedder=EMBEDDER)
     seed_bank_if_empty(bank, "webshop")
     policy = ScriptedPolicy()
-    # 900 tokens, the budget these resume tests were validated at. At the 512 default the run
-    # distils one note word for word into several categories, and which copy a turn is served
-    # then differed between a run inside pytest and the same run in a fresh process (per-copy
-    # usage counts 0/16 vs 2/14; totals equal): an open bug, named in the README.
     runner = PolicyRollouts(
         policy,
         bank=bank,
         max_turns=config.max_turns,
         max_new_tokens=config.max_new_tokens,
-        prompt_config=PromptConfig(max_prompt_tokens=900),
     )
 
     def hook(cycle, point):
@@ -90,6 +84,8 @@ def counts(bank):
     episodes = bank.trajectories.episodes()
     ids = [e.episode_id for e in episodes]
     assert len(ids) == len(set(ids))
+    everything = bank.list(status=None)
+    what = {e.id: (e.kind, e.category or "", e.title) for e in everything}
     return {
         "entries": bank.count(status=None),
         "active": bank.count(),
@@ -97,8 +93,26 @@ def counts(bank):
         "snapshots": len(bank.snapshots.list()),
         # The same entries, not just as many: content, status, merges and usage counters.
         "content": sorted(
-            (e.kind, e.category, e.title, e.principle, e.status, e.support_count, e.times_retrieved)
-            for e in bank.list(status=None)
+            (
+                e.kind,
+                e.category or "",
+                e.title,
+                e.principle,
+                e.status,
+                e.support_count,
+                e.times_retrieved,
+            )
+            for e in everything
+        ),
+        # Every turn was served the same entries (ids differ between runs: their content).
+        "served": sorted(
+            (
+                e.group_id or "",
+                e.goal_id,
+                e.split,
+                [[what[i] for i in t.retrieved_ids] for t in e.turns],
+            )
+            for e in episodes
         ),
     }
 

@@ -67,3 +67,28 @@ def test_one_lesson_in_one_batch_becomes_one_entry_with_every_source(bank):
     report = distill_pending(bank, AnalyticDistiller())
     [entry_id] = report.added
     assert set(bank.get(entry_id).trajectory_ids) == {e.episode_id for e in episodes}
+
+
+def test_a_note_learnt_word_for_word_in_two_categories_is_filed_once(bank):
+    """Over the price bound in fashion and in beauty: one lesson, so one note for every category.
+
+    A copy per category made which copy a turn was served depend on which was written first.
+    """
+    over_budget = [
+        episode(
+            success=False, chosen={"size": "large", "color": "navy"}, price_ok=False, category=c
+        )
+        for c in ("fashion", "beauty", "grocery")
+    ]
+    bank.trajectories.save_episodes(over_budget[:2])
+    report = distill_pending(bank, AnalyticDistiller())
+    [note] = bank.list(kind="mistake")
+    assert report.added == [note.id] and report.merged == []
+    assert note.title == "Respect the price bound" and note.category is None
+    assert note.support_count == 2
+    assert set(note.trajectory_ids) == {e.episode_id for e in over_budget[:2]}
+    # A later pass that learns it again in a third category strengthens the same note.
+    bank.trajectories.save_episodes(over_budget[2:])
+    again = distill_pending(bank, AnalyticDistiller())
+    assert again.merged == [note.id] and again.added == []
+    assert bank.count(kind="mistake") == 1 and bank.get(note.id).support_count == 3
