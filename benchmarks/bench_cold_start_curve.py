@@ -416,7 +416,7 @@ def ship(results: dict[str, Any], folder: Path, rank: int, round_index: int) -> 
     from trainers.adapter_export import export_checkpoint
     from trainers.cold_start import settings_of
 
-    config = {**results["config"], "dagger_rounds": round_index}
+    config = {"env": "webshop", **results["config"], "dagger_rounds": round_index}
     final = results["rounds"][str(round_index)]
     workspace = Path(results["config"]["workspace"] or f"{results['config']['out']}.workspace")
     checkpoint = workspace / "runs" / "curve" / "sft" / "checkpoints" / f"round-{round_index:04d}"
