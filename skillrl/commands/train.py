@@ -276,6 +276,28 @@ from skillrl_core.splits import TEST_SPLIT
     help="Training goals per DAgger round of the cold start.",
 )
 @click.option(
+    "--dagger-keep",
+    type=click.Choice(["all", "mistakes"]),
+    default="all",
+    show_default=True,
+    help="Labelled learner states a cold-start DAgger round keeps: all, or only those where the "
+    "learner's action differs from the expert's (as `skillrl sft --dagger-keep`).",
+)
+@click.option(
+    "--dagger-replay",
+    type=click.FloatRange(0),
+    default=None,
+    help="Train each cold-start DAgger round on its new examples plus this many times as many "
+    "drawn from earlier rounds (default: the whole aggregated dataset).",
+)
+@click.option(
+    "--sft-lora-layers",
+    type=click.IntRange(1),
+    default=None,
+    help="Adapt only the top N decoder layers in the cold start (default: all; as `skillrl sft "
+    "--lora-layers`).",
+)
+@click.option(
     "--sft-epochs",
     type=click.FloatRange(0, min_open=True),
     default=2.0,

@@ -84,6 +84,12 @@ def test_train_cold_start_runs_the_sft_phase_first(tmp_path, tiny_model_dir):
         "1",
         "--dagger-goals",
         "1",
+        "--dagger-keep",
+        "all",
+        "--dagger-replay",
+        "1",
+        "--sft-lora-layers",
+        "1",
         "--sft-epochs",
         "1",
         "--cycles",
@@ -114,6 +120,12 @@ def test_train_cold_start_runs_the_sft_phase_first(tmp_path, tiny_model_dir):
     run = tmp_path / "ws" / "runs" / "cs"
     sft_state = json.loads((run / "sft" / "state.json").read_text())
     assert sft_state["done"] and [r["round"] for r in sft_state["history"]] == [0, 1]
+    recorded = json.loads((run / "sft" / "config.json").read_text())["cold_start"]
+    assert (recorded["dagger_keep"], recorded["dagger_replay"], recorded["lora_layers"]) == (
+        "all",
+        1.0,
+        1,
+    )
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["cycle"] for r in rows] == [0, 1]
     resumed = invoke(*args, "--resume")
