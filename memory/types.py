@@ -99,13 +99,14 @@ class Entry(EntryDraft):
 
 @dataclass(frozen=True)
 class PairedEvidence:
-    """What paired rollouts say of one entry: each goal played twice, same seed, with the entry
-    retrieved as usual and with it withheld from every turn's retrieved skills.
+    """What paired rollouts say of one entry: its success with it minus without it, goal by goal.
 
-    A pair's success difference is +1 (only the rollout with it succeeded), -1 or 0, so the mean
-    over pairs is ``(with_only - without_only) / pairs``; the concordant pairs say nothing about
-    the entry, and the exact McNemar (sign) test on the discordant ones says whether the
-    difference is more than chance.
+    Each goal is played twice with the same seed: with the entry retrieved as usual, and with it
+    withheld from every turn's retrieved skills. A pair's success difference is +1 (only the
+    rollout with it succeeded), -1 or 0, so the mean over pairs is
+    ``(with_only - without_only) / pairs``; the concordant pairs say nothing about the entry,
+    and the exact McNemar (sign) test on the discordant ones says whether the difference is more
+    than chance.
     """
 
     pairs: int = 0
