@@ -45,8 +45,9 @@ from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: 
 from skillrl_core.errors import ConfigError  # noqa: E402
 from skillrl_core.files import atomic_write_json, atomic_write_text  # noqa: E402
 from skillrl_core.goal_range import FORMS, GoalRange, parse_goal_range  # noqa: E402
+from skillrl_core.significance import mcnemar_exact  # noqa: E402
 from trainers.cold_start import ColdStartRun  # noqa: E402
-from trainers.episode_metrics import mcnemar_exact, summarise, wilson_interval  # noqa: E402
+from trainers.episode_metrics import summarise, wilson_interval  # noqa: E402
 from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
 from trainers.sft_config import ColdStartConfig  # noqa: E402
 

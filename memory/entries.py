@@ -28,13 +28,19 @@ CONTENT_FIELDS: tuple[str, ...] = (
 EDITABLE_FIELDS: frozenset[str] = frozenset(CONTENT_FIELDS) - {"source", "reason"}
 """Fields ``SkillBank.edit`` may change (``reason`` there is the edit's own reason)."""
 STATUSES: tuple[str, ...] = ("active", "retired")
-STAT_FIELDS: tuple[str, ...] = (
+COUNTER_FIELDS: tuple[str, ...] = (
     "support_count",
     "times_retrieved",
     "episodes_retrieved",
     "success_episodes",
     "failure_episodes",
+    "paired_pairs",
+    "paired_with_only",
+    "paired_without_only",
 )
+"""Usage statistics that count something (integers >= 0)."""
+STAT_FIELDS: tuple[str, ...] = (*COUNTER_FIELDS, "paired_score_delta_sum")
+"""Every usage statistic an entry carries (kept by exports and imports)."""
 MISTAKE_ONLY: tuple[str, ...] = ("failure_point", "flawed_action", "correction")
 """Fields only a counterfactual note has (a skill's text would silently never show them)."""
 MAX_TITLE = 300

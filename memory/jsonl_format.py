@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory.bulk import insert_entries
-from memory.entries import STAT_FIELDS, normalise_draft, validate_draft
+from memory.entries import COUNTER_FIELDS, normalise_draft, validate_draft
 from memory.types import Entry, EntryDraft
 from skillrl_core.errors import DataFileError, ImportFormatError, InvalidEntryError
 from skillrl_core.files import atomic_write_text
@@ -116,13 +116,31 @@ def _check_provenance(records: Any, where: str) -> None:
 
 
 def _check_counters(data: dict[str, Any], where: str) -> None:
-    for name in STAT_FIELDS + ("revision",):
+    for name in COUNTER_FIELDS + ("revision",):
         value = data.get(name, 1 if name in POSITIVE_FIELDS else 0)
         low = 1 if name in POSITIVE_FIELDS else 0
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ImportFormatError(
                 f"{where}: field {name!r} ({value!r}) must be an integer >= {low}"
             )
+    pairs = data.get("paired_pairs", 0)
+    discordant = data.get("paired_with_only", 0) + data.get("paired_without_only", 0)
+    if discordant > pairs:
+        raise ImportFormatError(
+            f"{where}: paired_with_only + paired_without_only ({discordant}) exceeds "
+            f"paired_pairs ({pairs})"
+        )
+    delta = data.get("paired_score_delta_sum", 0.0)
+    if (
+        isinstance(delta, bool)
+        or not isinstance(delta, int | float)
+        or not math.isfinite(delta)
+        or abs(delta) > pairs
+    ):
+        raise ImportFormatError(
+            f"{where}: field 'paired_score_delta_sum' ({delta!r}) must be a number within "
+            f"+-paired_pairs ({pairs}): scores lie in [0, 1]"
+        )
 
 
 def _entry_record(data: Any, where: str) -> Entry:

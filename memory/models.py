@@ -57,6 +57,11 @@ class EntryRow(Base):
     episodes_retrieved: Mapped[int] = mapped_column(Integer, default=0)
     success_episodes: Mapped[int] = mapped_column(Integer, default=0)
     failure_episodes: Mapped[int] = mapped_column(Integer, default=0)
+    paired_pairs: Mapped[int] = mapped_column(Integer, default=0)
+    """Paired rollouts (with / withheld, same goal and seed) measured for it."""
+    paired_with_only: Mapped[int] = mapped_column(Integer, default=0)
+    paired_without_only: Mapped[int] = mapped_column(Integer, default=0)
+    paired_score_delta_sum: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 

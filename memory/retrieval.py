@@ -8,7 +8,10 @@ counterfactual notes once per distinct env, plus once for env-agnostic notes, me
 similarity. Task skills and notes below ``min_similarity`` are dropped; general skills never are:
 every turn gets the best ``k_general`` of them, as SkillRL always puts its general skills in the
 prompt (they are phrased for any task, so their similarity to one turn's text is low by design
-and a cut-off would hide them all). The entries are read from SQL in one pass, and, when
+and a cut-off would hide them all). A query's ``withheld_ids`` are taken out of its result
+after the selection, leaving their places empty: a paired-utility rollout that withholds one
+entry then differs from the rollout with it by that entry alone, not by a stand-in that moved up
+into its place. The entries are read from SQL in one pass, and, when
 ``record`` is set, the retrieval events and ``times_retrieved`` counters are written in one
 transaction.
 """
@@ -212,7 +215,8 @@ def retrieve_vectors(
         chosen["mistakes"] = distinct_lessons(
             chosen["mistakes"], queries[position].category, config.k_mistakes
         )
-        results.append(RetrievedSkills(**chosen))
+        # Withheld after the selection, so nothing takes their places (module docstring).
+        results.append(RetrievedSkills(**chosen).without(queries[position].withheld_ids))
     if record:
         record_events(bank, queries, results)
     return results

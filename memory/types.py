@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from skillrl_core.significance import mcnemar_exact
+
 EntryKind = Literal["general", "task", "mistake"]
 ENTRY_KINDS: tuple[str, ...] = ("general", "task", "mistake")
 EntryStatus = Literal["active", "retired"]
@@ -73,8 +75,70 @@ class Entry(EntryDraft):
     """... of which succeeded."""
     failure_episodes: int = 0
     """... of which failed."""
+    paired_pairs: int = 0
+    """Paired rollouts measured (one goal and seed played with it and with it withheld)."""
+    paired_with_only: int = 0
+    """... of which only the rollout with it succeeded."""
+    paired_without_only: int = 0
+    """... of which only the rollout without it succeeded."""
+    paired_score_delta_sum: float = 0.0
+    """Sum over those pairs of (score with it - score without it)."""
     created_at: str = ""
     updated_at: str = ""
+
+    @property
+    def paired(self) -> PairedEvidence:
+        """The entry's stored paired-rollout figures as one record."""
+        return PairedEvidence(
+            self.paired_pairs,
+            self.paired_with_only,
+            self.paired_without_only,
+            self.paired_score_delta_sum,
+        )
+
+
+@dataclass(frozen=True)
+class PairedEvidence:
+    """What paired rollouts say of one entry: its success with it minus without it, goal by goal.
+
+    Each goal is played twice with the same seed: with the entry retrieved as usual, and with it
+    withheld from every turn's retrieved skills. A pair's success difference is +1 (only the
+    rollout with it succeeded), -1 or 0, so the mean over pairs is
+    ``(with_only - without_only) / pairs``; the concordant pairs say nothing about the entry,
+    and the exact McNemar (sign) test on the discordant ones says whether the difference is more
+    than chance.
+    """
+
+    pairs: int = 0
+    with_only: int = 0
+    """Pairs whose rollout with the entry succeeded and whose rollout without it failed."""
+    without_only: int = 0
+    """Pairs whose rollout without the entry succeeded and whose rollout with it failed."""
+    score_delta_sum: float = 0.0
+    """Sum over pairs of (score with - score without)."""
+
+    @property
+    def utility(self) -> float:
+        """Mean success difference over pairs, with minus without (0 with no pairs)."""
+        return (self.with_only - self.without_only) / self.pairs if self.pairs else 0.0
+
+    @property
+    def score_delta(self) -> float:
+        """Mean score difference over pairs, with minus without (0 with no pairs)."""
+        return self.score_delta_sum / self.pairs if self.pairs else 0.0
+
+    @property
+    def p_value(self) -> float:
+        """Exact two-sided McNemar p-value of the discordant pairs (1.0 when there are none)."""
+        return mcnemar_exact(self.without_only, self.with_only)
+
+    def __add__(self, other: PairedEvidence) -> PairedEvidence:
+        return PairedEvidence(
+            self.pairs + other.pairs,
+            self.with_only + other.with_only,
+            self.without_only + other.without_only,
+            self.score_delta_sum + other.score_delta_sum,
+        )
 
 
 @dataclass
@@ -85,6 +149,10 @@ class RetrievalQuery:
     observation: str
     env: str
     category: str | None = None
+    withheld_ids: frozenset[str] = frozenset()
+    """Entries this query is never served: taken out after the selection, so their places stay
+    empty and the prompt differs from the unmasked one by these entries alone (paired utility
+    rollouts); nor are they recorded as retrieved."""
 
 
 @dataclass
@@ -112,6 +180,17 @@ class RetrievedSkills:
     def ids(self) -> list[str]:
         """Ids of every retrieved entry, in :attr:`all` order."""
         return [r.entry.id for r in self.all]
+
+    def without(self, entry_ids: frozenset[str]) -> RetrievedSkills:
+        """Return a copy with the entries ``entry_ids`` taken out (the others keep their order)."""
+        if not entry_ids:
+            return self
+        return RetrievedSkills(
+            *(
+                [r for r in hits if r.entry.id not in entry_ids]
+                for hits in (self.general, self.task, self.mistakes)
+            )
+        )
 
 
 @dataclass

@@ -49,6 +49,9 @@ class EpisodeStart:
     """Keyword arguments for ``envs.make``."""
     goal_id: str | None = None
     """Pick the goal by its stable id instead of by index."""
+    withheld_ids: frozenset[str] = frozenset()
+    """Entries kept out of every turn's retrieved skills (``RetrievalQuery.withheld_ids``): the
+    paired-utility rollouts play a goal with an entry and again with it withheld."""
 
     def reset_options(self) -> dict[str, Any] | None:
         """Return the ``options`` passed to ``env.reset``."""
@@ -271,6 +274,7 @@ class RolloutEngine:
                 observation=live.observation,
                 env=live.record.env_id,
                 category=live.record.category or None,
+                withheld_ids=live.start.withheld_ids,
             )
             for live in active
         ]

@@ -22,6 +22,7 @@ from math import comb, sqrt
 
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
+from skillrl_core.significance import mcnemar_exact
 
 
 @dataclass
@@ -132,22 +133,6 @@ class PairedComparison:
     """Mean per-goal score difference."""
     score_half_width: float
     """Half-width of its 95% interval (normal approximation; 0 for one goal)."""
-
-
-def mcnemar_exact(lost: int, won: int) -> float:
-    """Exact two-sided McNemar p-value for ``lost`` vs ``won`` discordant pairs.
-
-    Under no change each discordant goal goes either way with probability 1/2, so
-    p = min(1, 2 * P(X <= min(lost, won))) with X ~ Binomial(lost + won, 1/2) (McNemar 1947,
-    exact binomial form).
-    """
-    if lost < 0 or won < 0:
-        raise ConfigError(f"discordant counts must be >= 0, got lost={lost}, won={won}")
-    n = lost + won
-    if n == 0:
-        return 1.0
-    tail = sum(comb(n, k) for k in range(min(lost, won) + 1)) / 2**n
-    return min(1.0, 2 * tail)
 
 
 def compare_paired(

@@ -164,7 +164,7 @@ def _play(o: dict[str, Any], console: Console) -> tuple[list[Any], Any]:
     uses_skills = o["skills"] is not False and o["policy_kind"] != "expert"
     bank = _open_bank(o, console) if (uses_skills or o["record"]) else None
     try:
-        agent = _agent(o, console, uses_skills and bank is not None)
+        agent = make_agent(o, console, uses_skills and bank is not None)
         config = RolloutConfig(
             max_turns=o["max_turns"],
             max_parallel=1 if interactive else o["parallel"],
@@ -225,7 +225,13 @@ def _seed(bank: Any, env_id: str, console: Console) -> None:
         )
 
 
-def _agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
+def make_agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
+    """Build the agent ``--policy`` names: the scripted expert, a person, or the model.
+
+    Reads ``policy_kind``, ``max_turns`` and, for the model, ``backend``, ``model`` (resolved),
+    ``base_url``, ``workspace``, ``threads``, ``constrained``, ``temperature``, ``seed`` and
+    ``max_prompt_tokens`` from ``o`` (``skillrl skills measure`` builds its model the same way).
+    """
     if o["policy_kind"] == "expert":
         import envs
         from skillrl.agents.expert import ExpertAgent

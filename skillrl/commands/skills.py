@@ -17,6 +17,7 @@ import click
 from envs.registry import DEFAULT_ENV
 from skillrl.commands.options import json_option
 from skillrl.commands.skills_admin import ADMIN_COMMANDS
+from skillrl.commands.skills_measure import measure
 from skillrl.commands.skills_options import (
     KINDS,
     TEXT_FIELDS,
@@ -82,18 +83,32 @@ def list_command(bank: Any, kind, env, category, status, sort, as_json: bool) ->
 @json_option
 @bank_options
 def show(bank: Any, entry_id: str, as_json: bool) -> None:
-    """Show one entry in full: content, provenance, statistics and revisions."""
+    """Show one entry in full: content, provenance, statistics, paired utility and revisions.
+
+    The paired utility comes from `skillrl skills measure`; its verdict is what bank upkeep
+    (default thresholds) makes of it.
+    """
+    from skillrl.distill.upkeep import UpkeepConfig, paired_verdict
+
     entry = bank.get(entry_id)
     history = bank.history(entry_id)
+    paired = entry.paired
+    verdict = paired_verdict(paired, UpkeepConfig())
     if as_json:
         print_json(
             {
                 **dataclasses.asdict(entry),
+                "paired": {
+                    "utility": paired.utility,
+                    "score_delta": paired.score_delta,
+                    "p_value": paired.p_value,
+                    "verdict": verdict,
+                },
                 "revisions": [dataclasses.asdict(r) for r in history],
             }
         )
     else:
-        print_entry(entry, history)
+        print_entry(entry, history, verdict)
 
 
 @skills.command("search")
@@ -298,5 +313,5 @@ def revert(bank: Any, entry_id: str, revision: int, author: str, as_json: bool) 
         )
 
 
-for _command in ADMIN_COMMANDS:
+for _command in [*ADMIN_COMMANDS, measure]:
     skills.add_command(_command)

@@ -93,7 +93,7 @@ def bank_options(command: Callable[..., Any]) -> Callable[..., Any]:
 WRITING_COMMANDS = frozenset({"add", "edit"})
 """Commands that write an entry's env (and so check it is registered)."""
 CHANGING_COMMANDS = WRITING_COMMANDS | {
-    "retire", "restore", "rm", "revert", "import_command", "snapshot", "reindex",
+    "retire", "restore", "rm", "revert", "import_command", "snapshot", "reindex", "measure",
 }  # fmt: skip
 """Commands (by function name) that change the bank: a read-only bank refuses them up front."""
 

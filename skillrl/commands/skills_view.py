@@ -143,8 +143,19 @@ def print_entries(entries: list[Any], utility: dict[str, float]) -> None:
     console().print(_table(title, columns, rows))
 
 
-def print_entry(entry: Any, history: list[Any]) -> None:
-    """Print one entry in full."""
+def paired_text(paired: Any, verdict: str) -> str:
+    """One line on an entry's paired utility: the figures, the test and upkeep's verdict."""
+    if paired.pairs == 0:
+        return "not measured (skillrl skills measure)"
+    return (
+        f"{paired.utility:+.2f} success, {paired.score_delta:+.2f} score over {paired.pairs} "
+        f"pairs ({paired.with_only} succeeded only with it, {paired.without_only} only without; "
+        f"McNemar p={paired.p_value:.3f}): {verdict}"
+    )
+
+
+def print_entry(entry: Any, history: list[Any], verdict: str) -> None:
+    """Print one entry in full (``verdict``: what upkeep makes of its paired utility)."""
     out = console()
     table = Table(title=f"{entry.kind} {entry.id}", show_header=False)
     table.add_column("field", style="bold")
@@ -158,6 +169,7 @@ def print_entry(entry: Any, history: list[Any]) -> None:
     for name in fields:
         value = getattr(entry, name)
         table.add_row(name, "" if value is None else str(value))
+    table.add_row("paired utility", paired_text(entry.paired, verdict))
     out.print(table)
     rows = [
         (p["created_at"], p["source"], p["author"], str(len(p["trajectory_ids"])),

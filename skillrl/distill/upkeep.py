@@ -1,26 +1,39 @@
 """Keep the bank small and useful: measured utility, retirement, and a cap per category.
 
-Utility is :mod:`memory.stats`'s (the posterior success-rate lift of an entry over the
-skill-using episodes of its env/category that did not retrieve it), the same number
-``skillrl skills list --sort utility`` shows. An entry is retired once ``n_with`` reaches
-``min_evidence``, ``n_without`` reaches ``min_baseline`` and its utility is below
-``retire_below``: a comparison needs episodes on both sides. Without a baseline the smoothed rate
-defaults to 0.5, so while the policy fails everything every retrieved entry would look harmful
-("0/12 with it, 0/0 without") and be retired for what is only the policy's weakness. Then each
-kind of each env/category keeps at most its cap of entries, best utility first (an entry not yet
-measured on both sides ranks as neutral, utility 0). Retiring goes through ``bank.retire``: the
-entry stays in SQL with its history and ``bank.restore`` (or ``skillrl skills revert``) brings it
-back.
+Two measures of an entry's worth decide:
+
+- **Paired utility** (:mod:`skillrl.distill.paired_utility`, ``skillrl skills measure``): goals
+  played with the entry and again with it withheld, same seed; the mean success difference over
+  those pairs. It is causal, so where it has settled it decides alone. An entry is retired on it
+  when it is *resolved non-positive*: at least ``paired_min_pairs`` pairs and a paired utility
+  at most ``paired_retire_at_most`` (it won no more pairs than it lost: the test of "it helps"
+  found nothing), or fewer pairs whose losses already make the exact McNemar test significant at
+  ``paired_alpha`` (it hurts). An entry the paired test shows helping (utility above
+  ``paired_retire_at_most`` with McNemar p below ``paired_alpha``) is never retired on the
+  observational figures below. An entry without such paired evidence (none, or too little to
+  resolve) is judged by the observational rule only.
+- **Observational utility** (:mod:`memory.stats`): the posterior success-rate lift of an entry
+  over the skill-using episodes of its env/category that did not retrieve it, the same number
+  ``skillrl skills list --sort utility`` shows. An entry is retired once ``n_with`` reaches
+  ``min_evidence``, ``n_without`` reaches ``min_baseline`` and its utility is below
+  ``retire_below``: a comparison needs episodes on both sides. Without a baseline the smoothed
+  rate defaults to 0.5, so while the policy fails everything every retrieved entry would look
+  harmful ("0/12 with it, 0/0 without") and be retired for what is only the policy's weakness.
+
+Then each kind of each env/category keeps at most its cap of entries, best utility first: the
+paired utility of an entry shown to help, else the observational one once measured on both
+sides, else neutral (0). Retiring goes through ``bank.retire``: the entry stays in SQL with its
+history and ``bank.restore`` (or ``skillrl skills revert``) brings it back.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from memory.stats import PRIOR_STRENGTH, ScopeTotals, utility_from_counts
-from memory.types import Entry
+from memory.types import Entry, PairedEvidence
 from skillrl_core.errors import ConfigError
 from skillrl_core.validation import check_finite_fields
 
@@ -45,9 +58,27 @@ class UpkeepConfig:
     """Most active entries of one kind (task or mistake) per env/category."""
     cap_general: int = 15
     """Most active general entries."""
+    paired_min_pairs: int = 8
+    """Paired rollouts (``skillrl skills measure``) an entry needs before a paired utility at
+    most ``paired_retire_at_most`` retires it; with fewer, only a significant loss does."""
+    paired_retire_at_most: float = 0.0
+    """Retire an entry whose paired utility (mean success with it minus without it, over pairs
+    of the same goal and seed) is at most this, once it has ``paired_min_pairs`` pairs."""
+    paired_alpha: float = 0.05
+    """Significance of the exact McNemar test on the discordant pairs: below it, fewer pairs
+    than ``paired_min_pairs`` already retire an entry that loses, and an entry that wins is
+    kept whatever its observational utility."""
 
     def __post_init__(self) -> None:
         check_finite_fields(self)
+        if self.paired_min_pairs < 1:
+            raise ConfigError(f"paired_min_pairs ({self.paired_min_pairs}) must be >= 1")
+        if not -1.0 <= self.paired_retire_at_most < 1.0:
+            raise ConfigError(
+                f"paired_retire_at_most ({self.paired_retire_at_most}) must be in [-1, 1)"
+            )
+        if not 0.0 < self.paired_alpha < 1.0:
+            raise ConfigError(f"paired_alpha ({self.paired_alpha}) must be in (0, 1)")
         if self.prior_strength <= 0:
             raise ConfigError(f"prior_strength ({self.prior_strength}) must be > 0")
         if self.min_evidence < 1:
@@ -63,6 +94,24 @@ class UpkeepConfig:
             )
 
 
+PairedVerdict = Literal["unmeasured", "unresolved", "helps", "does not help"]
+"""What an entry's paired evidence says under an :class:`UpkeepConfig` (module docstring)."""
+
+
+def paired_verdict(evidence: PairedEvidence, config: UpkeepConfig) -> PairedVerdict:
+    """Judge paired evidence: ``does not help`` retires, ``helps`` protects, the rest abstain."""
+    if evidence.pairs == 0:
+        return "unmeasured"
+    settled = evidence.p_value < config.paired_alpha
+    if evidence.utility <= config.paired_retire_at_most and (
+        evidence.pairs >= config.paired_min_pairs or (settled and evidence.utility < 0)
+    ):
+        return "does not help"
+    if evidence.utility > config.paired_retire_at_most and settled:
+        return "helps"
+    return "unresolved"
+
+
 @dataclass
 class Utility:
     """An entry's measured utility and the evidence behind it."""
@@ -73,6 +122,9 @@ class Utility:
     n_without: int
     s_without: int
     utility: float
+    """Observational utility (:mod:`memory.stats`)."""
+    paired: PairedEvidence = field(default_factory=PairedEvidence)
+    """Its paired-rollout figures."""
 
     def measured(self, config: UpkeepConfig) -> bool:
         """Whether there is enough evidence with and without the entry to compare them."""
@@ -95,7 +147,13 @@ def measure(entry: Entry, totals: tuple[int, int], config: UpkeepConfig) -> Util
     value = utility_from_counts(s_with, n_with, s_total, n_total, config.prior_strength)
     n_without = max(n_total - n_with, 0)
     return Utility(
-        entry.id, n_with, s_with, n_without, min(max(s_total - s_with, 0), n_without), value
+        entry.id,
+        n_with,
+        s_with,
+        n_without,
+        min(max(s_total - s_with, 0), n_without),
+        value,
+        entry.paired,
     )
 
 
@@ -106,13 +164,34 @@ def _why(u: Utility) -> str:
     )
 
 
+def _why_paired(p: PairedEvidence) -> str:
+    return (
+        f"paired utility {p.utility:+.2f} over {p.pairs} pairs: {p.with_only} succeeded only "
+        f"with it, {p.without_only} only without it (McNemar p={p.p_value:.3f})"
+    )
+
+
 def _rank_utility(u: Utility, config: UpkeepConfig) -> float:
-    """Return the utility that ranks entries under a cap (unmeasured ones are neutral)."""
+    """Return the utility that ranks entries under a cap (module docstring)."""
+    if paired_verdict(u.paired, config) == "helps":
+        return u.paired.utility
     return u.utility if u.measured(config) else 0.0
 
 
+def _retire_reason(u: Utility, config: UpkeepConfig) -> str | None:
+    """Why upkeep retires an entry on its utility (None: it stays); paired evidence first."""
+    verdict = paired_verdict(u.paired, config)
+    if verdict == "does not help":
+        return f"does not help in paired rollouts ({_why_paired(u.paired)})"
+    if verdict == "helps":
+        return None  # causal evidence outweighs the episodes that happened to retrieve it
+    if u.measured(config) and u.utility < config.retire_below:
+        return f"low utility after {u.n_with} episodes ({_why(u)})"
+    return None
+
+
 def upkeep(bank: Any, config: UpkeepConfig | None = None, *, dry_run: bool = False) -> UpkeepReport:
-    """Retire low-utility entries with enough evidence, then enforce the caps."""
+    """Retire entries that paired or observational evidence finds useless, then enforce caps."""
     config = config or UpkeepConfig()
     report = UpkeepReport()
     totals = ScopeTotals(bank)
@@ -120,8 +199,9 @@ def upkeep(bank: Any, config: UpkeepConfig | None = None, *, dry_run: bool = Fal
     for entry in entries:
         u = measure(entry, totals.of(entry), config)
         report.utilities[entry.id] = u
-        if u.measured(config) and u.utility < config.retire_below:
-            report.retired[entry.id] = f"low utility after {u.n_with} episodes ({_why(u)})"
+        reason = _retire_reason(u, config)
+        if reason is not None:
+            report.retired[entry.id] = reason
     groups: dict[tuple[str, str | None, str | None], list[Entry]] = {}
     for entry in entries:
         if entry.id not in report.retired:

@@ -6,7 +6,6 @@ from trainer_helpers import episode
 from skillrl_core.errors import ConfigError
 from trainers.episode_metrics import (
     compare_paired,
-    mcnemar_exact,
     pass_at_k,
     pass_at_k_t,
     summarise,
@@ -75,14 +74,6 @@ def scored(goal: str, score: float):
     ep = episode(["o"], score=score)
     ep.goal_id = goal
     return ep
-
-
-def test_mcnemar_by_hand():
-    assert mcnemar_exact(0, 0) == 1.0
-    assert mcnemar_exact(0, 5) == pytest.approx(2 / 32)  # 5 goals all one way: 2 * (1/2)^5
-    assert mcnemar_exact(3, 4) == 1.0
-    assert mcnemar_exact(1, 9) == pytest.approx(2 * 11 / 1024)
-    assert mcnemar_exact(9, 1) == mcnemar_exact(1, 9)
 
 
 def test_paired_comparison_matches_goals_not_positions():

@@ -92,3 +92,43 @@ def test_an_unmeasured_entry_is_not_ranked_below_measured_ones_under_a_cap():
     report = upkeep(_Bank([busy, weak], totals=(30, 0)), config, dry_run=True)
     assert report.utilities["busy"].utility < report.utilities["weak"].utility < 0
     assert list(report.retired) == ["weak"] and "over the cap" in report.retired["weak"]
+
+
+def test_paired_verdict_needs_enough_pairs_or_a_significant_loss_to_retire():
+    from memory.types import PairedEvidence
+    from skillrl.distill.upkeep import paired_verdict
+
+    config = UpkeepConfig()  # paired_min_pairs 8, paired_retire_at_most 0, paired_alpha 0.05
+    assert paired_verdict(PairedEvidence(), config) == "unmeasured"
+    assert paired_verdict(PairedEvidence(7, 0, 0, 0.0), config) == "unresolved"
+    assert paired_verdict(PairedEvidence(8, 0, 0, 0.0), config) == "does not help"
+    assert paired_verdict(PairedEvidence(8, 1, 1, 0.0), config) == "does not help"
+    # Six losses in six pairs: p = 2/64 already says it hurts, before paired_min_pairs.
+    assert paired_verdict(PairedEvidence(6, 0, 6, -6.0), config) == "does not help"
+    assert paired_verdict(PairedEvidence(5, 0, 2, -2.0), config) == "unresolved"
+    # A positive difference retires nothing; it protects only once significant.
+    assert paired_verdict(PairedEvidence(8, 3, 0, 3.0), config) == "unresolved"
+    assert paired_verdict(PairedEvidence(8, 7, 0, 7.0), config) == "helps"
+
+
+def test_paired_settings_are_validated():
+    with pytest.raises(ValueError, match=r"paired_min_pairs \(0\)"):
+        UpkeepConfig(paired_min_pairs=0)
+    with pytest.raises(ValueError, match=r"paired_alpha \(1.5\)"):
+        UpkeepConfig(paired_alpha=1.5)
+    with pytest.raises(ValueError, match=r"paired_retire_at_most \(1.0\)"):
+        UpkeepConfig(paired_retire_at_most=1.0)
+
+
+def test_an_entry_without_paired_evidence_is_judged_as_before():
+    from memory.types import PairedEvidence
+    from skillrl.distill.upkeep import upkeep
+
+    # Observationally harmful and unpaired: the old rule retires it; the same entry with a
+    # significant paired win is kept.
+    bad = _seed_entry("bad", 12, 0)
+    assert list(upkeep(_Bank([bad], totals=(22, 8))).retired) == ["bad"]
+    helped = _seed_entry("helped", 12, 0)
+    helped.paired_pairs, helped.paired_with_only, helped.paired_score_delta_sum = 8, 7, 7.0
+    assert helped.paired == PairedEvidence(8, 7, 0, 7.0)
+    assert upkeep(_Bank([helped], totals=(22, 8))).retired == {}

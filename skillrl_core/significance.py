@@ -1,0 +1,28 @@
+"""Exact tests on paired outcomes, shared by every layer that compares two settings goal by goal.
+
+Evaluation (``trainers.episode_metrics``) compares two policies on the same goals; the skill
+bank's paired utility (``memory.types.PairedEvidence``) compares one policy with and without an
+entry on the same goals and seeds. Both reduce to the discordant pairs, and both use this test.
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+from skillrl_core.errors import ConfigError
+
+
+def mcnemar_exact(lost: int, won: int) -> float:
+    """Exact two-sided McNemar p-value for ``lost`` vs ``won`` discordant pairs.
+
+    Under no change each discordant goal goes either way with probability 1/2, so
+    p = min(1, 2 * P(X <= min(lost, won))) with X ~ Binomial(lost + won, 1/2) (McNemar 1947,
+    exact binomial form; the same as the exact sign test on the discordant pairs).
+    """
+    if lost < 0 or won < 0:
+        raise ConfigError(f"discordant counts must be >= 0, got lost={lost}, won={won}")
+    n = lost + won
+    if n == 0:
+        return 1.0
+    tail = sum(comb(n, k) for k in range(min(lost, won) + 1)) / 2**n
+    return min(1.0, 2 * tail)
