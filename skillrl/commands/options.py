@@ -207,7 +207,7 @@ def resolve_model(
         return EMBEDDED_MODEL
     if model != AUTO_MODEL:
         if backend != "openai":  # a server's model name is the server's business
-            check_model_path(model)
+            check_model_path(model, tokenizer_only=backend == "trl-vllm")
         return model
     if backend == "openai":
         return EMBEDDED_MODEL

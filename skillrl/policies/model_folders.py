@@ -38,11 +38,12 @@ def looks_like_path(model: str) -> bool:
     return model.startswith((".", "/", "~")) or model.count("/") > 1
 
 
-def check_model_path(model: str) -> None:
+def check_model_path(model: str, tokenizer_only: bool = False) -> None:
     """Raise :class:`ModelLoadError` unless ``model`` may load: what it lacks, in one line.
 
     ``embedded``, a ``.gguf`` file and a hub id pass (they are resolved when loading); a folder
-    must hold a checkpoint or a LoRA adapter (:func:`check_model_folder`); a path that does not
+    must hold a checkpoint or a LoRA adapter (:func:`check_model_folder`), or only a tokenizer
+    with ``tokenizer_only`` (a backend whose weights live on a server); a path that does not
     exist is refused.
     """
     if model == EMBEDDED_MODEL:
@@ -53,7 +54,10 @@ def check_model_path(model: str) -> None:
             return
         raise ModelLoadError(f"model path {path} is a file but not a .gguf model")
     if path.is_dir():
-        check_model_folder(path)
+        if tokenizer_only:
+            _check_tokenizer(path)
+        else:
+            check_model_folder(path)
         return
     if looks_like_path(model):
         raise ModelLoadError(f"model folder {model!r} does not exist")
@@ -92,6 +96,14 @@ def check_model_folder(folder: Path) -> None:
         raise ModelLoadError(
             f"model folder {folder} has no tokenizer (one of {', '.join(TOKENIZER_FILES)}); "
             "save it beside the weights (tokenizer.save_pretrained)"
+        )
+
+
+def _check_tokenizer(folder: Path) -> None:
+    names = {p.name for p in folder.iterdir() if p.is_file()}
+    if not names & set(TOKENIZER_FILES) and ADAPTER_CONFIG not in names:
+        raise ModelLoadError(
+            f"model folder {folder} has no tokenizer (one of {', '.join(TOKENIZER_FILES)})"
         )
 
 

@@ -19,16 +19,19 @@ from skillrl.policies.model_settings import ADAPTER_CONFIG, is_adapter
 from skillrl_core.errors import ModelLoadError
 
 
-def resolve_model_source(model: str, progress: Progress | None = None) -> str:
+def resolve_model_source(
+    model: str, progress: Progress | None = None, tokenizer_only: bool = False
+) -> str:
     """Turn ``model`` into something ``from_pretrained`` loads (a folder or a hub id).
 
     ``embedded`` and ``.gguf`` files resolve to their conversion in the per-user cache
     (``skillrl.policies.model_cache``); a folder that cannot be a model, or a path that does not
-    exist, raises :class:`ModelLoadError` naming what it lacks (before anything loads).
+    exist, raises :class:`ModelLoadError` naming what it lacks (before anything loads). With
+    ``tokenizer_only`` a folder needs only a tokenizer (the weights are a server's).
     """
     if model == EMBEDDED_MODEL:
         return str(ensure_embedded_checkpoint(progress))
-    check_model_path(model)
+    check_model_path(model, tokenizer_only=tokenizer_only)
     path = Path(model).expanduser()
     if path.is_file():  # a .gguf model: check_model_path refused any other file
         return str(ensure_gguf_checkpoint(path, progress))

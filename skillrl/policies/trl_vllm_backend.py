@@ -96,7 +96,7 @@ class TRLVLLMServerPolicy:
 
         from skillrl.policies.transformers_backend import resolve_model_source
 
-        source = resolve_model_source(config.model, progress)
+        source = resolve_model_source(config.model, progress, tokenizer_only=True)
         try:
             tokenizer = AutoTokenizer.from_pretrained(source)
         except (OSError, ValueError) as error:

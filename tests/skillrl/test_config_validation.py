@@ -18,6 +18,7 @@ from skillrl.agents.llm import LLMAgentConfig
 from skillrl.distill.analytic import AnalyticConfig
 from skillrl.distill.bootstrap import BootstrapConfig
 from skillrl.distill.evolve import EvolveConfig
+from skillrl.distill.paired_utility import PairedUtilityConfig
 from skillrl.distill.pipeline import PipelineConfig
 from skillrl.distill.teacher import TeacherConfig
 from skillrl.distill.upkeep import UpkeepConfig
@@ -40,7 +41,7 @@ CONFIGS: dict[type, dict] = {
     UpkeepConfig: {}, SamplingConfig: {}, PolicyConfig: {}, PromptConfig: {}, RolloutConfig: {},
     CycleConfig: {}, GRPOConfig: {}, EvalConfig: {}, InvalidActionPenalty: {}, TurnCost: {},
     LLMJudgeReward: {"policy": None, "sampling": None}, WebShopConfig: {}, SokobanConfig: {},
-    ColdStartConfig: {}, Processes: {},
+    ColdStartConfig: {}, Processes: {}, PairedUtilityConfig: {},
 }  # fmt: skip
 CASES = [
     (cls, f.name, value)
