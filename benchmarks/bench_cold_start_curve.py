@@ -105,16 +105,15 @@ def scripted(agent_factory: Any, goals: GoalRange, max_turns: int) -> dict[str, 
 
 
 def env_options(pairs: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` environment options (values read as YAML scalars, as ``--env-option``)."""
-    import yaml
+    """``KEY=VALUE`` environment options, read as the CLI's ``--env-option`` reads them."""
+    import click
 
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--env-option {pair!r}: expected KEY=VALUE")
-        options[key] = yaml.safe_load(value)
-    return options
+    from skillrl.commands.options import parse_env_options
+
+    try:
+        return parse_env_options(pairs)
+    except click.BadParameter as error:
+        raise SystemExit(f"--env-option: {error.message}") from error
 
 
 def failure_counts(env_id: str, episodes: list[Any]) -> dict[str, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -115,7 +116,15 @@ ENV_OPTION_RESERVED: dict[str, str] = {"max_turns": "--max-turns"}
 def _parse_env_options(
     _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
 ) -> dict[str, Any]:
-    """Turn repeated ``KEY=VALUE`` into a dict; each value is read as a YAML scalar."""
+    """Parse ``--env-option`` values as click calls back (:func:`parse_env_options`)."""
+    return parse_env_options(values)
+
+
+def parse_env_options(values: Sequence[str]) -> dict[str, Any]:
+    """Turn repeated ``KEY=VALUE`` into a dict; each value is read as a YAML scalar.
+
+    A malformed item raises ``click.BadParameter`` naming it.
+    """
     import yaml
 
     settings: dict[str, Any] = {}
@@ -287,11 +296,9 @@ def model_settings_for(
         taken.append("constrained decoding" if settings.constrained else "free decoding")
     if settings.env_id == o.get("env_id"):
         given = o.get("env_options") or {}
-        for key, value in sorted(settings.env_options.items()):
-            if key not in given:  # an --env-option the user gave wins, key by key
-                given = {**given, key: value}
-                taken.append(f"{key}={value}")
-        o["env_options"] = given
+        recorded = {k: v for k, v in sorted(settings.env_options.items()) if k not in given}
+        o["env_options"] = {**recorded, **given}  # an --env-option the user gave wins, key by key
+        taken += [f"{key}={value}" for key, value in recorded.items()]
     if taken:
         console.print(
             f"[dim]settings the model was trained under: {', '.join(taken)} (options you give "
