@@ -43,7 +43,7 @@ class PhaseBars:
         self.progress = Progress(*columns, console=console, transient=False, disable=self.plain)
         self.task = self.progress.add_task(description, total=total)
         self._detail = self.progress.add_task("", total=1, visible=False)
-        self._phases = (0, total)
+        self._phases_done, self._phases_total = 0, total
         self._started = time.monotonic()
         self._detail_started = self._last_line = self._started
 
@@ -52,19 +52,18 @@ class PhaseBars:
         self.progress.update(self.task, description=description)
         self.hide_detail()
         if self.plain:
-            done, total = self._phases
-            self._line(f"[{done}/{total} phases, {_clock(time.monotonic() - self._started)}] "
-                       f"{description}")  # fmt: skip
+            clock = _clock(time.monotonic() - self._started)
+            self._line(f"[{self._phases_done}/{self._phases_total} phases, {clock}] {description}")
 
     def advance(self) -> None:
         """Count one more phase done."""
         self.progress.advance(self.task)
-        self._phases = (self._phases[0] + 1, self._phases[1])
+        self._phases_done += 1
 
     def phases_done(self, done: int) -> None:
         """Start the phase bar at ``done`` (a resumed run)."""
         self.progress.update(self.task, completed=done)
-        self._phases = (done, self._phases[1])
+        self._phases_done = done
 
     def show(self, label: str) -> Callable[[int, int], None]:
         """Return a ``(done, total)`` callback that shows ``label``'s progress on the detail bar."""
