@@ -77,6 +77,9 @@ class PolicyRollouts:
     """Constrained decoding: replace a query that shares no word with the task (marked
     ``action_substituted``). None: only when greedy, so sampled training rollouts never do;
     ``skillrl eval`` sets True, since nothing trains on its turns."""
+    sampling_scores: str = "sequence"
+    """Constrained decoding, sampled turns: what candidates are drawn by
+    (``skillrl.agents.llm.LLMAgentConfig.sampling_scores``)."""
     timings: Timings = field(default_factory=Timings)
     on_episode: Callable[[int, int], None] | None = None
     """Called as ``on_episode(finished, total)`` whenever an episode of a ``run`` ends."""
@@ -154,7 +157,11 @@ class PolicyRollouts:
             self.policy,
             self.prompt_config,
             constrained=self.constrained,
-            config=LLMAgentConfig(sampling=sampling, repair_queries=self.repair_queries),
+            config=LLMAgentConfig(
+                sampling=sampling,
+                repair_queries=self.repair_queries,
+                sampling_scores=self.sampling_scores,
+            ),
             uses_skills=self.bank is not None,
         )
 

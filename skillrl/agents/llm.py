@@ -10,8 +10,13 @@ prefix (``<action>search[``); elsewhere each of the adapter's candidates (the ad
 actions) is scored by the model and the most likely one is taken (mean log-prob per token by
 default, so long candidates are not penalised for their length). When the sampling config
 samples (temperature above 0, as in training rollouts and Pass@K evaluation), the candidate is
-instead drawn from the softmax of those same scores divided by the temperature, so G episodes of
-a group explore different actions; greedy decoding is its zero-temperature limit.
+instead drawn from the softmax of the candidates' summed log-probs divided by the temperature
+(``sampling_scores="sequence"``): at temperature 1 that is the probability the model gives each
+candidate's tokens, renormalised over the admissible candidates, which is the policy the GRPO
+update differentiates (the chosen tokens' log-probs). The mean per-token score is a ranking, not
+a distribution: candidates a few tokens long differ by tenths of a nat per token, so its softmax
+is nearly flat and sampling from it leaves the trained policy behind (measured by
+``benchmarks/bench_group_signal.py``; ``sampling_scores="mean"`` keeps that rule).
 
 Free text that cannot work (WebShop: a query sharing no word with the task) is repaired by the
 adapter only when decoding greedily (evaluation, interactive runs), and the decision says so
@@ -38,6 +43,8 @@ from skillrl_core.validation import check_finite_fields
 logger = logging.getLogger(__name__)
 
 ACTION_PREFIX = "<action>"
+SAMPLING_SCORES = ("sequence", "mean")
+"""What a sampled constrained turn draws candidates by (:attr:`LLMAgentConfig.sampling_scores`)."""
 
 
 @dataclass
@@ -51,7 +58,11 @@ class LLMAgentConfig:
     query_tokens: int = 24
     """Most tokens of generated free text, e.g. a search query (constrained decoding)."""
     length_normalize: bool = True
-    """Constrained candidates: rank by mean per-token log-prob instead of the sum."""
+    """Constrained candidates: rank by mean per-token log-prob instead of the sum (greedy)."""
+    sampling_scores: str = "sequence"
+    """Constrained candidates when sampling: draw from the softmax of each candidate's summed
+    log-prob (``sequence``, the model's own distribution over the candidates) or of the score
+    greedy ranks by (``mean``, flatter), divided by the temperature."""
     repair_queries: bool | None = None
     """Let the environment repair free text that cannot work (WebShop: a query sharing no word
     with the task). None: only when decoding greedily; sampled turns (training) always send
@@ -61,6 +72,11 @@ class LLMAgentConfig:
         check_finite_fields(self)
         if self.query_tokens < 1:
             raise ConfigError(f"query_tokens ({self.query_tokens}) must be at least 1")
+        if self.sampling_scores not in SAMPLING_SCORES:
+            raise ConfigError(
+                f"sampling_scores ({self.sampling_scores!r}) must be one of "
+                f"{', '.join(SAMPLING_SCORES)}"
+            )
 
 
 class LLMAgent:
@@ -188,7 +204,7 @@ class LLMAgent:
             for (_, prompt), row, scored in zip(
                 items, actions, detailed(conversations, candidates), strict=True
             ):
-                best = _choose([self._rank(c) for c in scored], sampling, rng)
+                best = _choose([self._rank(c, sampling) for c in scored], sampling, rng)
                 choice = scored[best]
                 generation = Generation(
                     text=ACTION_PREFIX + choice.text,
@@ -206,7 +222,9 @@ class LLMAgent:
             )
         return decisions
 
-    def _rank(self, scored: Any) -> float:
+    def _rank(self, scored: Any, sampling: SamplingConfig) -> float:
+        if not sampling.greedy and self.config.sampling_scores == "sequence":
+            return scored.logprob
         if self.config.length_normalize and scored.token_ids:
             return scored.logprob / len(scored.token_ids)
         return scored.logprob

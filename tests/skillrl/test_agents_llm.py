@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from runtime_fakes import FakeBank, ScriptedPolicy, SolverPolicy
 
@@ -8,8 +10,9 @@ from skillrl.agents.base import AgentState
 from skillrl.agents.expert import ExpertAgent
 from skillrl.agents.human import HumanAgent
 from skillrl.agents.llm import LLMAgent, LLMAgentConfig
-from skillrl.policies.base import SamplingConfig
+from skillrl.policies.base import SamplingConfig, ScoredContinuation
 from skillrl.rollout import EpisodeStart, RolloutEngine
+from skillrl_core.errors import ConfigError
 
 RESULTS = ["click[back to search]", "click[red ball]", "click[blue kite]"]
 
@@ -102,16 +105,62 @@ def test_a_substituted_turn_is_recorded_and_survives_serialisation():
     ]
 
 
-def sampled_clicks(temperature: float, seed: int | None = 3) -> list[str]:
-    config = LLMAgentConfig(sampling=SamplingConfig(temperature=temperature, seed=seed))
-    agent = LLMAgent(ScriptedPolicy(), constrained=True, config=config)
+def sampled_clicks(
+    temperature: float, seed: int | None = 3, rule: str = "mean", policy: Any = None
+) -> list[str]:
+    config = LLMAgentConfig(
+        sampling=SamplingConfig(temperature=temperature, seed=seed), sampling_scores=rule
+    )
+    agent = LLMAgent(policy or ScriptedPolicy(), constrained=True, config=config)
     states = [state(RESULTS, turn=t) for t in range(200)]
     return [d.action for d in agent.act(states)]
 
 
+class FixedScores:
+    """Scores each click by a fixed (sum log-prob, token count): the two rules differ."""
+
+    SCORES = {  # click -> (summed log-prob, tokens)
+        "back to search": (-1.0, 1),  # mean -1.0
+        "red ball": (-6.0, 12),  # mean -0.5: the best by mean, unlikely as a sequence
+        "blue kite": (-1.5, 3),  # mean -0.5
+    }
+
+    def score_continuations_detailed(self, conversations, continuations):
+        rows = []
+        for candidates in continuations:
+            row = []
+            for text in candidates:
+                total, count = self.SCORES[text.removeprefix("click[").split("]")[0]]
+                ids = list(range(count))
+                row.append(ScoredContinuation(text, total, [1], ids, [total / count] * count))
+            rows.append(row)
+        return rows
+
+
+def test_sampled_clicks_follow_the_model_s_sequence_probabilities_by_default():
+    assert LLMAgentConfig().sampling_scores == "sequence"
+    clicks = sampled_clicks(1.0, rule="sequence", policy=FixedScores())
+    # exp(-1.0) : exp(-6.0) : exp(-1.5) = 0.62 : 0.004 : 0.37 of the 200 draws.
+    assert 100 <= clicks.count("click[back to search]") <= 148
+    assert 50 <= clicks.count("click[blue kite]") <= 98
+    assert clicks.count("click[red ball]") <= 5
+    # By mean per-token score the ball and the kite tie and lead: a flatter, other distribution.
+    by_mean = sampled_clicks(1.0, rule="mean", policy=FixedScores())
+    assert by_mean.count("click[red ball]") >= 40
+    # Greedy ranks by the mean whatever the sampling rule (the ball and kite tie: first wins).
+    greedy = sampled_clicks(0.0, rule="sequence", policy=FixedScores())
+    assert set(greedy) == {"click[red ball]"}
+
+
+def test_an_unknown_sampling_rule_is_refused_by_name():
+    with pytest.raises(ConfigError, match="sampling_scores .'sum'. must be one of sequence, mean"):
+        LLMAgentConfig(sampling_scores="sum")
+
+
 def test_sampled_constrained_clicks_explore_in_proportion_to_the_scores():
-    # Scores per token: the wanted kite -0.1, the other two -3.0. At temperature 1 the kite
-    # has weight 1 against exp(-2.9) = 0.055 for each other click: about 90% of the draws.
+    # Scores per token (the "mean" rule): the wanted kite -0.1, the other two -3.0. At
+    # temperature 1 the kite has weight 1 against exp(-2.9) = 0.055 for each other click:
+    # about 90% of the draws.
     clicks = sampled_clicks(temperature=1.0)
     kite = clicks.count("click[blue kite]")
     assert 160 <= kite < 200
