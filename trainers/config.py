@@ -62,7 +62,9 @@ class GRPOConfig:
     scale_rewards: str = "group"
     """``group``: divide advantages by the group's std (GRPO); ``none``: only centre (Dr. GRPO)."""
     temperature: float = 1.0
-    """Sampling temperature of the rollouts; logits are divided by it before log-probs (as TRL)."""
+    """Sampling temperature of the training rollouts, and the update's: logits are divided by it
+    before log-probs (as TRL), so pi_old and pi_theta are the policy that sampled. One field for
+    both, so the two cannot differ."""
     use_peft: bool = False
     """Train a LoRA adapter (peft) instead of every weight."""
     lora_r: int = 16
@@ -177,8 +179,6 @@ class CycleConfig:
     """Seed of goal order, sampling and the update."""
     eval_temperature: float = 0.0
     """Temperature of evaluation episodes (0: greedy)."""
-    train_temperature: float = 1.0
-    """Temperature of training rollouts."""
     max_new_tokens: int = 48
     """Generation budget per turn."""
     checkpoint_every: int = 1
@@ -211,11 +211,8 @@ class CycleConfig:
             )
         if self.checkpoint_every < 1:
             raise ConfigError(f"checkpoint_every ({self.checkpoint_every}) must be >= 1")
-        if self.eval_temperature < 0 or self.train_temperature <= 0:
-            raise ConfigError(
-                f"eval_temperature ({self.eval_temperature}) must be >= 0 and "
-                f"train_temperature ({self.train_temperature}) > 0"
-            )
+        if self.eval_temperature < 0:
+            raise ConfigError(f"eval_temperature ({self.eval_temperature}) must be >= 0")
 
     @property
     def evolve_goals(self) -> tuple[str, str, int] | None:

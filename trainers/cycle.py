@@ -2,9 +2,9 @@
 
 Cycle 0 evaluates the starting point. Every later cycle runs, in order (``run_files.PHASES``):
 
-1. ``rollout``: G episodes per training goal (same goal and seed, sampled at
-   ``train_temperature``, skills retrieved every turn); zero-signal groups dropped and topped up
-   (``trainers.sampling``); every episode goes to the bank's trajectory store;
+1. ``rollout``: G episodes per training goal (same goal and seed, sampled at the update's
+   ``GRPOConfig.temperature``, skills retrieved every turn); zero-signal groups dropped and
+   topped up (``trainers.sampling``); every episode goes to the bank's trajectory store;
 2. ``distill``: pending training episodes become skills and notes; upkeep retires weak entries;
 3. ``update``: turn rewards -> advantages -> one GRPO train step; trainer state saved; when the
    runner's policy rolls out in another process (``trl-vllm``), the new weights are pushed to it;
@@ -53,7 +53,7 @@ from trainers.episode_metrics import summarise
 from trainers.grpo import GRPOTrainer
 from trainers.policy_rollouts import PolicyRollouts
 from trainers.processes import Processes
-from trainers.retrieval_log import RetrievalEvent, record_deferred
+from trainers.retrieval_log import record_deferred
 from trainers.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
 from trainers.run_files import PHASES, RunFiles, RunState, plot_learning_curve, write_tensorboard
 from trainers.run_settings import check_resume_settings, run_settings
@@ -159,9 +159,9 @@ class TrainingRun:
 
     # -- phases ----------------------------------------------------------------------------
     def _rollout(self, cycle: int, state: RunState) -> None:
-        data = self.files.load_episodes(cycle, "rollout")
-        if data is None:
-            data = collect_rollout(
+        phase = self.files.load_rollout(cycle)
+        if phase is None:
+            phase = collect_rollout(
                 self.runner,
                 self.config,
                 self.processes,
@@ -169,24 +169,23 @@ class TrainingRun:
                 self.goal_order,
                 cycle=cycle,
                 cursor=state.goal_cursor,
+                temperature=self.grpo.temperature,
             )
             if self.processes.is_main:
-                self._save_rollout(cycle, data)
+                self.files.save_rollout(cycle, phase)
         self.hook(cycle, "rollout:saved")
-        episodes: list[EpisodeRecord] = data["episodes"]
         if self.bank is not None and self.processes.is_main:
             # Retrievals were held back while rolling out (a killed attempt counts nothing);
             # they reach the bank now, once, marked in rollout.json so a resume skips them.
-            if not data.get("retrievals_recorded", True):
-                events = [RetrievalEvent.from_dict(e) for e in data.get("retrievals", [])]
-                record_deferred(self.bank, events)
-                data["retrievals_recorded"] = True
-                self._save_rollout(cycle, data)
+            if not phase.retrievals_recorded:
+                record_deferred(self.bank, phase.retrievals)
+                phase.retrievals_recorded = True
+                self.files.save_rollout(cycle, phase)
             # Idempotent by episode id. An episode that ended on an error is left out, as the
             # rollout engine leaves it out elsewhere: its turns did not all happen.
-            self.bank.trajectories.save_episodes([e for e in episodes if not e.error])
-        state.goal_cursor = data["cursor_end"]
-        s = summarise(episodes)
+            self.bank.trajectories.save_episodes([e for e in phase.episodes if not e.error])
+        state.goal_cursor = phase.cursor_end
+        s = summarise(phase.episodes)
         state.current.update(
             {
                 "train.episodes": s.episodes,
@@ -194,16 +193,11 @@ class TrainingRun:
                 "train.mean_score": s.mean_score,
                 "train.mean_turns": s.mean_turns,
                 "train.invalid_action_rate": s.invalid_action_rate,
-                "groups.kept": len(data["kept_groups"]),
-                "groups.dropped": data["dropped_groups"],
-                "groups.failed": data.get("failed_groups", 0),
-                "rollout.seconds": data["seconds"],
+                "groups.kept": len(phase.kept_groups),
+                "groups.dropped": phase.dropped_groups,
+                "groups.failed": phase.failed_groups,
+                "rollout.seconds": phase.seconds,
             }
-        )
-
-    def _save_rollout(self, cycle: int, data: dict[str, Any]) -> None:
-        self.files.save_episodes(
-            cycle, "rollout", {**data, "episodes": [e.to_dict() for e in data["episodes"]]}
         )
 
     def _distill(self, cycle: int, state: RunState) -> None:
@@ -226,11 +220,10 @@ class TrainingRun:
         if meta is not None and meta.get("cycle") == cycle:
             state.current.update(meta["metrics"])  # applied before an interruption: not twice
             return
-        data = self.files.load_episodes(cycle, "rollout")
-        if data is None:
+        phase = self.files.load_rollout(cycle)
+        if phase is None:
             raise CheckpointError(f"cycle {cycle}: rollout episodes are missing; cannot update")
-        kept = set(data["kept_groups"])
-        episodes = [e for e in data["episodes"] if e.group_id in kept]
+        episodes = phase.kept_episodes()
         rewards = compute_turn_rewards(episodes, self.rewards)
         advantages = compute_advantages(
             episodes,

@@ -1,6 +1,6 @@
 """The rollout phase of an improvement cycle: whole GRPO groups on training goals, kept or dropped.
 
-A round plays G episodes (same goal and env seed, sampled at ``train_temperature``) for each of
+A round plays G episodes (same goal and env seed, sampled at the update's temperature) for each of
 the next training goals in a seeded order (a cursor walks it across cycles and wraps); groups
 without signal are dropped and replaced by fresh goals (``trainers.sampling.collect_groups``).
 Retrieval events are held back, not written, so the caller records them only when the phase
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from skillrl_core.records import EpisodeRecord
@@ -23,6 +24,68 @@ from trainers.rewards import TurnRewardFn, compute_turn_rewards
 from trainers.sampling import collect_groups
 
 
+@dataclass
+class RolloutPhase:
+    """What a cycle's rollout phase played and kept (``cycles/<c>/rollout.json``)."""
+
+    episodes: list[EpisodeRecord]
+    """Every episode played, dropped groups too (all of them go to the trajectory store)."""
+    kept_groups: list[str]
+    """Group ids the update trains on (they carry signal), sorted."""
+    dropped_groups: int
+    """Groups dropped for carrying no signal (all returns equal)."""
+    failed_groups: int
+    """Groups dropped because one of their episodes ended on an error."""
+    goals_used: list[int]
+    """Training goals played, in order."""
+    cursor_end: int
+    """Position in the training-goal order where the next cycle starts."""
+    seconds: float
+    """Wall time of the phase."""
+    retrievals: list[RetrievalEvent] = field(default_factory=list)
+    """Retrieval events held back while rolling out; recorded when the phase commits."""
+    retrievals_recorded: bool = False
+    """Whether :attr:`retrievals` reached the bank (a resume must not record them twice)."""
+
+    def kept_episodes(self) -> list[EpisodeRecord]:
+        """Return the episodes of the kept groups, in play order."""
+        kept = set(self.kept_groups)
+        return [e for e in self.episodes if e.group_id in kept]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what ``rollout.json`` holds)."""
+        return {
+            "episodes": [e.to_dict() for e in self.episodes],
+            "kept_groups": list(self.kept_groups),
+            "dropped_groups": self.dropped_groups,
+            "failed_groups": self.failed_groups,
+            "goals_used": list(self.goals_used),
+            "cursor_end": self.cursor_end,
+            "seconds": self.seconds,
+            "retrievals": [e.to_dict() for e in self.retrievals],
+            "retrievals_recorded": self.retrievals_recorded,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RolloutPhase:
+        """Rebuild a phase that :meth:`to_dict` wrote.
+
+        Files of older runs lack the last fields: they recorded their retrievals as they played
+        and counted no failed groups.
+        """
+        return cls(
+            episodes=[EpisodeRecord.from_dict(e) for e in data["episodes"]],
+            kept_groups=[str(g) for g in data["kept_groups"]],
+            dropped_groups=int(data["dropped_groups"]),
+            failed_groups=int(data.get("failed_groups", 0)),
+            goals_used=[int(g) for g in data["goals_used"]],
+            cursor_end=int(data["cursor_end"]),
+            seconds=float(data["seconds"]),
+            retrievals=[RetrievalEvent.from_dict(e) for e in data.get("retrievals", [])],
+            retrievals_recorded=bool(data.get("retrievals_recorded", True)),
+        )
+
+
 def collect_rollout(
     runner: PolicyRollouts,
     config: CycleConfig,
@@ -32,12 +95,12 @@ def collect_rollout(
     *,
     cycle: int,
     cursor: int,
-) -> dict[str, Any]:
-    """Play cycle ``cycle``'s groups from goal position ``cursor``; returns ``rollout.json``'s data.
+    temperature: float,
+) -> RolloutPhase:
+    """Play cycle ``cycle``'s groups from goal position ``cursor``, retrievals held back.
 
-    Keys: ``episodes`` (every episode played, dropped groups too), ``kept_groups`` (group ids),
-    ``dropped_groups``, ``failed_groups``, ``goals_used``, ``cursor_end``, ``seconds``,
-    ``retrievals`` (held-back events as dicts) and ``retrievals_recorded`` (False).
+    ``temperature`` is the GRPO update's (``GRPOConfig.temperature``): the update computes
+    log-probs at the temperature the turns were sampled at.
     """
 
     def returns(episodes: list[EpisodeRecord]) -> list[float]:
@@ -61,7 +124,7 @@ def collect_rollout(
         played = (
             runner.run(
                 starts,
-                temperature=config.train_temperature,
+                temperature=temperature,
                 # A seed of its own per process: equal seeds would draw the same noise for
                 # different groups (process 0 keeps the single-process seed).
                 sampling_seed=seed + 7_919 * processes.index,
@@ -91,17 +154,16 @@ def collect_rollout(
     kept = sorted({e.group_id for e in collection.episodes if e.group_id})
     if processes.distributed:  # the main process records every process's retrievals
         held = [event for part in processes.all_gather(held) for event in part]
-    return {
-        "episodes": collection.rolled_out,
-        "kept_groups": kept,
-        "dropped_groups": collection.dropped_groups,
-        "failed_groups": collection.failed_groups,
-        "goals_used": collection.goals_used,
-        "cursor_end": cursor + len(collection.goals_used),
-        "seconds": time.perf_counter() - started,
-        "retrievals": [e.to_dict() for e in held],
-        "retrievals_recorded": False,
-    }
+    return RolloutPhase(
+        episodes=collection.rolled_out,
+        kept_groups=kept,
+        dropped_groups=collection.dropped_groups,
+        failed_groups=collection.failed_groups,
+        goals_used=collection.goals_used,
+        cursor_end=cursor + len(collection.goals_used),
+        seconds=time.perf_counter() - started,
+        retrievals=held,
+    )
 
 
 def in_goal_order(

@@ -27,6 +27,7 @@ from typing import Any
 from skillrl_core.errors import CheckpointError
 from skillrl_core.files import atomic_write_json, atomic_write_text
 from skillrl_core.records import EpisodeRecord
+from trainers.cycle_rollout import RolloutPhase
 
 logger = logging.getLogger(__name__)
 
@@ -137,17 +138,37 @@ class RunFiles:
         """Write ``cycles/<c>/<name>.json`` (episodes as dicts plus extra fields)."""
         atomic_write_json(self.cycle_dir(cycle) / f"{name}.json", payload)
 
+    def save_rollout(self, cycle: int, phase: RolloutPhase) -> None:
+        """Write the rollout phase's ``cycles/<c>/rollout.json``."""
+        atomic_write_json(self.cycle_dir(cycle) / "rollout.json", phase.to_dict())
+
+    def load_rollout(self, cycle: int) -> RolloutPhase | None:
+        """Read what :meth:`save_rollout` wrote (None if absent)."""
+        data = self._read(self.cycle_dir(cycle) / "rollout.json")
+        if data is None:
+            return None
+        try:
+            return RolloutPhase.from_dict(data)
+        except (KeyError, TypeError, ValueError) as error:
+            path = self.cycle_dir(cycle) / "rollout.json"
+            raise CheckpointError(f"cannot read {path}: {error!r}") from error
+
     def load_episodes(self, cycle: int, name: str) -> dict[str, Any] | None:
         """Read what :meth:`save_episodes` wrote, with episodes as records (None if absent)."""
-        path = self.cycle_dir(cycle) / f"{name}.json"
+        data = self._read(self.cycle_dir(cycle) / f"{name}.json")
+        if data is None:
+            return None
+        data["episodes"] = [EpisodeRecord.from_dict(e) for e in data.get("episodes", [])]
+        return data
+
+    @staticmethod
+    def _read(path: Path) -> dict[str, Any] | None:
         if not path.exists():
             return None
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as error:
             raise CheckpointError(f"cannot read {path}: {error}") from error
-        data["episodes"] = [EpisodeRecord.from_dict(e) for e in data.get("episodes", [])]
-        return data
 
     def write_metrics(self, history: list[dict[str, Any]]) -> None:
         """Rewrite ``metrics.jsonl`` with one line per completed cycle."""

@@ -32,7 +32,6 @@ def cycle_config_from(o: dict[str, Any], env_config: dict[str, Any]) -> CycleCon
         dynamic_sampling=o["dynamic_sampling"],
         max_topup_rounds=o["max_topup_rounds"],
         seed=o["seed"],
-        train_temperature=o["temperature"],
         max_new_tokens=o["max_new_tokens"],
         invalid_action_penalty=o["invalid_penalty"],
         turn_cost=o["turn_cost"],
