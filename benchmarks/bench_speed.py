@@ -1,4 +1,4 @@
-"""Compute speed (issue 11): the plain engine (baseline) vs the fast paths, in one run.
+"""Compute speed: the plain engine (baseline) vs the fast paths, in one run.
 
     python benchmarks/bench_speed.py                      # small: 2 goals x G=4, a few minutes
     python benchmarks/bench_speed.py --goals 16 --rounds 2 --train-samples 32   # the issue's size

@@ -4,7 +4,7 @@ Run: python benchmarks/bench_train_cycles.py --model <converted SmolLM2 folder> 
      [--constrained] [--lora] [--only a]   (configurations can run as separate processes; the
      table includes every configuration whose workspace under --out already holds metrics)
 
-From a cold-started policy (issue 10): ``--model`` = the policy cold-started with skills (for a
+From a cold-started policy: ``--model`` = the policy cold-started with skills (for a
 and b), ``--no-skills-model`` = the one cold-started without (for c; a policy trained without
 skills is run without). ``--plot`` writes every configuration's curve (success and score per
 cycle, cycle 0 = the starting policy) into one PNG.

@@ -1,4 +1,4 @@
-"""Reuse the KV cache of prompt prefixes across calls (issue 11: keep each episode's cache).
+"""Reuse the KV cache of prompt prefixes across calls (keep each episode's cache).
 
 A turn's prompt starts with what stays the same for the whole episode (system message, then the
 task; see :mod:`skillrl.prompts.builder`), and often with more (the same skills, the same history

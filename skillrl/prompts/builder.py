@@ -1,6 +1,6 @@
 """Build one compact chat prompt per turn, within a token budget.
 
-What stays the same leads, so that a KV cache can share it (issue 11): the system message holds
+What stays the same leads, so that a KV cache can share it: the system message holds
 the environment's role and grammar and the reply format (the same for every episode of an
 environment), the user message opens with the task (the same on every turn of an episode); then
 come the per-turn parts: this turn's retrieved skills (general, task-specific, mistakes to

@@ -1,4 +1,4 @@
-"""Prompt-prefix KV reuse (issue 11): the cache finds the longest shared prefix, stays bounded,
+"""Prompt-prefix KV reuse: the cache finds the longest shared prefix, stays bounded,
 forgets on weight changes, and reusing it changes no action and no log-prob.
 
 Fast tests use a tiny random Llama (tests/trainers/tiny_checkpoint); the slow one the real
