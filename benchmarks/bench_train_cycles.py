@@ -36,11 +36,53 @@ CONFIGS = {
     "a: skills + turn-level GRPO (w=1)": ["--skills", "--step-weight", "1.0"],
     "b: skills + plain GRPO (w=0)": ["--skills", "--step-weight", "0.0"],
     "c: no skills + GRPO (w=1)": ["--no-skills", "--step-weight", "1.0"],
+    "d: no skills + plain GRPO (w=0)": ["--no-skills", "--step-weight", "0.0"],
 }
 
 
 def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> list[dict]:
+    """Run one configuration a cycle at a time until ``--cycles`` or ``--minutes`` is reached.
+
+    Each call of ``skillrl train`` adds one cycle to the resumable run (``--resume``, only
+    ``--cycles`` grows), so an arm stops at a cycle boundary once its wall-time budget is spent:
+    arms run side by side are compared at equal wall time. The wall time at the end of every
+    cycle goes to ``<workspace>/cycle_seconds.json`` (a resumed arm adds to what it spent).
+    """
     workspace = root / name.split(":")[0]
+    clock = workspace / "cycle_seconds.json"
+    spent = json.loads(clock.read_text()) if clock.exists() else {}
+    rows = _metrics(workspace)
+    done = max((row["cycle"] for row in rows), default=-1)
+    while done < args.cycles:
+        elapsed = max(spent.values(), default=0.0)
+        if done >= 0 and args.minutes and elapsed >= 60 * args.minutes:
+            print(f"[{name}] wall-time budget spent after cycle {done}", flush=True)
+            break
+        started = time.perf_counter()
+        subprocess.run(_train_command(name, flags, args, workspace, max(done + 1, 1)), check=True)
+        rows = _metrics(workspace)
+        for row in rows:
+            if str(row["cycle"]) not in spent:
+                spent[str(row["cycle"])] = elapsed + time.perf_counter() - started
+        workspace.mkdir(parents=True, exist_ok=True)
+        clock.write_text(json.dumps(spent, indent=1))
+        done = max(row["cycle"] for row in rows)
+        print(f"[{name}] cycle {done} at {spent[str(done)]:.0f} s", flush=True)
+    for row in rows:
+        row["bench.wall_seconds"] = spent.get(str(row["cycle"]))
+    return rows
+
+
+def _metrics(workspace: Path) -> list[dict]:
+    path = workspace / "runs" / "bench" / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def _train_command(
+    name: str, flags: list[str], args: argparse.Namespace, workspace: Path, cycles: int
+) -> list[str]:
     model = args.no_skills_model if "--no-skills" in flags and args.no_skills_model else args.model
     command = [
         sys.executable,
@@ -52,7 +94,9 @@ def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> 
         "--model",
         model,
         "--cycles",
-        str(args.cycles),
+        str(cycles),
+        "--temperature",
+        str(args.temperature),
         "--goals-per-cycle",
         str(args.goals),
         "--group-size",
@@ -80,14 +124,23 @@ def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> 
         "--constrained" if args.constrained else "--free",
         "--lora" if args.lora else "--full",
         *flags,
+        *(f"--env-option={option}" for option in args.env_option),
     ]
     if (workspace / "runs" / "bench" / "state.json").exists():
         command.append("--resume")
-    started = time.perf_counter()
-    subprocess.run(command, check=True)
-    print(f"[{name}] {time.perf_counter() - started:.0f} s", flush=True)
-    lines = (workspace / "runs" / "bench" / "metrics.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
+    return command
+
+
+def env_options(pairs: list[str]) -> dict:
+    """``KEY=VALUE`` environment options, read as the CLI's ``--env-option`` reads them."""
+    import click
+
+    from skillrl.commands.options import parse_env_options
+
+    try:
+        return parse_env_options(pairs)
+    except click.BadParameter as error:
+        raise SystemExit(f"--env-option: {error.message}") from error
 
 
 def expert_ceiling(args: argparse.Namespace) -> tuple[float, float]:
@@ -100,7 +153,7 @@ def expert_ceiling(args: argparse.Namespace) -> tuple[float, float]:
             split="test",
             goal_index=i,
             seed=args.seed + i,
-            env_config={"max_turns": args.max_turns},
+            env_config={**env_options(args.env_option), "max_turns": args.max_turns},
         )
         for i in range(args.eval_goals)
     ]
@@ -136,6 +189,21 @@ def main() -> None:
     parser.add_argument("--constrained", action="store_true", help="Constrained decoding.")
     parser.add_argument("--lora", action="store_true", help="LoRA instead of full fine-tuning.")
     parser.add_argument("--only", default="abc", help="Which configurations to run (letters).")
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="Wall-time budget per configuration: no cycle starts after it is spent.",
+    )
+    parser.add_argument(
+        "--temperature", type=float, default=1.0, help="Sampling temperature of training rollouts."
+    )
+    parser.add_argument(
+        "--env-option",
+        action="append",
+        default=[],
+        help="KEY=VALUE environment setting for every configuration (repeatable).",
+    )
     parser.add_argument(
         "--no-skills-model", default=None, help="Starting checkpoint of c (default: --model)."
     )
