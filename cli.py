@@ -1,6 +1,6 @@
 """The ``skillrl`` command line: a thin click layer over the library.
 
-Subcommands live in ``skillrl/commands/`` and are imported only when invoked, so
+Subcommands live in ``skillrl_cli/`` and are imported only when invoked, so
 ``skillrl --help`` answers instantly without importing torch.
 """
 
@@ -72,15 +72,15 @@ def quiet_libraries(verbose: int) -> None:
 
 # name -> "module:attribute" of a click command or group.
 COMMANDS: dict[str, str] = {
-    "envs": "skillrl.commands.envs:envs",
-    "run": "skillrl.commands.run:run",
-    "skills": "skillrl.commands.skills:skills",
-    "distill": "skillrl.commands.distill:distill",
-    "bootstrap": "skillrl.commands.bootstrap:bootstrap",
-    "train": "skillrl.commands.train:train",
-    "sft": "skillrl.commands.sft:sft",
-    "eval": "skillrl.commands.eval:eval_command",
-    "runs": "skillrl.commands.runs:runs",
+    "envs": "skillrl_cli.envs:envs",
+    "run": "skillrl_cli.run:run",
+    "skills": "skillrl_cli.skills:skills",
+    "distill": "skillrl_cli.distill:distill",
+    "bootstrap": "skillrl_cli.bootstrap:bootstrap",
+    "train": "skillrl_cli.train:train",
+    "sft": "skillrl_cli.sft:sft",
+    "eval": "skillrl_cli.eval:eval_command",
+    "runs": "skillrl_cli.runs:runs",
 }
 
 HELP: dict[str, str] = {

@@ -108,7 +108,7 @@ def env_options(pairs: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` environment options, read as the CLI's ``--env-option`` reads them."""
     import click
 
-    from skillrl.commands.options import parse_env_options
+    from skillrl_cli.options import parse_env_options
 
     try:
         return parse_env_options(pairs)

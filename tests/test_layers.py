@@ -32,7 +32,10 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 SHIMS = frozenset({"skillrl.errors", "skillrl.records", "skillrl.validation"})
 """Re-exports of ``skillrl_core`` kept for old imports; no code of ours uses them."""
 
-LIBRARY = ("skillrl_core", "envs", "memory", "skillrl", "trainers")
+PACKAGE_LAYER = {"skillrl_cli": "cli"}
+"""Top-level packages named otherwise than their layer: the CLI's commands beside ``cli.py``."""
+
+LIBRARY = ("skillrl_core", "envs", "memory", "skillrl", "trainers", "skillrl_cli")
 """Folders whose modules belong to a layer (``cli.py`` is the other member of ``cli``)."""
 
 SHIM_FREE = ("benchmarks", "tests")
@@ -50,10 +53,8 @@ class Import:
 
 def layer_of_module(name: str) -> str | None:
     """The layer a dotted module name belongs to (None: not ours, e.g. ``torch``)."""
-    if name == "cli" or name == "skillrl.commands" or name.startswith("skillrl.commands."):
-        return "cli"
     top = name.split(".")[0]
-    return top if top in MAY_IMPORT else None
+    return PACKAGE_LAYER.get(top, top if top in MAY_IMPORT else None)
 
 
 def layer_of_path(relative: str) -> str | None:
@@ -71,7 +72,7 @@ def imports_of(source: str, relative: str) -> list[Import]:
     """Every module ``source`` (the file at ``relative``) imports, at any depth.
 
     ``from a import b`` yields both ``a`` and ``a.b`` (``b`` may be a module, as in
-    ``from skillrl import commands``); relative imports are resolved against the file's package.
+    ``from skillrl_cli import run``); relative imports are resolved against the file's package.
     """
     found: list[Import] = []
     for node in ast.walk(ast.parse(source, filename=relative)):
@@ -171,17 +172,17 @@ CAUGHT = [
     ("memory/bank.py", "def f():\n    import envs.registry\n", "envs.registry"),
     ("skillrl/rollout.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
      "    from trainers.grpo import GRPOTrainer\n", "trainers.grpo"),
-    ("skillrl/distill/x.py", "from skillrl import commands", "skillrl.commands"),
-    ("skillrl/distill/x.py", "from ..commands import run", "skillrl.commands"),
+    ("skillrl/distill/x.py", "from skillrl_cli import run", "skillrl_cli"),
+    ("trainers/x.py", "def f():\n    import skillrl_cli.run\n", "skillrl_cli.run"),
     ("trainers/cycle.py", "import cli", "cli"),
     ("skillrl_core/errors.py", "import skillrl", "skillrl"),
     ("skillrl/x.py", "import importlib\nimportlib.import_module('trainers.policy_rollouts')",
      "trainers.policy_rollouts"),
     ("trainers/x.py", "from skillrl.errors import ConfigError", "skillrl.errors"),
-    ("skillrl/commands/run.py", "from skillrl.records import EpisodeRecord", "skillrl.records"),
+    ("skillrl_cli/run.py", "from skillrl.records import EpisodeRecord", "skillrl.records"),
 ]  # fmt: skip
 ALLOWED = [
-    ("skillrl/commands/train.py", "from trainers.cycle import TrainingRun\nimport cli"),
+    ("skillrl_cli/train.py", "from trainers.cycle import TrainingRun\nimport cli"),
     ("skillrl/rollout.py", "from memory import SkillBank\nfrom envs import make\nimport torch"),
     ("memory/bank.py", "from memory.store import BankStore\nfrom skillrl_core import errors"),
     ("skillrl/distill/x.py", "from . import pipeline\nfrom ..agent import Agent"),

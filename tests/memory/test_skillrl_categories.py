@@ -14,7 +14,7 @@ import envs
 from cli import main
 from envs.webshop.categories import CATEGORIES, SKILLRL_CATEGORIES
 from memory import BankConfig, RetrievalConfig, RetrievalQuery, SkillBank, skillrl_format
-from skillrl.commands.category_maps import (
+from skillrl_cli.category_maps import (
     category_map_for,
     category_map_from,
     parse_category_pair,

@@ -157,7 +157,7 @@ def test_bad_input_fails_clearly_and_leaves_the_bank_unchanged(
 
 
 def test_every_command_has_help():
-    from skillrl.commands.skills import skills
+    from skillrl_cli.skills import skills
 
     for name, command in skills.commands.items():
         result = CliRunner().invoke(main, ["skills", name, "--help"])
@@ -198,7 +198,7 @@ def test_list_fits_an_80_column_terminal_without_splitting_titles_word_by_word(c
 def test_fitted_widths_never_exceed_what_columns_need_or_what_is_available(
     natural, available, data
 ):
-    from skillrl.commands.skills_view import fit_widths
+    from skillrl_cli.skills_view import fit_widths
 
     n = len(natural)
     shares = data.draw(st.lists(st.integers(1, 5), min_size=n, max_size=n))

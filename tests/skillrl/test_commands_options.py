@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from cli import main
-from skillrl.commands.options import (
+from skillrl_cli.options import (
     _parse_env_options,
     env_config_from,
     env_option_text,

@@ -161,7 +161,7 @@ def test_model_text_with_brackets_is_shown_not_read_as_markup():
     from rich.console import Console
 
     from skillrl.agents.base import AgentState
-    from skillrl.commands.run_display import show_page
+    from skillrl_cli.run_display import show_page
 
     console = Console(width=200, record=True)
     state = AgentState(
@@ -197,7 +197,7 @@ def test_model_text_with_brackets_is_shown_not_read_as_markup():
 def test_constrained_decoding_is_the_default_where_the_backend_can_score(
     backend, choice, constrained
 ):
-    from skillrl.commands.options import constrained_from
+    from skillrl_cli.options import constrained_from
 
     assert constrained_from({"backend": backend, "constrained": choice}) is constrained
 

@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 import envs
 from cli import main
-from skillrl.commands.upfront_checks import check_prompt_budget
 from skillrl.prompts.builder import PromptConfig, fixed_prompt_tokens
+from skillrl_cli.upfront_checks import check_prompt_budget
 from skillrl_core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]

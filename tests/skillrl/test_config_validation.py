@@ -62,7 +62,7 @@ def test_every_float_field_of_the_configs_is_covered():
 
 def _config_classes_in_the_project() -> set[type]:
     found = set()
-    for package in ("memory", "skillrl", "trainers", "envs"):
+    for package in ("memory", "skillrl", "trainers", "envs", "skillrl_cli"):
         root = importlib.import_module(package)
         for info in pkgutil.walk_packages(root.__path__, f"{package}."):
             if "migrations" in info.name:

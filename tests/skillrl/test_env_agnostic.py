@@ -61,8 +61,8 @@ def _code_words(source: str) -> list[tuple[int, str]]:
 
 
 def _runtime_files() -> list[Path]:
-    """The runtime, the trainers and the skill bank (which stores any environment's entries)."""
-    packages = ("skillrl", "trainers", "memory")
+    """The runtime, the trainers, the skill bank (any environment's entries) and the CLI."""
+    packages = ("skillrl", "trainers", "memory", "skillrl_cli")
     return [path for package in packages for path in sorted((ROOT / package).rglob("*.py"))]
 
 

@@ -109,7 +109,7 @@ def rich_pages(tmp_path):
 
 @pytest.fixture
 def env_config_seen(monkeypatch):
-    import skillrl.commands.run as run_command
+    import skillrl_cli.run as run_command
 
     seen: dict = {}
 

@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from skillrl.commands.train_session import PhaseBars
+from skillrl_cli.train_session import PhaseBars
 
 
 def bars(terminal: bool, interval: float) -> tuple[PhaseBars, io.StringIO, io.StringIO]:

@@ -105,7 +105,7 @@ def test_bad_options_give_one_clear_line(tmp_path):
 
 
 def test_a_resumed_progress_bar_starts_at_the_phases_already_done():
-    from skillrl.commands.train_session import phases_done as _phases_done
+    from skillrl_cli.train_session import phases_done as _phases_done
     from trainers.run_files import RunState
 
     assert _phases_done(RunState(), cycles=2) == 0

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-import skillrl.commands.train as train_command
+import skillrl_cli.train as train_command
 from cli import main
 from trainers.run_settings import run_settings
 

@@ -37,7 +37,7 @@ def test_measure_stores_the_pairs_and_show_prints_them(workspace, monkeypatch):
         built.append((o["policy_kind"], o["temperature"], uses_skills))
         return NeedsEntryAgent(a)
 
-    monkeypatch.setattr("skillrl.commands.run.make_agent", scripted)
+    monkeypatch.setattr("skillrl_cli.run.make_agent", scripted)
     runner = CliRunner()
     args = ["skills", "measure", "--env", LEVER, "--goals", "8", "--workspace", str(workspace)]
     dry = runner.invoke(main, [*args, "--dry-run", "--json"])
@@ -68,7 +68,7 @@ def test_measure_stores_the_pairs_and_show_prints_them(workspace, monkeypatch):
 
 def test_bad_options_are_refused_before_anything_plays(workspace, monkeypatch):
     _bank_with_two_entries(workspace)
-    monkeypatch.setattr("skillrl.commands.run.make_agent", lambda *a: NeedsEntryAgent("x"))
+    monkeypatch.setattr("skillrl_cli.run.make_agent", lambda *a: NeedsEntryAgent("x"))
     base = ["skills", "measure", "--env", LEVER, "--workspace", str(workspace)]
     past_the_end = CliRunner().invoke(main, [*base, "--goals", "99"])
     assert past_the_end.exit_code != 0 and "--goals" in past_the_end.output

@@ -15,16 +15,16 @@ from typing import Any
 import click
 
 from envs.registry import DEFAULT_ENV
-from skillrl.commands.options import json_option
-from skillrl.commands.skills_admin import ADMIN_COMMANDS
-from skillrl.commands.skills_measure import measure
-from skillrl.commands.skills_options import (
+from skillrl_cli.options import json_option
+from skillrl_cli.skills_admin import ADMIN_COMMANDS
+from skillrl_cli.skills_measure import measure
+from skillrl_cli.skills_options import (
     KINDS,
     TEXT_FIELDS,
     author_option,
     bank_options,
 )
-from skillrl.commands.skills_view import (
+from skillrl_cli.skills_view import (
     console,
     print_entries,
     print_entry,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from skillrl.commands.train_session import run_folder
+from skillrl_cli.train_session import run_folder
 from skillrl_core.errors import CheckpointError, ConfigError, ModelLoadError
 from trainers.config import CycleConfig, GRPOConfig
 
@@ -83,7 +83,7 @@ def starting_model(o: dict[str, Any]) -> str:
     check_model_path(o["model"])
     if not o["cold_start"]:
         return o["model"]
-    from skillrl.commands.sft import run_cold_start
+    from skillrl_cli.sft import run_cold_start
     from trainers.sft_config import ColdStartConfig
 
     config = ColdStartConfig(
@@ -107,7 +107,7 @@ def starting_model(o: dict[str, Any]) -> str:
 
 def check_goals(cycle: CycleConfig) -> None:
     """Refuse splits the run plays that do not exist, are empty or hold too few goals."""
-    from skillrl.commands.upfront_checks import check_goal_count, split_size
+    from skillrl_cli.upfront_checks import check_goal_count, split_size
 
     env_id, env_config = cycle.env_id, cycle.env_config
     split_size(env_id, env_config, cycle.train_split, "the training split")

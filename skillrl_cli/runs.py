@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from skillrl.commands.options import json_option, workspace_option
+from skillrl_cli.options import json_option, workspace_option
 
 
 @click.command("runs")

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from envs.registry import DEFAULT_ENV
-from skillrl.commands.options import (
+from skillrl_cli.options import (
     AUTO_MODEL,
     MODEL_HELP,
     backend_option,
@@ -31,7 +31,7 @@ from skillrl.commands.options import (
     resolve_model,
     workspace_option,
 )
-from skillrl.commands.upfront_checks import check_prompt_budget, goal_range
+from skillrl_cli.upfront_checks import check_prompt_budget, goal_range
 from skillrl_core.goal_range import FORMS
 from skillrl_core.splits import TEST_SPLIT
 
@@ -225,6 +225,6 @@ def _load_policy(o: dict[str, Any]) -> Any:
 
 
 def _open_bank(o: dict[str, Any]) -> Any:
-    from skillrl.commands.train_session import open_bank
+    from skillrl_cli.train_session import open_bank
 
     return open_bank(o)

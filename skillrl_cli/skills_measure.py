@@ -15,7 +15,7 @@ import click
 from rich.console import Console
 
 from envs.registry import DEFAULT_ENV
-from skillrl.commands.options import (
+from skillrl_cli.options import (
     AUTO_MODEL,
     MODEL_HELP,
     backend_option,
@@ -29,9 +29,9 @@ from skillrl.commands.options import (
     model_settings_for,
     resolve_model,
 )
-from skillrl.commands.skills_options import bank_options
-from skillrl.commands.skills_view import SHORT_ID, print_json
-from skillrl.commands.upfront_checks import check_prompt_budget, goal_range
+from skillrl_cli.skills_options import bank_options
+from skillrl_cli.skills_view import SHORT_ID, print_json
+from skillrl_cli.upfront_checks import check_prompt_budget, goal_range
 from skillrl_core.goal_range import FORMS
 from skillrl_core.splits import TRAIN_SPLIT
 
@@ -104,8 +104,8 @@ def measure(bank: Any, entries: tuple[str, ...], dry_run: bool, as_json: bool, *
     entry's pairs are added to its paired utility (see `skillrl skills show ID`), by which
     bank upkeep retires entries that do not help.
     """
-    from skillrl.commands.run import make_agent
     from skillrl.distill.paired_utility import PairedUtilityConfig, measure_paired_utility
+    from skillrl_cli.run import make_agent
 
     console = Console(stderr=as_json)
     o["workspace"] = str(bank.config.workspace)  # bank_options took --workspace

@@ -15,10 +15,10 @@ from typing import Any
 import click
 
 from envs.registry import DEFAULT_ENV
-from skillrl.commands.distill import load_teacher, make_distiller, teacher_options
-from skillrl.commands.options import env_config_from, env_option, json_option
-from skillrl.commands.skills import bank_options
-from skillrl.commands.skills_view import console, print_json
+from skillrl_cli.distill import load_teacher, make_distiller, teacher_options
+from skillrl_cli.options import env_config_from, env_option, json_option
+from skillrl_cli.skills import bank_options
+from skillrl_cli.skills_view import console, print_json
 
 
 def _agent(bank: Any, agent: str, teacher: dict[str, Any]) -> Any:

@@ -15,7 +15,8 @@ from typing import Any
 import click
 
 from envs.registry import DEFAULT_ENV
-from skillrl.commands.options import (
+from skillrl.policies.model_folders import check_model_path
+from skillrl_cli.options import (
     env_config_from,
     env_option,
     json_option,
@@ -25,8 +26,7 @@ from skillrl.commands.options import (
     prompt_config_from,
     workspace_option,
 )
-from skillrl.commands.upfront_checks import check_prompt_budget, split_size
-from skillrl.policies.model_folders import check_model_path
+from skillrl_cli.upfront_checks import check_prompt_budget, split_size
 from skillrl_core.errors import ConfigError
 from skillrl_core.splits import TRAIN_SPLIT
 
@@ -213,7 +213,7 @@ def sft(**options: Any) -> None:
     Only training goals are used. The dataset is written as JSONL (runs/<name>/sft/dataset.jsonl)
     and each round's model as a safetensors checkpoint. Kill it at any time; --resume continues.
     """
-    from skillrl.commands.train_session import run_folder
+    from skillrl_cli.train_session import run_folder
 
     o = options
     config = cold_start_config(o)
@@ -295,7 +295,7 @@ def run_cold_start(config: Any, o: dict[str, Any], folder: Path) -> Path:
     check_model_path(o["model"])
     from rich.console import Console
 
-    from skillrl.commands.train_session import open_bank, open_policy
+    from skillrl_cli.train_session import open_bank, open_policy
     from trainers.cold_start import ColdStartRun, finished_checkpoint
 
     console = Console(stderr=o["as_json"])
@@ -335,7 +335,7 @@ def _needs_bank(config: Any) -> bool:
 
 
 def _run_with_bars(run: Any, console: Any, resume: bool) -> None:
-    from skillrl.commands.train_session import PhaseBars
+    from skillrl_cli.train_session import PhaseBars
 
     rounds = run.config.rounds
     with PhaseBars(console, "cold start (phases)", 2 * rounds) as bars:
@@ -360,8 +360,8 @@ def _run_with_bars(run: Any, console: Any, resume: bool) -> None:
 
 
 def _teacher(o: dict[str, Any]) -> Any:
-    from skillrl.commands.distill import load_teacher
     from skillrl.workspace import resolve_workspace
+    from skillrl_cli.distill import load_teacher
 
     return load_teacher(
         resolve_workspace(o["workspace"]), o["teacher_backend"], o.get("teacher_model"),

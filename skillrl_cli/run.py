@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from envs.registry import DEFAULT_ENV
-from skillrl.commands.options import (
+from skillrl_cli.options import (
     AUTO_MODEL,
     MODEL_HELP,
     backend_option,
@@ -34,7 +34,7 @@ from skillrl.commands.options import (
     resolve_model,
     workspace_option,
 )
-from skillrl.commands.upfront_checks import (
+from skillrl_cli.upfront_checks import (
     check_goal_id,
     check_prompt_budget,
     goal_range,
@@ -125,7 +125,7 @@ def run(**o: Any) -> None:
     o["env_config"] = env_config_from(o["env_id"], o["env_options"])
     o["goal_range"] = _goal_range(o)
     records, stats = _play(o, console)
-    from skillrl.commands.run_display import episode_summary, summary_table
+    from skillrl_cli.run_display import episode_summary, summary_table
 
     if o["as_json"]:
         summary = {
@@ -241,7 +241,7 @@ def make_agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
         return ExpertAgent(max_turns=o["max_turns"])
     if o["policy_kind"] == "human":
         from skillrl.agents.human import HumanAgent
-        from skillrl.commands.run_display import show_page
+        from skillrl_cli.run_display import show_page
 
         def ask(state: Any) -> str:
             show_page(console, state)
@@ -342,7 +342,7 @@ class _Progress:
     def begin_episode(self, episode_id: str, reset_info: dict[str, Any]) -> None:
         # The task is shown when the episode starts, before anyone (model or person) acts on it.
         if self.show_task:
-            from skillrl.commands.run_display import header
+            from skillrl_cli.run_display import header
 
             goal_id = str(reset_info.get("goal_id", ""))
             self.console.print(header(str(reset_info.get("instruction", "")), goal_id))
@@ -361,7 +361,7 @@ class _Progress:
 
 
 def _show_turn(console: Console, human: bool) -> Any:
-    from skillrl.commands.run_display import turn_panel
+    from skillrl_cli.run_display import turn_panel
 
     def show(event: Any) -> None:
         # A person sees the next page in full before typing; the panel need not repeat it.
@@ -372,7 +372,7 @@ def _show_turn(console: Console, human: bool) -> Any:
 
 def _reviewer(console: Console) -> Any:
     from skillrl.agents.human import read_typed_action
-    from skillrl.commands.run_display import ask_step
+    from skillrl_cli.run_display import ask_step
 
     def review(state: Any, decision: Any) -> Any:
         typed = ask_step(console, state, decision).strip()

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from envs.registry import registered
-from skillrl.commands.options import json_option
+from skillrl_cli.options import json_option
 
 
 @click.command("envs")

@@ -11,7 +11,7 @@ from typing import Any
 import click
 from sqlalchemy.exc import OperationalError
 
-from skillrl.commands.options import workspace_option
+from skillrl_cli.options import workspace_option
 from skillrl_core.errors import BankError, InvalidEntryError
 
 KINDS = ("general", "task", "mistake")

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from envs.registry import DEFAULT_ENV
-from skillrl.commands.options import (
+from skillrl_cli.options import (
     constrained_from,
     decoding_option,
     env_config_from,
@@ -24,24 +24,24 @@ from skillrl.commands.options import (
     max_turns_option,
     workspace_option,
 )
-from skillrl.commands.train_config import (
+from skillrl_cli.train_config import (
     config_option,
     fill_from_saved,
     resolved_settings,
     save_settings,
 )
-from skillrl.commands.train_session import (
+from skillrl_cli.train_session import (
     run_folder,
     run_with_progress,
 )
-from skillrl.commands.train_setup import (
+from skillrl_cli.train_setup import (
     check_goals,
     check_run_folder,
     cycle_config_from,
     grpo_config_from,
     starting_model,
 )
-from skillrl.commands.upfront_checks import check_prompt_budget
+from skillrl_cli.upfront_checks import check_prompt_budget
 from skillrl_core.errors import ConfigError
 from skillrl_core.splits import TEST_SPLIT
 

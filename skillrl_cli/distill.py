@@ -12,9 +12,9 @@ from typing import Any
 
 import click
 
-from skillrl.commands.options import json_option
-from skillrl.commands.skills import bank_options
-from skillrl.commands.skills_view import console, print_json
+from skillrl_cli.options import json_option
+from skillrl_cli.skills import bank_options
+from skillrl_cli.skills_view import console, print_json
 
 
 def teacher_options(command: Any) -> Any:

@@ -9,9 +9,9 @@ from typing import Any
 import click
 
 from envs.registry import DEFAULT_ENV
-from skillrl.commands.options import json_option
-from skillrl.commands.skills_options import author_option, bank_options
-from skillrl.commands.skills_view import (
+from skillrl_cli.options import json_option
+from skillrl_cli.skills_options import author_option, bank_options
+from skillrl_cli.skills_view import (
     console,
     print_diff,
     print_import_plan,
@@ -73,7 +73,7 @@ def import_command(bank: Any, file: Path, fmt: str | None, env: str, category_ma
     --category-map, --map-category); each keeps its SkillRL category, which export restores.
     """
     from memory import jsonl_format, skillrl_format
-    from skillrl.commands.category_maps import category_map_for
+    from skillrl_cli.category_maps import category_map_for
 
     table: dict[str, str] = {}
     if _format(file, fmt) != "jsonl":

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from skillrl.commands.options import constrained_from, decoding_line, prompt_config_from
+from skillrl_cli.options import constrained_from, decoding_line, prompt_config_from
 from skillrl_core.errors import ConfigError
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from skillrl.commands.options import env_option_text
+from skillrl_cli.options import env_option_text
 
 SAVED_NAME = "train.yaml"
 """The resolved settings file in a run folder."""
