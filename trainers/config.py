@@ -5,7 +5,7 @@
 Field names follow TRL's ``GRPOConfig`` where the meaning is the same (``learning_rate``,
 ``beta``, ``epsilon``, ``epsilon_high``, ``loss_type``, ``num_iterations``, ``scale_rewards``,
 ``gradient_accumulation_steps``, ``per_device_train_batch_size``, ``max_grad_norm``, ``use_peft``
-and the LoRA fields); the turn-level fields (``step_advantage_weight``, ``gamma``) follow GiGPO.
+and the LoRA fields); the turn-level fields (``step_weight``, ``gamma``) follow GiGPO.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class GRPOConfig:
     groups' shared prompts once. False: shuffle turns across groups (TRL's order)."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm (0 disables clipping)."""
-    step_advantage_weight: float = 1.0
+    step_weight: float = 1.0
     """w in A = A_episode + w * A_step (GiGPO Eq. 8); 0 gives plain (episode-level) GRPO."""
     gamma: float = 0.95
     """Discount of the step-level returns (GiGPO Eq. 6)."""
@@ -114,8 +114,8 @@ class GRPOConfig:
             raise ConfigError(f"beta ({self.beta}) must be >= 0")
         if not 0 <= self.gamma <= 1:
             raise ConfigError(f"gamma ({self.gamma}) must be in [0, 1]")
-        if self.step_advantage_weight < 0:
-            raise ConfigError(f"step_advantage_weight ({self.step_advantage_weight}) must be >= 0")
+        if self.step_weight < 0:
+            raise ConfigError(f"step_weight ({self.step_weight}) must be >= 0")
         if self.temperature <= 0:
             raise ConfigError(f"temperature ({self.temperature}) must be > 0")
         for name in (

@@ -229,7 +229,7 @@ class TrainingRun:
             episodes,
             rewards,
             gamma=self.grpo.gamma,
-            step_weight=self.grpo.step_advantage_weight,
+            step_weight=self.grpo.step_weight,
             scale=self.grpo.scale_rewards,
         )
         prefix_cache = getattr(self.policy, "prefix_cache", None)

@@ -18,6 +18,14 @@ run saved before ``whole_group_steps`` shuffled turns across groups, and resumes
 ``--shuffled-turns``."""
 
 
+_RENAMED_SINCE: dict[str, dict[str, str]] = {"grpo": {"step_advantage_weight": "step_weight"}}
+"""Settings saved under an older name: read under the current one."""
+
+_REMOVED_SINCE: dict[str, tuple[str, ...]] = {"cycle": ("train_temperature",)}
+"""Settings that are now another setting (``cycle.train_temperature`` is ``grpo.temperature``,
+which runs saved beside it with the same value): left out of the comparison."""
+
+
 def run_settings(config: CycleConfig, grpo: GRPOConfig) -> dict[str, Any]:
     """Return what a run's ``config.json`` holds."""
     return {"cycle": asdict(config), "grpo": asdict(grpo)}
@@ -49,5 +57,13 @@ def _changed(saved: dict[str, Any], now: dict[str, Any]) -> str:
 
 def _identity(settings: dict[str, Any]) -> dict[str, Any]:
     """Return the settings that must not change on resume (everything but the cycle count)."""
-    cycle = {k: v for k, v in settings.get("cycle", {}).items() if k != "cycles"}
-    return {"cycle": cycle, "grpo": {**_ADDED_SINCE["grpo"], **settings.get("grpo", {})}}
+    parts = {}
+    for part in ("cycle", "grpo"):
+        renamed = _RENAMED_SINCE.get(part, {})
+        removed = _REMOVED_SINCE.get(part, ())
+        parts[part] = {
+            renamed.get(k, k): v for k, v in settings.get(part, {}).items() if k not in removed
+        }
+    parts["cycle"].pop("cycles", None)
+    parts["grpo"] = {**_ADDED_SINCE["grpo"], **parts["grpo"]}
+    return parts

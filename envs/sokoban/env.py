@@ -19,7 +19,7 @@ from typing import Any
 from envs.sokoban.config import SokobanConfig
 from envs.sokoban.levels import SPLITS, Level, LevelSet, custom_level, shared_levels
 from envs.sokoban.outcome import SokobanStepOutcome
-from envs.sokoban.parse import parse_action
+from envs.sokoban.parse import parse_move
 from envs.sokoban.room import DIRECTIONS, LEGEND, Move, Room, State, apply_move, render_grid
 from envs.sokoban.solver import dead_square_kind, dead_squares, frozen_block
 from skillrl_core.errors import ConfigError, EnvStateError
@@ -109,7 +109,7 @@ class SokobanEnv:
             info = self._info(action_valid=False)
             info["reward_breakdown"] = self._outcome(None, state, state, None).to_dict()
             return self.observation(), 0.0, self.terminated, self.truncated, info
-        direction = parse_action(action)
+        direction = parse_move(action)
         self.turn += 1
         after = state
         move = None

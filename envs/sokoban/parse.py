@@ -15,7 +15,7 @@ from envs.sokoban.room import DIRECTIONS
 _MOVE = re.compile(r"\s*(?:(?:push|move)\s+)?(up|down|left|right)\s*", re.IGNORECASE | re.ASCII)
 
 
-def parse_action(action: object) -> str | None:
+def parse_move(action: object) -> str | None:
     """Return the move ``action`` names (``up|down|left|right``), or None if it names none."""
     if not isinstance(action, str) or len(action) > 64:
         return None

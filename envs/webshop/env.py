@@ -35,7 +35,7 @@ from envs.webshop.pages import (
     show_results,
     sub_page_segments,
 )
-from envs.webshop.parse import parse_action
+from envs.webshop.parse import split_command
 from envs.webshop.render import render
 from envs.webshop.reward import get_reward
 from envs.webshop.world import World, shared_world
@@ -139,7 +139,7 @@ class WebShopEnv:
         return self.observation(), reward, self.terminated, self.truncated, info
 
     def _apply(self, action: str) -> tuple[bool, bool]:
-        parsed = parse_action(action)
+        parsed = split_command(action)
         if parsed.name == "search" and parsed.arg and self.session.page == SEARCH:
             self.session.keywords = parsed.arg
             self.session.results = self.world.index.search(parsed.arg)

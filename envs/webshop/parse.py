@@ -1,4 +1,4 @@
-"""Parse an action string the way WebShop's text environment does (pure; returns a new object)."""
+"""Split a WebShop command the way its text environment does (pure; returns a new object)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class ParsedAction:
+class Command:
     """An action's name (``search``/``click``/anything) and its lowercased argument, if any."""
 
     name: str
     arg: str | None
 
 
-def parse_action(action: str) -> ParsedAction:
+def split_command(action: str) -> Command:
     r"""Split ``name[arg]``; text without brackets is a name with no argument.
 
     Accepts exactly what upstream's ``re.match(r"(.+)\[(.+)\]", action)`` accepts, with the same
@@ -31,5 +31,5 @@ def parse_action(action: str) -> ParsedAction:
     # The name needs at least one character before "[", the argument one before "]".
     open_ = line.rfind("[", 1, close - 1) if close >= 3 else -1
     if open_ < 1:
-        return ParsedAction(name=text, arg=None)
-    return ParsedAction(name=line[:open_], arg=line[open_ + 1 : close].lower())
+        return Command(name=text, arg=None)
+    return Command(name=line[:open_], arg=line[open_ + 1 : close].lower())

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import envs
-from envs.sokoban.parse import parse_action
+from envs.sokoban.parse import parse_move
 
 _ENV = envs.make("sokoban", max_turns=10_000)
 _PIECES = st.sampled_from(["up", "down", "left", "right", "push", "move", " ", "\n", "\t", "[",
@@ -31,7 +31,7 @@ def test_no_action_string_raises_and_invalid_ones_are_no_ops(action, goal):
     obs, _ = _ENV.reset(options={"split": "test", "goal_index": goal})
     new_obs, reward, terminated, truncated, info = _ENV.step(action)
     assert isinstance(new_obs, str) and isinstance(info["action_valid"], bool)
-    assert info["action_valid"] == (parse_action(action) is not None)
+    assert info["action_valid"] == (parse_move(action) is not None)
     if not info["action_valid"]:
         assert (new_obs, reward, terminated, truncated) == (obs, 0.0, False, False)
     else:

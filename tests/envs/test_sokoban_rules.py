@@ -7,7 +7,7 @@ import json
 import pytest
 
 import envs
-from envs.sokoban.parse import parse_action
+from envs.sokoban.parse import parse_move
 from envs.sokoban.room import GridError, State, apply_move, parse_grid, render_grid
 from envs.sokoban.solver import dead_squares, push_distances, replay, solve
 from skillrl_core.errors import ConfigError
@@ -87,12 +87,12 @@ def test_unparsable_actions_are_free_no_ops_that_use_a_turn(action):
      ("Move Up", "up"), ("push\tleft", "left")],
 )  # fmt: skip
 def test_moves_parse_case_insensitively_with_push_or_move(text, move):
-    assert parse_action(text) == move
+    assert parse_move(text) == move
 
 
 @pytest.mark.parametrize("text", ["\u017fup", "pu\u017fh up", "rightt", "up.", None, 3, "up" * 40])
 def test_look_alikes_and_non_strings_do_not_parse(text):
-    assert parse_action(text) is None
+    assert parse_move(text) is None
 
 
 def test_pushing_along_a_wall_without_targets_is_flagged_as_a_deadlock():

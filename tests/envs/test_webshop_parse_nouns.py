@@ -11,27 +11,27 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envs.webshop.nouns import is_noun, title_nouns, tokenize
-from envs.webshop.parse import ParsedAction, parse_action
+from envs.webshop.parse import Command, split_command
 
 
 @pytest.mark.parametrize(
     ("action", "expected"),
     [
-        ("search[Red Shoes]", ParsedAction("search", "red shoes")),
-        ("click[B09ABC1234]", ParsedAction("click", "b09abc1234")),
-        ("  click[buy now]\n", ParsedAction("click", "buy now")),
-        ("click[x] and more text", ParsedAction("click", "x")),
-        ("click[a[b]]", ParsedAction("click[a", "b]")),  # upstream's greedy pattern
-        ("search[]", ParsedAction("search[]", None)),
-        ("buy now", ParsedAction("buy now", None)),
+        ("search[Red Shoes]", Command("search", "red shoes")),
+        ("click[B09ABC1234]", Command("click", "b09abc1234")),
+        ("  click[buy now]\n", Command("click", "buy now")),
+        ("click[x] and more text", Command("click", "x")),
+        ("click[a[b]]", Command("click[a", "b]")),  # upstream's greedy pattern
+        ("search[]", Command("search[]", None)),
+        ("buy now", Command("buy now", None)),
     ],
 )
 def test_parse_action(action, expected):
-    assert parse_action(action) == expected
+    assert split_command(action) == expected
 
 
 def test_parse_action_returns_a_new_frozen_object():
-    first, second = parse_action("click[a]"), parse_action("click[a]")
+    first, second = split_command("click[a]"), split_command("click[a]")
     assert first == second and first is not second
     with pytest.raises(AttributeError):
         first.arg = "b"  # type: ignore[misc]
@@ -82,18 +82,18 @@ def test_not_nouns(word):
 _UPSTREAM = re.compile(r"(.+)\[(.+)\]")
 
 
-def _upstream(action: str) -> ParsedAction:
+def _upstream(action: str) -> Command:
     text = action.strip()
     match = _UPSTREAM.match(text)
     if match is None:
-        return ParsedAction(text, None)
-    return ParsedAction(match.group(1), match.group(2).lower())
+        return Command(text, None)
+    return Command(match.group(1), match.group(2).lower())
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet="ab[] \n\tK", max_size=14))
 def test_parse_action_accepts_what_upstreams_pattern_accepts(action):
-    assert parse_action(action) == _upstream(action)
+    assert split_command(action) == _upstream(action)
 
 
 @pytest.mark.parametrize(
@@ -102,13 +102,13 @@ def test_parse_action_accepts_what_upstreams_pattern_accepts(action):
 )
 def test_parse_action_is_linear_on_bracket_runs(action):
     started = time.perf_counter()
-    parse_action(action)
+    split_command(action)
     assert time.perf_counter() - started < 0.1  # upstream's pattern takes seconds to minutes
 
 
 @settings(max_examples=300, deadline=timedelta(milliseconds=200))
 @given(st.text() | st.binary().map(lambda b: b.decode("latin-1")))
 def test_parse_action_takes_any_text(action):
-    parsed = parse_action(action)
+    parsed = split_command(action)
     assert parsed.arg is None or (parsed.arg == parsed.arg.lower() and "\n" not in parsed.arg)
     assert parsed == _upstream(action) or len(action) > 2_000

@@ -105,6 +105,24 @@ def test_a_run_saved_before_whole_group_steps_resumes_with_shuffled_turns(worksp
     assert started[-1][1].whole_group_steps is False
 
 
+def test_a_run_saved_under_the_old_setting_names_resumes(workspace, started):
+    first = train("--run-name", "named", "--step-weight", "0.5", "--temperature", "0.7")
+    assert isinstance(first.exception, Started), first.output
+    run = workspace / "runs" / "named"
+    (run / "state.json").write_text(json.dumps({"cycle": 1, "done": False}))
+    saved = run_settings(*started[0][:2])
+    # config.json as runs saved it before one name per setting: the step weight under its old
+    # name, and the rollout temperature twice (kept equal by the CLI).
+    saved["grpo"]["step_advantage_weight"] = saved["grpo"].pop("step_weight")
+    saved["cycle"]["train_temperature"] = saved["grpo"]["temperature"]
+    (run / "config.json").write_text(json.dumps(saved))
+    again = train("--run-name", "named", "--resume")
+    assert isinstance(again.exception, Started), again.output
+    assert started[-1][1].step_weight == 0.5 and started[-1][1].temperature == 0.7
+    changed = train("--run-name", "named", "--resume", "--step-weight", "1.0")
+    assert changed.exit_code == 1 and "grpo.step_weight: 0.5 -> 1.0" in changed.output
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
