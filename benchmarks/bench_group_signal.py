@@ -106,6 +106,32 @@ def _line(row: dict[str, Any]) -> str:
     return text
 
 
+def report(data: dict[str, Any]) -> str:
+    """The rows of a results file as a Markdown table (``render_results.py`` calls this)."""
+    goals, size = len(data["goals"]), data["group_size"]
+    lines = [
+        f"`{data['command']}`",
+        "",
+        f"{goals} training goals x G = {size}, environment {data['env_config']}; greedy plays "
+        "each goal once.",
+        "",
+        "| play | success | 95% interval | score | turns | groups with a success "
+        "| both outcomes | returns differ | seconds (GFLOP/s, load) |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for name, row in data["rows"].items():
+        low, high = row["success_ci95"]
+        m = row["machine"]
+        lines.append(
+            f"| {name} | {row['successes']}/{row['episodes']} | [{low:.2f}, {high:.2f}] "
+            f"| {row['mean_score']:.3f} | {row['mean_turns']:.1f} "
+            f"| {row['groups_with_success']:.0%} | {row['groups_with_both']:.0%} "
+            f"| {row['groups_returns_differ']:.0%} "
+            f"| {row['seconds']:.0f} ({m['matmul_gflops']}, {m['load_average']:.1f}) |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="Checkpoint or LoRA adapter folder.")

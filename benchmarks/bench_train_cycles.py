@@ -131,11 +131,77 @@ def _train_command(
     return command
 
 
+def machine() -> dict[str, float]:
+    """The machine's matmul rate and load average now."""
+    import os
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_speed import matmul_gflops
+
+    return {"matmul_gflops": round(matmul_gflops(), 1), "load_average": os.getloadavg()[0]}
+
+
+def report(summary: dict) -> str:
+    """A summary file as Markdown: every arm's cycles, then the goal-by-goal comparisons."""
+    from trainers.episode_metrics import wilson_interval
+
+    args = summary["args"]
+    m = summary.get("machine_at_summary", {})
+    lines = [
+        f"`{summary.get('command', '')}`",
+        "",
+        f"{args['eval_goals']} test goals, greedy, {args['max_turns']}-turn cap; "
+        f"{args['goals']} training goals x G = {args['group_size']} per cycle, sampled at "
+        f"T = {args.get('temperature', 1.0)}; lr {args['lr']}, "
+        f"{'LoRA' if args['lora'] else 'full fine-tuning'}, {args['threads']} thread(s) per arm. "
+        f"Machine when summarised: {m.get('matmul_gflops', '?')} GFLOP/s, "
+        f"load {m.get('load_average', 0):.1f}.",
+        "",
+        "| arm | cycle | test success | 95% interval | test score | training success "
+        "| groups kept / dropped | step groups shared | wall minutes |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    n = args["eval_goals"]
+    for name, rows in summary["results"].items():
+        for row in rows:
+            wins = round(row["eval.success_rate"] * n)
+            low, high = wilson_interval(wins, n)
+            train = row.get("train.success_rate")
+            kept = row.get("groups.kept")
+            groups = "" if kept is None else f"{kept} / {row.get('groups.dropped', 0)}"
+            wall = row.get("bench.wall_seconds")
+            lines.append(
+                f"| {name} | {row['cycle']} | {wins}/{n} | [{low:.2f}, {high:.2f}] "
+                f"| {row['eval.mean_score']:.3f} "
+                f"| {'' if train is None else f'{train:.0%}'} "
+                f"| {groups} "
+                f"| {row.get('update.step_groups_shared', '')} "
+                f"| {'' if wall is None else f'{wall / 60:.1f}'} |"
+            )
+    expert = summary["expert"]
+    lines += [
+        f"| expert (scripted) | | {round(expert['success_rate'] * n)}/{n} | | "
+        f"{expert['mean_score']:.3f} | | | | |",
+        "",
+        "| comparison (same goals) | success | goals lost / won | McNemar p | score difference |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for r in summary["paired"]:
+        (first, c1), (second, c2) = r["before"], r["after"]
+        lines.append(
+            f"| {first.split(':')[0]} c{c1} -> {second.split(':')[0]} c{c2} "
+            f"| {r['successes_before']} -> {r['successes_after']} | {r['lost']} / {r['won']} "
+            f"| {r['mcnemar_p']:.3f} | {r['score_difference']:+.3f} +- "
+            f"{r['score_half_width']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def env_options(pairs: list[str]) -> dict:
     """``KEY=VALUE`` environment options, read as the CLI's ``--env-option`` reads them."""
     import click
 
-    from skillrl.commands.options import parse_env_options
+    from skillrl_cli.options import parse_env_options
 
     try:
         return parse_env_options(pairs)
@@ -237,6 +303,8 @@ def main() -> None:
         )
     print(f"{'expert ceiling (scripted)':38s} {success:10.2f} {'':11s} {score:9.3f}")
     summary = {
+        "command": " ".join(["python benchmarks/bench_train_cycles.py", *sys.argv[1:]]),
+        "machine_at_summary": machine(),
         "results": results,
         "expert": {"success_rate": success, "mean_score": score},
         "paired": paired_report(root, results),

@@ -23,16 +23,17 @@ RESULTS = ROOT / "docs" / "results.md"
 BLOCK = re.compile(r"(<!-- render: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /render -->)", re.S)
 
 
+RENDERED = ("cold_start_curve", "skill_presence", "group_signal", "train_cycles")
+"""Benchmarks whose results files are rendered: ``bench_<name>.report`` renders ``<name>*.json``."""
+
+
 def renderer(name: str):
     """Return the function that renders result file ``name`` as Markdown."""
-    if name.startswith("cold_start_curve"):
-        from bench_cold_start_curve import report
+    import importlib
 
-        return report
-    if name.startswith("skill_presence"):
-        from bench_skill_presence import report
-
-        return report
+    for benchmark in RENDERED:
+        if name.startswith(benchmark):
+            return importlib.import_module(f"bench_{benchmark}").report
     raise SystemExit(f"no renderer for docs/results/{name}.json")
 
 

@@ -51,7 +51,7 @@ def grpo_config_from(o: dict[str, Any]) -> GRPOConfig:
         per_device_train_batch_size=o["batch_size"],
         gradient_accumulation_steps=o["grad_accum"],
         whole_group_steps=o["whole_groups"],
-        step_advantage_weight=o["step_weight"],
+        step_weight=o["step_weight"],
         gamma=o["gamma"],
         temperature=o["temperature"],
         use_peft=o["use_lora"],
