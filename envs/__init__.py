@@ -11,9 +11,12 @@ from envs.registry import (
     distill_adapter_for,
     make,
     register,
+    register_spec,
     registered,
     skillrl_categories,
+    spec_of,
 )
+from envs.spec import EnvSpec
 
 __all__ = [
     "DEFAULT_ENV",
@@ -22,12 +25,15 @@ __all__ = [
     "ActionRead",
     "AgentAdapter",
     "DistillAdapter",
+    "EnvSpec",
     "Expert",
     "TextEnv",
     "adapter_for",
     "distill_adapter_for",
     "make",
     "register",
+    "register_spec",
     "registered",
     "skillrl_categories",
+    "spec_of",
 ]

@@ -88,8 +88,7 @@ def test_an_env_without_an_adapter_gets_trajectory_only_lessons(monkeypatch):
     from envs import registry
 
     envs.registered()  # built-ins first, so that restoring the tables keeps them
-    for table in ("_FACTORIES", "_DESCRIPTIONS", "_SKILLRL_CATEGORIES", "_DISTILL_ADAPTERS"):
-        monkeypatch.setattr(registry, table, dict(getattr(registry, table)))
+    monkeypatch.setattr(registry, "_SPECS", dict(registry._SPECS))
     envs.register("toy-distill", lambda **_: None, "a test env")
     adapter = envs.distill_adapter_for("toy-distill")
     failed = EPISODES["webshop"]["failure"]()
