@@ -114,9 +114,9 @@ def timed(fn: Callable[[], object], reps: int) -> tuple[float, float]:
 def run_figures(bank, baseline, queries, q, cats, reps) -> list[tuple[float, float]]:
     return [
         timed(lambda: baseline(q, cats), reps),
-        timed(lambda: search_index(bank, queries, q, CONFIG), reps),
-        timed(lambda: retrieve_vectors(bank, queries, q, CONFIG, record=False), reps),
-        timed(lambda: retrieve_vectors(bank, queries, q, CONFIG, record=True), reps),
+        timed(lambda: search_index(bank.store, queries, q, CONFIG), reps),
+        timed(lambda: retrieve_vectors(bank.store, queries, q, CONFIG, record=False), reps),
+        timed(lambda: retrieve_vectors(bank.store, queries, q, CONFIG, record=True), reps),
     ]
 
 

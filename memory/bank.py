@@ -10,13 +10,14 @@ SQL and the index changing together).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from memory import consistency, retrieval
+import memory.consistency as consistency
 from memory.config import BankConfig, RetrievalConfig
 from memory.db import read_session, upgrade_schema
 from memory.embedding import Embedder
@@ -26,11 +27,13 @@ from memory.entries import (
     content_of_draft,
     entry_from_row,
     normalise_draft,
+    read_entries,
     validate_draft,
 )
 from memory.index import VectorIndex
 from memory.merging import Placement, place_drafts, plan_placements
 from memory.models import EntryRow, ProvenanceRow, RevisionRow, utcnow
+from memory.retrieval import record_events, retrieve
 from memory.revisions import add_revision, history, revision_data
 from memory.snapshots import SnapshotStore
 from memory.storage import open_engine
@@ -40,11 +43,14 @@ from memory.types import (
     AddResult,
     Entry,
     EntryDraft,
+    RetrievalEvent,
     RetrievalQuery,
     RetrievedSkills,
     Revision,
 )
 from skillrl_core.errors import InvalidEntryError, SkillNotFoundError
+
+logger = logging.getLogger(__name__)
 
 MIN_PREFIX = 6
 """Shortest id prefix :meth:`SkillBank.resolve_id` accepts (shorter ones too often collide)."""
@@ -156,19 +162,7 @@ class SkillBank:
 
     def entries(self, ids: list[str]) -> dict[str, Entry]:
         """Entries by id (ids that do not exist are left out), provenance included."""
-        if not ids:
-            return {}
-        with read_session(self.store.engine) as session:
-            rows = session.scalars(select(EntryRow).where(EntryRow.id.in_(ids))).all()
-            prov = session.scalars(
-                select(ProvenanceRow)
-                .where(ProvenanceRow.entry_id.in_(ids))
-                .order_by(ProvenanceRow.id)
-            ).all()
-        by_entry: dict[str, list[ProvenanceRow]] = {}
-        for p in prov:
-            by_entry.setdefault(p.entry_id, []).append(p)
-        return {r.id: entry_from_row(r, by_entry.get(r.id, [])) for r in rows}
+        return read_entries(self.store.engine, ids)
 
     def list(
         self,
@@ -345,7 +339,22 @@ class SkillBank:
         record: bool = True,
     ) -> list[RetrievedSkills]:
         """Return the entries each query should see, per kind, best first (one embedding pass)."""
-        return retrieval.retrieve(self, queries, config or RetrievalConfig(), record=record)
+        return retrieve(self.store, queries, config or RetrievalConfig(), record=record)
+
+    def record(self, events: list[RetrievalEvent]) -> int:
+        """Record retrievals made with ``record=False`` (``memory.types.retrieval_events``).
+
+        One transaction writes the events and bumps ``times_retrieved``, as a recorded
+        :meth:`retrieve` does. Events of entries that no longer exist are skipped with a warning
+        (a person may have edited the bank between a retrieval and its recording). Returns how
+        many were written.
+        """
+        known = self.entries(sorted({e.entry_id for e in events}))
+        kept = [e for e in events if e.entry_id in known]
+        for gone in sorted({e.entry_id for e in events} - set(known)):
+            logger.warning("retrieved entry %s no longer exists; not counted", gone)
+        record_events(self.store, kept)
+        return len(kept)
 
     def check(self) -> consistency.ConsistencyReport:
         """Compare SQL's active entries with the index."""

@@ -6,6 +6,9 @@ import dataclasses
 from datetime import datetime, timezone
 from typing import Any
 
+from sqlalchemy import Engine, select
+
+from memory.db import read_session
 from memory.models import EntryRow, ProvenanceRow
 from memory.types import ENTRY_KINDS, Entry, EntryDraft
 from skillrl_core.errors import InvalidEntryError
@@ -160,3 +163,18 @@ def index_metadata(row: EntryRow) -> dict[str, Any]:
         "category": row.category or "",
         "revision": row.revision,
     }
+
+
+def read_entries(engine: Engine, ids: list[str]) -> dict[str, Entry]:
+    """Entries by id from SQL (ids that do not exist are left out), provenance included."""
+    if not ids:
+        return {}
+    with read_session(engine) as session:
+        rows = session.scalars(select(EntryRow).where(EntryRow.id.in_(ids))).all()
+        provenance = session.scalars(
+            select(ProvenanceRow).where(ProvenanceRow.entry_id.in_(ids)).order_by(ProvenanceRow.id)
+        ).all()
+    by_entry: dict[str, list[ProvenanceRow]] = {}
+    for row in provenance:
+        by_entry.setdefault(row.entry_id, []).append(row)
+    return {r.id: entry_from_row(r, by_entry.get(r.id, [])) for r in rows}

@@ -19,18 +19,22 @@ transaction.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import bindparam, insert, update
 
 from memory.config import RetrievalConfig
+from memory.entries import read_entries
 from memory.index import IndexRecord, Partition
 from memory.models import EntryRow, RetrievalEventRow, utcnow
-from memory.types import RetrievalQuery, RetrievedEntry, RetrievedSkills
-
-if TYPE_CHECKING:
-    from memory.bank import SkillBank
+from memory.store import BankStore
+from memory.types import (
+    RetrievalEvent,
+    RetrievalQuery,
+    RetrievedEntry,
+    RetrievedSkills,
+    retrieval_events,
+)
 
 MAX_OBSERVATION_CHARS = 2000
 """Observation text embedded per query (the model reads only its first 256 tokens anyway)."""
@@ -48,13 +52,13 @@ def query_text(query: RetrievalQuery) -> str:
 
 
 def retrieve(
-    bank: SkillBank, queries: list[RetrievalQuery], config: RetrievalConfig, *, record: bool
+    store: BankStore, queries: list[RetrievalQuery], config: RetrievalConfig, *, record: bool
 ) -> list[RetrievedSkills]:
     """Embed every query in one pass, then :func:`retrieve_vectors`."""
     if not queries:
         return []
-    vectors = bank.store.embedder.embed([query_text(q) for q in queries])
-    return retrieve_vectors(bank, queries, vectors, config, record=record)
+    vectors = store.embedder.embed([query_text(q) for q in queries])
+    return retrieve_vectors(store, queries, vectors, config, record=record)
 
 
 TIE = 1e-5
@@ -63,7 +67,7 @@ float rounding (a batch pads each text to its longest member), so their similari
 query can differ by about 1e-7."""
 
 
-def _grouped_query(bank: SkillBank, vectors: np.ndarray, keys: list[Partition], k: int) -> Hits:
+def _grouped_query(store: BankStore, vectors: np.ndarray, keys: list[Partition], k: int) -> Hits:
     """Query the index once per distinct partition among ``keys`` (one key per query).
 
     Each list holds the k nearest hits plus every hit tied with the k-th: the index orders ties
@@ -79,7 +83,7 @@ def _grouped_query(bank: SkillBank, vectors: np.ndarray, keys: list[Partition], 
     for key, positions in groups.items():
         fetch = k + 1
         while True:
-            hits = bank.store.index.query(vectors[positions], fetch, key)
+            hits = store.index.query(vectors[positions], fetch, key)
             if not any(_tied_at_cut(row, k, fetch) for row in hits):
                 break
             fetch *= 2
@@ -139,46 +143,48 @@ def _tie_order(hit: RetrievedEntry) -> tuple[str, ...]:
 
 
 def search_index(
-    bank: SkillBank, queries: list[RetrievalQuery], vectors: np.ndarray, config: RetrievalConfig
+    store: BankStore, queries: list[RetrievalQuery], vectors: np.ndarray, config: RetrievalConfig
 ) -> dict[str, Hits]:
     """Index hits per kind for each query, before the similarity cut (notes not yet ordered)."""
     n = len(queries)
     limits = _limits(config)
     k_notes = limits["mistakes"]
     mistakes_of_env = _grouped_query(
-        bank, vectors, [("mistake", q.env, "") for q in queries], k_notes
+        store, vectors, [("mistake", q.env, "") for q in queries], k_notes
     )
-    env_agnostic = _grouped_query(bank, vectors, [("mistake", "", "")] * n, k_notes)
+    env_agnostic = _grouped_query(store, vectors, [("mistake", "", "")] * n, k_notes)
     return {
-        "general": _grouped_query(bank, vectors, [("general", "", "")] * n, limits["general"]),
-        "task": _task_hits(bank, queries, vectors, limits["task"]),
+        "general": _grouped_query(store, vectors, [("general", "", "")] * n, limits["general"]),
+        "task": _task_hits(store, queries, vectors, limits["task"]),
         # Both lists together; _settle orders them and keeps the best.
         "mistakes": [x + y for x, y in zip(mistakes_of_env, env_agnostic, strict=True)],
     }
 
 
-def _task_hits(bank: SkillBank, queries: list[RetrievalQuery], vectors: np.ndarray, k: int) -> Hits:
+def _task_hits(
+    store: BankStore, queries: list[RetrievalQuery], vectors: np.ndarray, k: int
+) -> Hits:
     """Task-skill hits: the query's own category, or every category of its env when it has none.
 
     Each category contributes its k best (plus ties); :func:`_settle` keeps the k best overall.
     """
-    out = _grouped_query(bank, vectors, [("task", q.env, q.category or "") for q in queries], k)
+    out = _grouped_query(store, vectors, [("task", q.env, q.category or "") for q in queries], k)
     open_positions: dict[str, list[int]] = defaultdict(list)
     for position, query in enumerate(queries):
         if not query.category:
             open_positions[query.env].append(position)
     for env, positions in open_positions.items():
-        for key in bank.store.index.partitions("task", env):
+        for key in store.index.partitions("task", env):
             if not key[2]:
                 continue  # the category-less partition was searched above
-            hits = _grouped_query(bank, vectors[positions], [key] * len(positions), k)
+            hits = _grouped_query(store, vectors[positions], [key] * len(positions), k)
             for position, row in zip(positions, hits, strict=True):
                 out[position] = out[position] + row
     return out
 
 
 def retrieve_vectors(
-    bank: SkillBank,
+    store: BankStore,
     queries: list[RetrievalQuery],
     vectors: np.ndarray,
     config: RetrievalConfig,
@@ -186,8 +192,8 @@ def retrieve_vectors(
     record: bool,
 ) -> list[RetrievedSkills]:
     """Retrieve for queries whose embeddings are already computed."""
-    bank.store.sync_index()
-    hits = search_index(bank, queries, vectors, config)
+    store.sync_index()
+    hits = search_index(store, queries, vectors, config)
     for kind, per_query in hits.items():
         if kind == "general":
             continue  # always the best k_general (module docstring)
@@ -196,7 +202,7 @@ def retrieve_vectors(
                 h for h in row if h.similarity is not None and h.similarity >= config.min_similarity
             ]
     wanted = {h.id for per_query in hits.values() for row in per_query for h in row}
-    entries = bank.entries(sorted(wanted))
+    entries = read_entries(store.engine, sorted(wanted))
     results = []
     limits = _limits(config)
     for position in range(len(queries)):
@@ -218,7 +224,7 @@ def retrieve_vectors(
         # Withheld after the selection, so nothing takes their places (module docstring).
         results.append(RetrievedSkills(**chosen).without(queries[position].withheld_ids))
     if record:
-        record_events(bank, queries, results)
+        record_events(store, retrieval_events(queries, results))
     return results
 
 
@@ -240,32 +246,20 @@ def distinct_lessons(
     return sorted(kept.values(), key=lambda r: -r.similarity)[:k]
 
 
-def record_events(
-    bank: SkillBank, queries: list[RetrievalQuery], results: list[RetrievedSkills]
-) -> None:
-    """Write one retrieval event per (query, entry) and bump ``times_retrieved``, atomically."""
+def record_events(store: BankStore, events: list[RetrievalEvent]) -> None:
+    """Write the retrieval events and bump each entry's ``times_retrieved``, atomically."""
     now = utcnow()
-    events = [
-        {
-            "entry_id": r.entry.id,
-            "similarity": r.similarity,
-            "env": query.env,
-            "category": query.category,
-            "created_at": now,
-        }
-        for query, result in zip(queries, results, strict=False)
-        for r in result.all
-    ]
-    if not events:
+    rows = [{**event.to_dict(), "created_at": now} for event in events]
+    if not rows:
         return
-    counts = Counter(e["entry_id"] for e in events)
+    counts = Counter(row["entry_id"] for row in rows)
     table = EntryRow.__table__
     bump = (
         update(table)
         .where(table.c.id == bindparam("b_id"))
         .values(times_retrieved=table.c.times_retrieved + bindparam("b_n"))
     )
-    with bank.store.transaction() as (session, _undo):
+    with store.transaction() as (session, _undo):
         connection = session.connection()
-        connection.execute(insert(RetrievalEventRow.__table__), events)
+        connection.execute(insert(RetrievalEventRow.__table__), rows)
         connection.execute(bump, [{"b_id": i, "b_n": n} for i, n in counts.items()])

@@ -10,7 +10,7 @@ Three kinds of entry:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from skillrl_core.significance import mcnemar_exact
@@ -191,6 +191,41 @@ class RetrievedSkills:
                 for hits in (self.general, self.task, self.mistakes)
             )
         )
+
+
+@dataclass(frozen=True)
+class RetrievalEvent:
+    """One entry put into one turn's prompt (what a ``retrieval_events`` row holds)."""
+
+    entry_id: str
+    similarity: float
+    env: str
+    category: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RetrievalEvent:
+        """Rebuild an event that :meth:`to_dict` wrote."""
+        return cls(
+            entry_id=str(data["entry_id"]),
+            similarity=float(data["similarity"]),
+            env=str(data["env"]),
+            category=data.get("category"),
+        )
+
+
+def retrieval_events(
+    queries: list[RetrievalQuery], results: list[RetrievedSkills]
+) -> list[RetrievalEvent]:
+    """Return the events of one batched retrieval: one per (query, entry served to it)."""
+    return [
+        RetrievalEvent(r.entry.id, float(r.similarity), query.env, query.category)
+        for query, result in zip(queries, results, strict=True)
+        for r in result.all
+    ]
 
 
 @dataclass

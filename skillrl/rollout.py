@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import envs
-from memory.types import RetrievalQuery, RetrievedSkills
+from memory.types import RetrievalEvent, RetrievalQuery, RetrievedSkills, retrieval_events
 from skillrl.agents.base import Agent, AgentDecision, AgentState
 from skillrl.episode_records import describe_error, fail_episode, finish_episode, turn_record
 from skillrl_core.errors import ConfigError, SkillRLError
@@ -164,9 +164,14 @@ class RolloutEngine:
         config: RolloutConfig | None = None,
         on_turn: Callable[[TurnEvent], None] | None = None,
         review: Review | None = None,
+        held_retrievals: list[RetrievalEvent] | None = None,
     ) -> None:
         self.agent = agent
         self.bank = bank
+        self.held_retrievals = held_retrievals
+        """When a list: retrievals that count are not written to the bank; their events are
+        appended here, for the caller to record with ``bank.record`` (a trainer does so when
+        its rollout phase commits, so a killed rollout counts nothing)."""
         self.config = config or RolloutConfig()
         if self.config.record and bank is None:
             raise ConfigError("record=True needs a bank to save episodes into")
@@ -289,9 +294,11 @@ class RolloutEngine:
             positions = [i for i, c in enumerate(counted) if c is mode]
             if not positions:
                 continue
-            retrieved = self.bank.retrieve(
-                [queries[i] for i in positions], self.config.retrieval, record=mode
-            )
+            asked = [queries[i] for i in positions]
+            hold = mode and self.held_retrievals is not None
+            retrieved = self.bank.retrieve(asked, self.config.retrieval, record=mode and not hold)
+            if hold:
+                self.held_retrievals.extend(retrieval_events(asked, retrieved))
             for i, skills in zip(positions, retrieved, strict=True):
                 results[i] = skills
         self.stats.retrieval_seconds += time.perf_counter() - tick

@@ -16,8 +16,9 @@ Resumability: a phase writes its files first and ``state.json`` last; on ``--res
 phases are skipped and a half-done phase reuses what it already wrote (rollout episodes are kept
 in ``cycles/<c>/rollout.json`` and stored idempotently with ``bank.trajectories.save_episodes``;
 an update whose trainer state is on disk is not applied twice), so nothing is lost or duplicated.
-Training rollouts hold their retrieval events back (``trainers.retrieval_log``) and record them
-when the rollout phase commits, so a rollout killed half-way leaves no usage counts behind; and
+Training rollouts hold their retrieval events back (``RolloutEngine(held_retrievals=...)``) and
+record them with ``bank.record`` when the rollout phase commits, so a rollout killed half-way
+leaves no usage counts behind; and
 ``--resume`` first deletes the temp files a killed write left (a half-saved checkpoint).
 
 Under ``accelerate launch`` / ``torchrun`` (``trainers.processes``) every process runs this loop
@@ -53,7 +54,6 @@ from trainers.episode_metrics import summarise
 from trainers.grpo import GRPOTrainer
 from trainers.policy_rollouts import PolicyRollouts
 from trainers.processes import Processes
-from trainers.retrieval_log import record_deferred
 from trainers.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
 from trainers.run_files import PHASES, RunFiles, RunState, plot_learning_curve, write_tensorboard
 from trainers.run_settings import check_resume_settings, run_settings
@@ -178,7 +178,7 @@ class TrainingRun:
             # Retrievals were held back while rolling out (a killed attempt counts nothing);
             # they reach the bank now, once, marked in rollout.json so a resume skips them.
             if not phase.retrievals_recorded:
-                record_deferred(self.bank, phase.retrievals)
+                self.bank.record(phase.retrievals)
                 phase.retrievals_recorded = True
                 self.files.save_rollout(cycle, phase)
             # Idempotent by episode id. An episode that ended on an error is left out, as the

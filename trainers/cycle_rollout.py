@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory.types import RetrievalEvent
 from skillrl_core.records import EpisodeRecord
 from trainers.config import CycleConfig
 from trainers.policy_rollouts import PolicyRollouts
 from trainers.processes import Processes
-from trainers.retrieval_log import RetrievalEvent
 from trainers.rewards import TurnRewardFn, compute_turn_rewards
 from trainers.sampling import collect_groups
 

@@ -19,7 +19,6 @@ from envs.registry import DEFAULT_ENV
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
-from trainers.retrieval_log import DeferredRetrievals
 
 
 @dataclass
@@ -108,7 +107,7 @@ class PolicyRollouts:
         ``count_retrievals`` overrides :attr:`count_retrievals` for this call (evaluation passes
         False so that measuring the bank does not change its usage statistics).
         ``held_retrievals``: when given, counted retrievals are not written to the bank but
-        appended to this list as :class:`trainers.retrieval_log.RetrievalEvent` (the trainer
+        appended to this list as :class:`memory.types.RetrievalEvent` (the trainer
         records them when its rollout phase commits, so a killed rollout counts nothing).
         """
         starts = [self._own(s) for s in starts]
@@ -128,14 +127,15 @@ class PolicyRollouts:
                 finished[0] += 1
                 self.on_episode(finished[0], len(starts))
 
-        bank = self.bank
-        if bank is not None and held_retrievals is not None:
-            bank = DeferredRetrievals(bank)
-        engine = RolloutEngine(agent, bank=bank, config=config, on_turn=on_turn)
+        engine = RolloutEngine(
+            agent,
+            bank=self.bank,
+            config=config,
+            on_turn=on_turn,
+            held_retrievals=held_retrievals,
+        )
         episodes = engine.run(starts)
         self.timings.add(engine.stats)
-        if isinstance(bank, DeferredRetrievals) and held_retrievals is not None:
-            held_retrievals.extend(bank.events)
         return episodes
 
     def make_agent(self, temperature: float, sampling_seed: int | None = None) -> Any:
