@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from trl.trainer.utils import selective_log_softmax
 
-from skillrl.policies.prefix_cache import cache_keyword, cache_layers
+from skillrl.policies.prompt_sharing import cache_keyword, cache_layers
 from skillrl.policies.transformers_scoring import cache_of
 from trainers.batching import TurnBatch, TurnSample, tree_tokens
 from trainers.prefix_tree import PrefixTree, fold_short, forward_order

@@ -8,17 +8,17 @@ Log-probs are computed from the raw logits divided by the sampling temperature (
 i.e. under the distribution tokens were drawn from before top-p truncation, which is what the GRPO
 ratio needs as "old" log-probs.
 
-Loading lives in :mod:`~skillrl.policies.transformers_loading`, candidate scoring in
-:mod:`~skillrl.policies.transformers_scoring`, prefix reuse in :mod:`~skillrl.policies.kv_reuse`.
+The model, tokenizer, prefix KV cache and counters belong to one
+:class:`~skillrl.policies.forward_pass.ForwardPass`, which this policy generates with and
+:mod:`~skillrl.policies.transformers_scoring` scores with. Loading lives in
+:mod:`~skillrl.policies.transformers_loading`, prefix reuse in :mod:`~skillrl.policies.kv_reuse`.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-import os
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,63 +28,25 @@ from skillrl.policies.base import (
     Generation,
     SamplingConfig,
     ScoredContinuation,
-    render_chat,
 )
 from skillrl.policies.config import PolicyConfig
+from skillrl.policies.forward_pass import EncodedBatch, ForwardPass, cache_of
 from skillrl.policies.kv_reuse import (
     DEFAULT_BUDGET_BYTES,
-    Hit,
     PrefixKVCache,
-    assemble,
-    row_layers,
-    weights_version,
 )
 from skillrl.policies.model_cache import Progress
 from skillrl.policies.policy_stats import PolicyStats
-from skillrl.policies.prefix_cache import (
+from skillrl.policies.prompt_sharing import (
     Dedupe,
-    cache_keyword,
-    cache_layers,
     dedupe,
     select_rows,
 )
-from skillrl.policies.transformers_loading import (
-    cpu_has_native_bf16,
-    load_causal_lm,
-    pick_device,
-    pick_dtype,
-    resolve_model_source,
-)
-from skillrl.policies.transformers_scoring import cache_of, score_packed, score_plain
+from skillrl.policies.transformers_loading import load_causal_lm, pick_device, pick_dtype
+from skillrl.policies.transformers_scoring import score_packed, score_plain
 from skillrl_core.errors import ModelLoadError
 
-__all__ = [
-    "EncodedBatch",
-    "PolicyStats",
-    "TransformersPolicy",
-    "cpu_has_native_bf16",
-    "pick_dtype",
-    "resolve_model_source",
-]
-
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class EncodedBatch:
-    """Prompts as one left-padded batch."""
-
-    input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    prompt_ids: list[list[int]]
-
-    def rows(self, index: list[int]) -> EncodedBatch:
-        """Return the sub-batch of ``index`` (same width: the widest rows stay the widest)."""
-        return EncodedBatch(
-            self.input_ids[index],
-            self.attention_mask[index],
-            [self.prompt_ids[i] for i in index],
-        )
 
 
 class TransformersPolicy:
@@ -99,23 +61,11 @@ class TransformersPolicy:
         fast: bool = True,
         prefix_cache_bytes: int = DEFAULT_BUDGET_BYTES,
     ) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.name = name
-        self.fast = fast
-        """Share work between rows and calls (identical prompts encoded once, candidates packed
-        into one row per prompt, cached prompt prefixes reused); False runs the plain batched
-        path (the benchmarks' baseline)."""
-        self.prefix_cache: PrefixKVCache | None = (
-            PrefixKVCache(prefix_cache_bytes) if prefix_cache_bytes else None
+        self.passes = ForwardPass(
+            model, tokenizer, fast=fast, prefix_cache_bytes=prefix_cache_bytes
         )
-        """KV of recently encoded prompts, reused by later prompts that start the same way
-        (fast path only; None turns reuse off)."""
-        self.stats = PolicyStats()
-        tokenizer.padding_side = "left"
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        self._cache_kwarg = cache_keyword(model)
+        """The model, tokenizer, prefix cache and counters generation and scoring share."""
+        self.name = name
 
     @classmethod
     def load(cls, config: PolicyConfig, progress: Progress | None = None) -> TransformersPolicy:
@@ -142,76 +92,60 @@ class TransformersPolicy:
             prefix_cache_bytes=config.prefix_cache_mb * 2**20,
         )
 
+    # -- what the forward pass owns, under the names callers use -------------------------------
+    @property
+    def model(self) -> Any:
+        """The causal LM (the trainer updates it in place, or sets a new one)."""
+        return self.passes.model
+
+    @model.setter
+    def model(self, model: Any) -> None:
+        self.passes.model = model
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's tokenizer."""
+        return self.passes.tokenizer
+
+    @property
+    def fast(self) -> bool:
+        """Whether the fast paths run (:attr:`ForwardPass.fast`)."""
+        return self.passes.fast
+
+    @fast.setter
+    def fast(self, fast: bool) -> None:
+        self.passes.fast = fast
+
+    @property
+    def prefix_cache(self) -> PrefixKVCache | None:
+        """The prompt-prefix KV cache (None: no reuse)."""
+        return self.passes.prefix_cache
+
+    @prefix_cache.setter
+    def prefix_cache(self, cache: PrefixKVCache | None) -> None:
+        self.passes.prefix_cache = cache
+
+    @property
+    def stats(self) -> PolicyStats:
+        """Counters of the work done (tokens encoded, reused, generated; seconds)."""
+        return self.passes.stats
+
     @property
     def device(self) -> torch.device:
         """Device the model's weights are on."""
-        return next(self.model.parameters()).device
+        return self.passes.device
 
     def count_tokens(self, text: str) -> int:
         """Count the tokens of ``text`` (no special tokens added)."""
-        return len(self.token_ids(text))
+        return self.passes.count_tokens(text)
 
     def token_ids(self, text: str) -> list[int]:
         """Token ids of ``text`` (no special tokens added)."""
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return self.passes.token_ids(text)
 
     def render(self, conversation: Conversation) -> str:
         """Render a conversation as prompt text (an assistant last message is continued)."""
-        return render_chat(self.tokenizer, conversation)
-
-    def _encode(self, conversations: list[Conversation]) -> EncodedBatch:
-        ids = [self.token_ids(self.render(c)) for c in conversations]
-        width = max(len(row) for row in ids)
-        pad = self.tokenizer.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in ids], dtype=torch.long)
-        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in ids], dtype=torch.long)
-        return EncodedBatch(input_ids.to(self.device), mask.to(self.device), ids)
-
-    def count_encoded(self, prompts: list[list[int]], reused: int = 0, rows: bool = True) -> None:
-        """Count ``prompts`` as encoded, ``reused`` of their tokens taken from the cache.
-
-        ``rows``: False for a batch's shared prefix (tokens computed, but no prompt of its own).
-        """
-        self.stats.computed_rows += len(prompts) if rows else 0
-        self.stats.prefill_tokens += sum(len(r) for r in prompts) - reused
-        self.stats.reused_tokens += reused
-        shared = len(os.path.commonprefix(prompts)) if len(prompts) > 1 else 0
-        self.stats.prefix_shareable_tokens += shared * (len(prompts) - 1)
-
-    def prefill(
-        self, prompts: list[list[int]], *, shared: bool = False
-    ) -> tuple[Any, torch.Tensor]:
-        """Encode distinct ``prompts`` on top of their cached prefixes; keep their KV for later.
-
-        Returns the forward output (last position's logits and the KV cache) and the attention
-        mask over that cache's columns (rows are ``[pad, cached prefix, pad, new tokens]``).
-        ``shared``: ``prompts`` is a batch's common prefix, encoded only to be cached.
-        """
-        from transformers import DynamicCache
-
-        cache = self.prefix_cache if self.fast else None
-        if cache is not None:
-            cache.check_version(weights_version(self.model))
-            common = os.path.commonprefix(prompts) if len(prompts) > 1 else []
-            # A prefix all rows share (the system message at least) but the cache lacks is
-            # encoded once here, so that every row finds it below.
-            if len(common) > cache.min_reuse and cache.lookup(common).length < len(common) - 1:
-                self.prefill([common], shared=True)
-            hits = [cache.lookup(p) for p in prompts]
-        else:
-            hits = [Hit(0, None) for _ in prompts]
-        layout = assemble(prompts, hits, self.tokenizer.pad_token_id)
-        self.count_encoded(prompts, reused=sum(h.length for h in hits), rows=not shared)
-        past = None if layout.past is None else DynamicCache(ddp_cache_data=layout.past)
-        mask = layout.attention_mask.to(self.device)
-        out = self.forward(
-            layout.input_ids.to(self.device), mask, layout.position_ids.to(self.device), past, 1
-        )
-        if cache is not None:
-            layers = cache_layers(cache_of(out))
-            for row, prompt in enumerate(prompts):
-                cache.store(prompt, row_layers(layers, row, mask[row]))
-        return out, mask
+        return self.passes.render(conversation)
 
     @torch.inference_mode()
     def generate(
@@ -226,10 +160,10 @@ class TransformersPolicy:
         """
         if not conversations:
             return []
-        batch = self._encode(conversations)
+        batch = self.passes.encode(conversations)
         self.stats.prompt_rows += len(conversations)
         if not self.fast or min(len(p) for p in batch.prompt_ids) < 2:
-            self.count_encoded(batch.prompt_ids)
+            self.passes.count_encoded(batch.prompt_ids)
             return self._generate(batch, sampling, None)
         groups = dedupe([tuple(row) for row in batch.prompt_ids])
         if sampling.greedy and groups.saved:
@@ -253,7 +187,7 @@ class TransformersPolicy:
         if groups is not None:
             tick = time.perf_counter()
             distinct = [batch.prompt_ids[i][:-1] for i in groups.unique]
-            out, past_mask = self.prefill(distinct)
+            out, past_mask = self.passes.prefill(distinct)
             cache = cache_of(out)
             pad = self.tokenizer.pad_token_id
             width = past_mask.shape[1]
@@ -270,7 +204,7 @@ class TransformersPolicy:
             last = torch.tensor([[p[-1]] for p in batch.prompt_ids], device=self.device)
             input_ids = torch.cat([past_ids[index], last], dim=1)
             mask = torch.cat([past_mask[index], torch.ones_like(last)], dim=1)
-            extra[self._cache_kwarg] = cache
+            extra[self.passes.cache_kwarg] = cache
             self.stats.prefill_seconds += time.perf_counter() - tick
         tick = time.perf_counter()
         kwargs: dict[str, Any] = {
@@ -354,27 +288,11 @@ class TransformersPolicy:
             )
         if not conversations:
             return []
-        batch = self._encode(conversations)
+        batch = self.passes.encode(conversations)
         self.stats.prompt_rows += len(conversations)
         if self.fast:
-            return score_packed(self, batch, continuations)
-        return score_plain(self, batch, continuations)
-
-    def forward(
-        self,
-        ids: torch.Tensor,
-        mask: torch.Tensor,
-        positions: torch.Tensor | None,
-        cache: Any,
-        keep: int = 0,
-    ) -> Any:
-        """One forward pass; ``keep``: logits of the last ``keep`` positions only (0: all)."""
-        if positions is None:  # left padding: positions count only real tokens
-            positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-        kwargs: dict[str, Any] = {self._cache_kwarg: cache, "use_cache": True}
-        if keep:
-            kwargs["logits_to_keep"] = keep
-        return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **kwargs)
+            return score_packed(self.passes, batch, continuations)
+        return score_plain(self.passes, batch, continuations)
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> set[int]:

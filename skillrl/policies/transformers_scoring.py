@@ -1,4 +1,4 @@
-"""Candidate scoring for :class:`~skillrl.policies.transformers_backend.TransformersPolicy`.
+"""Candidate scoring over a :class:`~skillrl.policies.forward_pass.ForwardPass`.
 
 Two ways, which must give the same log-probs (tests/skillrl/test_policy_fast_paths.py):
 
@@ -6,21 +6,19 @@ Two ways, which must give the same log-probs (tests/skillrl/test_policy_fast_pat
   its KV cache copied once per candidate, candidates run as rows of their own;
 - :func:`score_packed` (``fast``): each distinct prompt encoded once, on top of the longest
   prefix the prefix KV cache holds (:mod:`skillrl.policies.kv_reuse`), its distinct candidates
-  packed side by side in one row with tree attention (:mod:`skillrl.policies.prefix_cache`).
+  packed side by side in one row with tree attention (:mod:`skillrl.policies.prompt_sharing`).
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from skillrl.policies.base import ScoredContinuation
-from skillrl.policies.prefix_cache import cache_layers, dedupe, pack_candidates, select_rows
-
-if TYPE_CHECKING:
-    from skillrl.policies.transformers_backend import EncodedBatch, TransformersPolicy
+from skillrl.policies.forward_pass import EncodedBatch, ForwardPass, cache_of
+from skillrl.policies.prompt_sharing import cache_layers, dedupe, pack_candidates, select_rows
 
 SCORE_CHUNK_ROWS = 64
 """Most candidate rows per scoring forward pass."""
@@ -33,16 +31,16 @@ PACKED_LOGITS_BYTES = 256 * 2**20
 
 
 def score_plain(
-    policy: TransformersPolicy, batch: EncodedBatch, continuations: list[list[str]]
+    passes: ForwardPass, batch: EncodedBatch, continuations: list[list[str]]
 ) -> list[list[ScoredContinuation]]:
     """Baseline: the whole batch's prompts, then every candidate as its own row."""
-    policy.count_encoded(batch.prompt_ids)
+    passes.count_encoded(batch.prompt_ids)
     tick = time.perf_counter()
     # Only the last prompt position's logits are needed (saves the vocab projection elsewhere).
-    prompt_out = policy.forward(batch.input_ids, batch.attention_mask, None, None, keep=1)
+    prompt_out = passes.forward(batch.input_ids, batch.attention_mask, None, None, keep=1)
     first_lp = torch.log_softmax(prompt_out.logits[:, -1, :].float(), dim=-1)
     cache = cache_of(prompt_out)
-    policy.stats.score_prefill_seconds += time.perf_counter() - tick
+    passes.stats.score_prefill_seconds += time.perf_counter() - tick
     tick = time.perf_counter()
     rows = [(i, text) for i, cands in enumerate(continuations) for text in cands]
     row_bytes = sum(
@@ -53,8 +51,8 @@ def score_plain(
     scored: list[ScoredContinuation] = []
     for start in range(0, len(rows), per_pass):
         chunk = rows[start : start + per_pass]
-        scored.extend(_score_chunk(policy, chunk, batch, first_lp, cache))
-    policy.stats.score_candidates_seconds += time.perf_counter() - tick
+        scored.extend(_score_chunk(passes, chunk, batch, first_lp, cache))
+    passes.stats.score_candidates_seconds += time.perf_counter() - tick
     result: list[list[ScoredContinuation]] = []
     offset = 0
     for cands in continuations:
@@ -64,7 +62,7 @@ def score_plain(
 
 
 def _score_chunk(
-    policy: TransformersPolicy,
+    passes: ForwardPass,
     chunk: list[tuple[int, str]],
     batch: EncodedBatch,
     first_lp: torch.Tensor,
@@ -72,9 +70,9 @@ def _score_chunk(
 ) -> list[ScoredContinuation]:
     from transformers import DynamicCache
 
-    device = policy.device
+    device = passes.device
     index = torch.tensor([i for i, _ in chunk], device=device)
-    cand_ids = [policy.token_ids(t) or [0] for _, t in chunk]
+    cand_ids = [passes.token_ids(t) or [0] for _, t in chunk]
     width = max(len(c) for c in cand_ids)
     ids = torch.tensor([c + [0] * (width - len(c)) for c in cand_ids], device=device)
     cand_mask = torch.tensor(
@@ -85,8 +83,8 @@ def _score_chunk(
     positions = prompt_mask.sum(dim=1, keepdim=True) + torch.arange(width, device=device)
     layers = cache_layers(cache)
     selected = DynamicCache(ddp_cache_data=[(k[index], v[index]) for k, v in layers])
-    policy.stats.candidate_tokens += sum(len(c) for c in cand_ids)
-    out = policy.forward(ids, mask, positions, selected)
+    passes.stats.candidate_tokens += sum(len(c) for c in cand_ids)
+    out = passes.forward(ids, mask, positions, selected)
     lp = torch.log_softmax(out.logits.float(), dim=-1)
     scored = []
     for row, ((conv, text), tokens) in enumerate(zip(chunk, cand_ids, strict=True)):
@@ -105,16 +103,16 @@ def _score_chunk(
 
 
 def score_packed(
-    policy: TransformersPolicy, batch: EncodedBatch, continuations: list[list[str]]
+    passes: ForwardPass, batch: EncodedBatch, continuations: list[list[str]]
 ) -> list[list[ScoredContinuation]]:
     """Each distinct prompt once (on its cached prefix); its candidates packed in one row."""
     groups = dedupe([tuple(row) for row in batch.prompt_ids])
     distinct = [batch.prompt_ids[i] for i in groups.unique]
     tick = time.perf_counter()
-    prompt_out, mask = policy.prefill(distinct)
+    prompt_out, mask = passes.prefill(distinct)
     first_lp = torch.log_softmax(prompt_out.logits[:, -1, :].float(), dim=-1)
     cache = cache_of(prompt_out)
-    policy.stats.score_prefill_seconds += time.perf_counter() - tick
+    passes.stats.score_prefill_seconds += time.perf_counter() - tick
     tick = time.perf_counter()
     # Candidate texts per distinct prompt (copies of a prompt may list different candidates).
     texts: list[dict[str, list[int]]] = [{} for _ in groups.unique]
@@ -122,9 +120,9 @@ def score_packed(
         known = texts[groups.index[row]]
         for text in cands:
             if text not in known:
-                known[text] = policy.token_ids(text) or [0]
-    lps = _packed_logprobs(policy, mask, [list(t.values()) for t in texts], first_lp, cache)
-    policy.stats.score_candidates_seconds += time.perf_counter() - tick
+                known[text] = passes.token_ids(text) or [0]
+    lps = _packed_logprobs(passes, mask, [list(t.values()) for t in texts], first_lp, cache)
+    passes.stats.score_candidates_seconds += time.perf_counter() - tick
     found = [dict(zip(t, row, strict=True)) for t, row in zip(texts, lps, strict=True)]
     result = []
     for row, cands in enumerate(continuations):
@@ -145,7 +143,7 @@ def score_packed(
 
 
 def _packed_logprobs(
-    policy: TransformersPolicy,
+    passes: ForwardPass,
     prompt_mask: torch.Tensor,
     candidates: list[list[list[int]]],
     first_lp: torch.Tensor,
@@ -159,13 +157,13 @@ def _packed_logprobs(
     longest = max(sum(max(len(c) - 1, 0) for c in cands) for cands in candidates)
     per_pass = max(1, PACKED_LOGITS_BYTES // max(1, 4 * vocab * max(longest, 1)))
     out_rows: list[list[list[float]]] = []
-    dtype = next(policy.model.parameters()).dtype
+    dtype = next(passes.model.parameters()).dtype
     for start in range(0, len(candidates), per_pass):
         rows = list(range(start, min(start + per_pass, len(candidates))))
         part = cache if len(rows) == len(candidates) else select_rows(cache, rows)
         packed = pack_candidates([candidates[r] for r in rows], prompt_mask[rows], dtype)
-        policy.stats.candidate_tokens += int(sum(n for row in packed.spans for _, n in row))
-        out = policy.forward(packed.input_ids, packed.attention_mask, packed.position_ids, part)
+        passes.stats.candidate_tokens += int(sum(n for row in packed.spans for _, n in row))
+        out = passes.forward(packed.input_ids, packed.attention_mask, packed.position_ids, part)
         lp = torch.log_softmax(out.logits.float(), dim=-1)
         for local, r in enumerate(rows):
             scored = []
@@ -178,9 +176,3 @@ def _packed_logprobs(
                 scored.append(token_lps)
             out_rows.append(scored)
     return out_rows
-
-
-def cache_of(output: Any) -> Any:
-    """Return the KV cache a forward pass returned (transformers 5.2x calls it ``cache``)."""
-    cache = getattr(output, "cache", None)
-    return cache if cache is not None else output.past_key_values

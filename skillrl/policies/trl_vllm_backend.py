@@ -94,7 +94,7 @@ class TRLVLLMServerPolicy:
         client_class = import_vllm_client()
         from transformers import AutoTokenizer
 
-        from skillrl.policies.transformers_backend import resolve_model_source
+        from skillrl.policies.transformers_loading import resolve_model_source
 
         source = resolve_model_source(config.model, progress, tokenizer_only=True)
         try:

@@ -48,7 +48,7 @@ class VLLMPolicy:
     def load(cls, config: PolicyConfig, progress: Progress | None = None) -> VLLMPolicy:
         """Load ``config.model`` (``embedded`` is converted to a checkpoint first)."""
         vllm = import_vllm()
-        from skillrl.policies.transformers_backend import resolve_model_source
+        from skillrl.policies.transformers_loading import resolve_model_source
 
         source = resolve_model_source(config.model, progress)
         if progress:

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skillrl.policies.base import SamplingConfig
-from skillrl.policies.prefix_cache import dedupe, pack_candidates
+from skillrl.policies.prompt_sharing import dedupe, pack_candidates
 from skillrl.policies.transformers_backend import TransformersPolicy
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "trainers"))

@@ -1,6 +1,7 @@
 """Compute each distinct prompt once: row deduplication, KV-cache row selection, packed candidates.
 
-Pure helpers of :class:`skillrl.policies.transformers_backend.TransformersPolicy`'s fast path:
+Pure helpers of the fast path (:mod:`skillrl.policies.forward_pass`, the policy and its scorer); the
+cache that keeps prompt prefixes across calls is :mod:`skillrl.policies.kv_reuse`:
 
 - :func:`dedupe` maps a batch of token rows to its distinct rows (the G episodes of a GRPO
   group send the identical first-turn prompt; greedy groups stay identical all episode long).
