@@ -55,7 +55,7 @@ from trainers.grpo import GRPOTrainer
 from trainers.policy_rollouts import PolicyRollouts
 from trainers.processes import Processes
 from trainers.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
-from trainers.run_files import PHASES, RunFiles, RunState, plot_learning_curve, write_tensorboard
+from trainers.run_files import RunFiles, RunState, plot_learning_curve, write_tensorboard
 from trainers.run_settings import check_resume_settings, run_settings
 
 logger = logging.getLogger(__name__)
@@ -105,12 +105,11 @@ class TrainingRun:
         if self.processes.is_main:
             self._sync_rollout_weights()
         for cycle in range(state.cycle, self.config.cycles + 1):
-            phases = ("eval", "save") if cycle == 0 else PHASES
-            for phase in phases:
+            for phase, run_phase in self._phases(cycle):
                 if state.completed(cycle, phase):
                     continue
                 self.hook(cycle, f"{phase}:start")
-                getattr(self, f"_{phase}")(cycle, state)
+                run_phase(cycle, state)
                 state.cycle, state.phase = cycle, phase
                 self._save_state(state)
                 self.processes.wait()  # what this phase wrote is on disk for every process
@@ -122,6 +121,22 @@ class TrainingRun:
         if self.processes.is_main:
             plot_learning_curve(state.history, self.files.curve_path, self.files.root.name)
         return state
+
+    def _phases(self, cycle: int) -> list[tuple[str, Callable[[int, RunState], None]]]:
+        """Return the phases of ``cycle`` in order, each named as ``run_files.PHASES`` names it.
+
+        Cycle 0 only evaluates the starting point and saves its metrics.
+        """
+        if cycle == 0:
+            return [("eval", self._eval), ("save", self._save)]
+        return [
+            ("rollout", self._rollout),
+            ("distill", self._distill),
+            ("update", self._update),
+            ("eval", self._eval),
+            ("evolve", self._evolve),
+            ("save", self._save),
+        ]
 
     def _save_state(self, state: RunState) -> None:
         """Commit ``state`` (the main process's; the others keep theirs in step, unsaved)."""

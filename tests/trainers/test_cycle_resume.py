@@ -294,3 +294,16 @@ def test_the_bank_never_evolves_from_test_goals(tmp_path, monkeypatch, validatio
     assert seen == ([] if validation_goals == 0 else [{"eval"}])
     if validation_goals == 0:
         assert run.files.load_state().history[-1]["bank.evolved_entries"] == 0
+
+
+def test_a_cycle_runs_its_phases_in_the_order_state_json_records():
+    from types import SimpleNamespace
+
+    from trainers.cycle import TrainingRun
+    from trainers.run_files import PHASES
+
+    methods = {f"_{name}": name for name in PHASES}
+    run = SimpleNamespace(**methods)
+    assert [name for name, _ in TrainingRun._phases(run, 1)] == list(PHASES)
+    assert [method for _, method in TrainingRun._phases(run, 1)] == list(PHASES)
+    assert [name for name, _ in TrainingRun._phases(run, 0)] == ["eval", "save"]
