@@ -58,7 +58,7 @@ def skills() -> None:
     help="Order: oldest first, most retrieved first, or most useful first (success lift).",
 )
 @json_option
-@bank_options
+@bank_options()
 def list_command(bank: Any, kind, env, category, status, sort, as_json: bool) -> None:
     """List entries, filtered and sorted."""
     from memory.stats import ScopeTotals, entry_utility
@@ -81,7 +81,7 @@ def list_command(bank: Any, kind, env, category, status, sort, as_json: bool) ->
 @skills.command("show")
 @click.argument("entry_id")
 @json_option
-@bank_options
+@bank_options()
 def show(bank: Any, entry_id: str, as_json: bool) -> None:
     """Show one entry in full: content, provenance, statistics, paired utility and revisions.
 
@@ -123,7 +123,7 @@ def show(bank: Any, entry_id: str, as_json: bool) -> None:
     "--min-similarity", type=float, default=0.25, show_default=True, help="Cosine cut-off."
 )
 @json_option
-@bank_options
+@bank_options()
 def search(bank: Any, text, env, category, observation, k_general, k_task, k_mistakes,
            min_similarity, as_json: bool) -> None:  # fmt: skip
     """Show what retrieval would return for TEXT (an instruction); usage is not recorded."""
@@ -160,7 +160,7 @@ def _field_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @author_option("Who adds it.")
 @click.option("--reason", default="", help="Why it is added.")
 @json_option
-@bank_options
+@bank_options(changes=True, writes_entries=True)
 def add(bank: Any, kind: str, author: str, reason: str, as_json: bool, **fields: Any) -> None:
     """Add an entry (a near-duplicate of an active one merges into it instead)."""
     from memory import EntryDraft
@@ -219,7 +219,7 @@ def _edit_in_editor(bank: Any, entry_id: str) -> dict[str, Any]:
 @author_option("Who edits it.")
 @click.option("--reason", default="", help="Why it is edited (kept in its history).")
 @json_option
-@bank_options
+@bank_options(changes=True, writes_entries=True)
 def edit(bank: Any, entry_id: str, author: str, reason: str, as_json: bool, **fields: Any) -> None:
     """Edit an entry with flags, or without flags in $EDITOR (YAML), validated before saving."""
     changes = {k: v for k, v in fields.items() if v is not None}
@@ -240,7 +240,7 @@ def edit(bank: Any, entry_id: str, author: str, reason: str, as_json: bool, **fi
 @author_option("Who retires it.")
 @click.option("--reason", default="", help="Why (kept in its history).")
 @json_option
-@bank_options
+@bank_options(changes=True)
 def retire(bank: Any, entry_id: str, author: str, reason: str, as_json: bool) -> None:
     """Take an entry out of retrieval (kept with its history; `restore` undoes it)."""
     entry = bank.retire(entry_id, author=author, reason=reason)
@@ -252,7 +252,7 @@ def retire(bank: Any, entry_id: str, author: str, reason: str, as_json: bool) ->
 @author_option("Who restores it.")
 @click.option("--reason", default="", help="Why (kept in its history).")
 @json_option
-@bank_options
+@bank_options(changes=True)
 def restore(bank: Any, entry_id: str, author: str, reason: str, as_json: bool) -> None:
     """Put a retired entry back into retrieval."""
     entry = bank.restore(entry_id, author=author, reason=reason)
@@ -270,7 +270,7 @@ def _report_status(entry: Any, as_json: bool) -> None:
 @click.argument("entry_id")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @json_option
-@bank_options
+@bank_options(changes=True)
 def rm(bank: Any, entry_id: str, yes: bool, as_json: bool) -> None:
     """Delete an entry and its history for good (prefer `retire`)."""
     entry = bank.get(entry_id)
@@ -286,7 +286,7 @@ def rm(bank: Any, entry_id: str, yes: bool, as_json: bool) -> None:
 @skills.command("history")
 @click.argument("entry_id")
 @json_option
-@bank_options
+@bank_options()
 def history(bank: Any, entry_id: str, as_json: bool) -> None:
     """List every revision of an entry (who, when, why, what)."""
     revisions = bank.history(entry_id)
@@ -301,7 +301,7 @@ def history(bank: Any, entry_id: str, as_json: bool) -> None:
 @click.argument("revision", type=int)
 @author_option("Who reverts it.")
 @json_option
-@bank_options
+@bank_options(changes=True)
 def revert(bank: Any, entry_id: str, revision: int, author: str, as_json: bool) -> None:
     """Make revision REVISION of an entry current again (as a new revision)."""
     entry = bank.revert(entry_id, revision, author=author)

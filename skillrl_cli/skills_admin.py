@@ -63,7 +63,7 @@ def _format(path: Path, fmt: str | None) -> str:
     "is refused: the import would then refuse the whole file.",
 )
 @json_option
-@bank_options
+@bank_options(changes=True)
 def import_command(bank: Any, file: Path, fmt: str | None, env: str, category_map: Path | None,
                    map_category: tuple[str, ...], author: str, dry_run: bool,
                    as_json: bool) -> None:  # fmt: skip
@@ -131,7 +131,7 @@ def _dry_run(
 )
 @click.option("--env", default=None, help="skillrl format: only this env's task skills/notes.")
 @json_option
-@bank_options
+@bank_options()
 def export(bank: Any, file: Path, fmt: str | None, env: str | None, as_json: bool) -> None:
     """Export the bank to FILE (written atomically)."""
     from memory import jsonl_format, skillrl_format
@@ -150,7 +150,7 @@ def export(bank: Any, file: Path, fmt: str | None, env: str | None, as_json: boo
 @click.command("snapshot")
 @click.argument("name")
 @json_option
-@bank_options
+@bank_options(changes=True)
 def snapshot(bank: Any, name: str, as_json: bool) -> None:
     """Save the bank's current entries as snapshot NAME."""
     info = bank.snapshots.create(name)
@@ -162,7 +162,7 @@ def snapshot(bank: Any, name: str, as_json: bool) -> None:
 
 @click.command("snapshots")
 @json_option
-@bank_options
+@bank_options()
 def snapshots(bank: Any, as_json: bool) -> None:
     """List the saved snapshots."""
     infos = bank.snapshots.list()
@@ -176,7 +176,7 @@ def snapshots(bank: Any, as_json: bool) -> None:
 @click.argument("a")
 @click.argument("b", default="current")
 @json_option
-@bank_options
+@bank_options()
 def diff(bank: Any, a: str, b: str, as_json: bool) -> None:
     """Show what changed from snapshot A to snapshot B (default: the current bank)."""
     result = bank.snapshots.diff(a, b)
@@ -188,7 +188,7 @@ def diff(bank: Any, a: str, b: str, as_json: bool) -> None:
 
 @click.command("stats")
 @json_option
-@bank_options
+@bank_options()
 def stats(bank: Any, as_json: bool) -> None:
     """Summarise the bank: entries per kind and status, episodes, index agreement."""
     from memory.summary import bank_summary
@@ -202,7 +202,7 @@ def stats(bank: Any, as_json: bool) -> None:
 
 @click.command("reindex")
 @json_option
-@bank_options
+@bank_options(changes=True, verify=False)
 def reindex(bank: Any, as_json: bool) -> None:
     """Rebuild the vector index from SQL (also after switching --embedder)."""
     count = bank.reindex()

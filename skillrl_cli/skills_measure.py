@@ -95,7 +95,7 @@ from skillrl_core.splits import TRAIN_SPLIT
     help="Play and print the figures, store nothing (the bank is opened read-only).",
 )
 @json_option
-@bank_options
+@bank_options(changes=True)
 def measure(bank: Any, entries: tuple[str, ...], dry_run: bool, as_json: bool, **o: Any) -> None:
     """Measure entries by paired rollouts: each goal with the entry and with it withheld.
 

@@ -35,9 +35,24 @@ def default_author() -> str:
         return "person"
 
 
-def bank_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Add the options that locate the bank, and pass one opened ``bank`` to the command."""
+def bank_options(
+    *, changes: bool = False, writes_entries: bool = False, verify: bool = True
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add the options that locate the bank, and pass one opened ``bank`` to the command.
 
+    ``changes``: the command changes the bank, so a read-only bank (``--dry-run``) refuses it
+    up front, before an editor or a confirmation prompt opens. ``writes_entries``: it writes an
+    entry's env, which must be a registered environment. ``verify``: check SQL against the
+    index on opening (off for ``reindex``, which repairs them).
+    """
+    return functools.partial(
+        _with_bank, changes=changes, writes_entries=writes_entries, verify=verify
+    )
+
+
+def _with_bank(
+    command: Callable[..., Any], *, changes: bool, writes_entries: bool, verify: bool
+) -> Callable[..., Any]:
     @workspace_option
     @click.option(
         "--database-url",
@@ -75,11 +90,11 @@ def bank_options(command: Callable[..., Any]) -> Callable[..., Any]:
             embedder=embedder,
             read_only=dry_run,
         )
-        if kw.get("env"):
-            check_env(kw["env"], command.__name__)
+        if kw.get("env") and writes_entries:
+            check_env(kw["env"])
         try:
-            with SkillBank.open(config, verify=command.__name__ != "reindex") as bank:
-                if command.__name__ in CHANGING_COMMANDS and not dry_run:
+            with SkillBank.open(config, verify=verify) as bank:
+                if changes and not dry_run:
                     bank.require_writable()  # before an editor or a confirmation prompt opens
                 if "entry_id" in kw:
                     kw["entry_id"] = bank.resolve_id(kw["entry_id"])
@@ -90,15 +105,7 @@ def bank_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-WRITING_COMMANDS = frozenset({"add", "edit"})
-"""Commands that write an entry's env (and so check it is registered)."""
-CHANGING_COMMANDS = WRITING_COMMANDS | {
-    "retire", "restore", "rm", "revert", "import_command", "snapshot", "reindex", "measure",
-}  # fmt: skip
-"""Commands (by function name) that change the bank: a read-only bank refuses them up front."""
-
-
-def check_env(env: str, command: str) -> None:
+def check_env(env: str) -> None:
     """Refuse an entry for an environment that is not registered (a typo would hide it).
 
     Only commands that write entries check: listing or searching by an env that no longer
@@ -107,7 +114,7 @@ def check_env(env: str, command: str) -> None:
     from envs.registry import registered
 
     known = registered()
-    if command in WRITING_COMMANDS and env not in known:
+    if env not in known:
         raise InvalidEntryError(
             f"env ({env!r}) is not a registered environment; known: {', '.join(sorted(known))} "
             "(see `skillrl envs`)"

@@ -11,7 +11,7 @@ and the LoRA fields); the turn-level fields (``step_weight``, ``gamma``) follow 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from envs.registry import DEFAULT_ENV
 from skillrl_core.errors import ConfigError
@@ -139,6 +139,16 @@ class GRPOConfig:
         return self.epsilon if self.epsilon_high is None else self.epsilon_high
 
 
+class EvolveGoals(NamedTuple):
+    """The goals whose episodes' failures evolve the bank."""
+
+    name: str
+    """The run's name for those episodes (``cycles/<c>/<name>.json``)."""
+    split: str
+    goals: int
+    """The first ``goals`` goals of ``split``."""
+
+
 @dataclass
 class CycleConfig:
     """One ``skillrl train`` run: how many cycles, on which goals, with what."""
@@ -215,15 +225,15 @@ class CycleConfig:
             raise ConfigError(f"eval_temperature ({self.eval_temperature}) must be >= 0")
 
     @property
-    def evolve_goals(self) -> tuple[str, str, int] | None:
-        """``(name, split, goals)`` of the episodes whose failures evolve the bank, or None.
+    def evolve_goals(self) -> EvolveGoals | None:
+        """The episodes whose failures evolve the bank, or None.
 
         The validation goals when there are any; else the evaluation goals, unless those are
         held-out test goals: evolving from them would leak the goals into the bank, and the next
         cycle's evaluation would measure that leak, not learning.
         """
         if self.validation_goals > 0:
-            return "validation", self.validation_split, self.validation_goals
+            return EvolveGoals("validation", self.validation_split, self.validation_goals)
         if self.eval_split == TEST_SPLIT:
             return None
-        return "eval", self.eval_split, self.eval_goals
+        return EvolveGoals("eval", self.eval_split, self.eval_goals)

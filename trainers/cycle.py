@@ -318,7 +318,7 @@ class TrainingRun:
             logger.info("no validation goals and the evaluation goals are test goals: no evolve")
             state.current["bank.evolved_entries"] = 0
             return
-        validation = self._episodes_of(cycle, *goals)
+        validation = self._episodes_of(cycle, goals.name, goals.split, goals.goals)
         report = evolve_from_validation(self.bank, self.distiller, validation)
         state.current["bank.evolved_entries"] = sum(
             len(r.added) + len(r.refined) for r in report.evolved
