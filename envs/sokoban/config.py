@@ -11,6 +11,9 @@ from skillrl_core.validation import check_number
 DEFAULT_CATEGORIES: tuple[str, ...] = ("6x6-1box", "7x7-2box", "8x8-3box")
 """RAGEN's 6x6 room with one box, then one size and one box more per step of difficulty."""
 
+OBSERVATION_MODES: tuple[str, ...] = ("grid", "positions")
+"""What an observation holds (:attr:`SokobanConfig.observation_mode`)."""
+
 ROOM_FIELDS: tuple[str, ...] = (
     "categories",
     "seed",
@@ -93,6 +96,10 @@ class SokobanConfig:
     """Bonus when every box is on a target (gym-sokoban's ``reward_finished``)."""
     show_legend: bool = True
     """Print the symbol legend in every observation."""
+    observation_mode: str = "grid"
+    """``grid``: the legend, the grid and the box count (RAGEN's text). ``positions``: the same,
+    then where each box and free target is from the player (``Box at row 3, column 2: 1 down
+    and 1 left of you.``)."""
 
     def __post_init__(self) -> None:
         raw = self.categories
@@ -118,6 +125,11 @@ class SokobanConfig:
             self._require_float(name)
         if not isinstance(self.show_legend, bool):
             raise ConfigError(f"show_legend ({self.show_legend!r}) must be true or false")
+        if self.observation_mode not in OBSERVATION_MODES:
+            raise ConfigError(
+                f"observation_mode ({self.observation_mode!r}) must be one of "
+                f"{', '.join(OBSERVATION_MODES)}"
+            )
 
     def _require_float(self, name: str) -> None:
         value = getattr(self, name)

@@ -20,7 +20,16 @@ from envs.sokoban.config import SokobanConfig
 from envs.sokoban.levels import SPLITS, Level, LevelSet, custom_level, shared_levels
 from envs.sokoban.outcome import SokobanStepOutcome
 from envs.sokoban.parse import parse_move
-from envs.sokoban.room import DIRECTIONS, LEGEND, Move, Room, State, apply_move, render_grid
+from envs.sokoban.room import (
+    DIRECTIONS,
+    LEGEND,
+    Move,
+    Room,
+    State,
+    apply_move,
+    describe_positions,
+    render_grid,
+)
 from envs.sokoban.solver import dead_square_kind, dead_squares, frozen_block
 from skillrl_core.errors import ConfigError, EnvStateError
 
@@ -202,6 +211,8 @@ class SokobanEnv:
             lines.append(f"Legend: {LEGEND}.")
         lines.append(render_grid(room, state))
         lines.append(f"Boxes on targets: {state.boxes_on_target(room)}/{len(state.boxes)}.")
+        if self.config.observation_mode == "positions":
+            lines.append(describe_positions(room, state))
         return "\n".join(lines)
 
     def available_actions(self) -> list[str]:

@@ -116,6 +116,37 @@ def render_grid(room: Room, state: State) -> str:
     return "\n".join(rows)
 
 
+def describe_positions(room: Room, state: State) -> str:
+    """Return where each box and each free target is from the player, in the moves' words.
+
+    One line per box (``Box at row 3, column 2: 1 down and 1 left of you.``), then one per
+    target without a box. A grid row's cells merge into multi-character tokens (``#__#``), so
+    a small model cannot read a cell's column off the grid; these lines state it.
+    """
+    player_row, player_column = room.position(state.player)
+    lines = [f"You are at row {player_row}, column {player_column}."]
+    for name, cells in (
+        ("Box", sorted(state.boxes)),
+        ("Empty target", sorted(room.targets - state.boxes)),
+    ):
+        for cell in cells:
+            row, column = room.position(cell)
+            lines.append(
+                f"{name} at row {row}, column {column}: "
+                f"{_offset_words(row - player_row, column - player_column)}."
+            )
+    return "\n".join(lines)
+
+
+def _offset_words(rows: int, columns: int) -> str:
+    parts = []
+    if rows:
+        parts.append(f"{abs(rows)} {'down' if rows > 0 else 'up'}")
+    if columns:
+        parts.append(f"{abs(columns)} {'right' if columns > 0 else 'left'}")
+    return " and ".join(parts) + " of you" if parts else "where you are"
+
+
 def parse_grid(text: str) -> tuple[Room, State]:
     """Parse the first block of grid rows in ``text`` (other lines are ignored).
 

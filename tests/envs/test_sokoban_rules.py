@@ -198,3 +198,32 @@ def test_apply_move_never_mutates_its_input():
     before = State(state.player, state.boxes)
     apply_move(room, state, "right")
     assert state == before
+
+
+def test_positions_mode_says_where_boxes_and_free_targets_are_from_the_player():
+    import envs
+    from envs.sokoban.room import describe_positions, parse_grid
+
+    room, state = parse_grid("#####\n#P_X#\n#__O#\n#*__#\n#####")
+    assert describe_positions(room, state).splitlines() == [
+        "You are at row 1, column 1.",
+        "Box at row 1, column 3: 2 right of you.",
+        "Box at row 3, column 1: 2 down of you.",
+        "Empty target at row 2, column 3: 1 down and 2 right of you.",
+    ]
+    env = envs.make("sokoban", categories="6x6-1box", observation_mode="positions")
+    observation, _ = env.reset(seed=0, options={"split": "test", "goal_index": 0})
+    grid_only = envs.make("sokoban", categories="6x6-1box")
+    plain, _ = grid_only.reset(seed=0, options={"split": "test", "goal_index": 0})
+    assert observation.startswith(plain) and "You are at row" in observation
+    assert parse_grid(observation) == parse_grid(plain)  # the grid reads the same
+
+
+def test_an_unknown_sokoban_observation_mode_is_refused_by_name():
+    import pytest
+
+    from envs.sokoban.config import SokobanConfig
+    from skillrl_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="observation_mode .'pixels'. must be one of grid"):
+        SokobanConfig(observation_mode="pixels")
