@@ -40,6 +40,7 @@ from skillrl_cli.train_setup import (
     cycle_config_from,
     grpo_config_from,
     starting_model,
+    take_model_settings,
 )
 from skillrl_cli.upfront_checks import check_prompt_budget
 from skillrl_core.errors import ConfigError
@@ -238,7 +239,10 @@ from skillrl_core.splits import TEST_SPLIT
     "--model",
     default="embedded",
     show_default=True,
-    help="'embedded' (SmolLM2-135M-Instruct), a checkpoint folder or a hub id.",
+    help="'embedded' (SmolLM2-135M-Instruct, untrained), 'shipped' (the cold-started adapter "
+    "the package ships for --env), a checkpoint or adapter folder, or a hub id. A model that "
+    "records the settings it was trained under (skillrl.json: skills, prompt budget, decoding, "
+    "environment options) trains under them unless you give those options.",
 )
 @click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of goals and sampling.")
@@ -351,6 +355,8 @@ def train(**options: Any) -> None:
     folder = run_folder(o["workspace"], o["run_name"])
     if o["resume"]:
         fill_from_saved(ctx, o, folder)
+    else:
+        take_model_settings(o, ctx)
     # Everything below up to the model load is cheap: a typo fails in a second.
     env_config = env_config_from(o["env_id"], o["env_options"])
     if o["backend"] in ("openai", "vllm"):

@@ -62,6 +62,33 @@ def grpo_config_from(o: dict[str, Any]) -> GRPOConfig:
     )
 
 
+SHIPPED_MODEL = "shipped"
+"""``--model shipped``: the cold-started adapter the package ships for ``--env``."""
+
+
+def take_model_settings(o: dict[str, Any], ctx: Any) -> None:
+    """Resolve ``--model shipped`` and apply the starting model's recorded settings to ``o``.
+
+    The model GRPO starts from (``--init`` or ``--model``; a ``--cold-start`` makes its own)
+    may carry ``skillrl.json``: the skills setting, prompt budget, decoding and environment
+    options it was trained under. Each option left at its default takes the recorded value, as
+    ``skillrl run`` does, and the screen says which. A resumed run keeps its saved settings.
+    """
+    from rich.console import Console
+
+    from skillrl.policies.model_settings import shipped_adapter
+    from skillrl_cli.options import model_settings_for
+
+    if o["model"] == SHIPPED_MODEL:
+        shipped = shipped_adapter(o["env_id"])
+        if shipped is None:
+            raise ConfigError(f"--model shipped: no adapter ships for environment {o['env_id']!r}")
+        o["model"] = str(shipped)
+    if o["cold_start"]:
+        return
+    model_settings_for(o["init_checkpoint"] or o["model"], o, ctx, Console(stderr=True), "skills")
+
+
 def starting_model(o: dict[str, Any]) -> str:
     """Return the model GRPO starts from: --init, the cold-started one, or --model."""
     if o["init_checkpoint"] is not None and o["cold_start"]:

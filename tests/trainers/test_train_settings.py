@@ -219,3 +219,19 @@ def test_runs_lists_every_run_newest_first_with_its_checkpoints(workspace):
     assert rows[0]["last_checkpoint"] == str(new / "checkpoints" / "cycle-0002")
     table = CliRunner().invoke(main, ["runs"])
     assert "new" in table.output and "old" in table.output and "0.60 (cycle 3)" in table.output
+
+
+def test_the_shipped_adapter_trains_under_the_settings_it_records(workspace, started):
+    result = train("--model", "shipped", "--run-name", "rl")
+    assert isinstance(result.exception, Started), result.output
+    cycle, _, o = started[0]
+    assert o["model"].endswith("adapters/webshop")
+    assert not cycle.skills  # it was cold-started without skills
+    assert cycle.env_config == {"observation_mode": "text_rich"}
+    assert "settings the model was trained under" in result.output
+    given = train("--model", "shipped", "--run-name", "rl-skills", "--skills")
+    assert isinstance(given.exception, Started), given.output
+    assert started[1][0].skills  # an option the user gives wins
+    refused = train("--model", "shipped", "--env", "sokoban", "--run-name", "s")
+    assert refused.exit_code == 1
+    assert "no adapter ships for environment 'sokoban'" in refused.output
