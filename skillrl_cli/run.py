@@ -376,8 +376,8 @@ def _reviewer(console: Console) -> Any:
 
     def review(state: Any, decision: Any) -> Any:
         typed = ask_step(console, state, decision).strip()
-        if typed.lower() in ("q", "quit"):
-            raise click.Abort()
+        if typed.lower() in QUIT_WORDS:
+            _quit(console)
         if not typed:
             return decision
         typed = _with_query(console, state, typed)
@@ -391,13 +391,23 @@ def _reviewer(console: Console) -> Any:
     return review
 
 
+QUIT_WORDS = ("q", "quit")
+"""What a person types to stop playing."""
+
+
+def _quit(console: Console) -> None:
+    """Stop the run as a person asked: exit 0 (episodes that finished before are kept)."""
+    console.print("[dim]quit: the episode in progress is dropped; finished ones are kept[/]")
+    raise click.exceptions.Exit(0)
+
+
 def _typed_action(console: Console, state: Any, prompt: str) -> str:
     """Read a person's action: blank lines ask again, q quits, the search box asks for words."""
     typed = ""
     while not typed:
         typed = _read(console, prompt).strip()
-    if typed.lower() in ("q", "quit"):
-        raise click.Abort()
+    if typed.lower() in QUIT_WORDS:
+        _quit(console)
     return _with_query(console, state, typed)
 
 

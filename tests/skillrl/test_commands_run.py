@@ -253,6 +253,8 @@ def test_a_person_sees_the_task_before_the_first_action(workspace):
         ["run", "--policy", "human", "--no-skills", "--no-record", "--max-turns", "1"],
         input="q\n",
     )
+    assert result.exit_code == 0 and "Aborted" not in result.output  # q is a way out, not an error
+    assert "quit: the episode in progress is dropped" in result.output
     task_at = result.output.find("task (")
     assert task_at != -1, result.output
     assert task_at < result.output.find("your action> "), result.output  # before turn 1's prompt
