@@ -143,15 +143,22 @@ def parse_env_options(values: Sequence[str]) -> dict[str, Any]:
     return settings
 
 
+YAML_LINE_BREAKS = "\x85\u2028\u2029"
+"""Characters YAML reads as line breaks besides CR and LF."""
+
+
 def env_option_text(key: str, value: Any) -> str:
-    """Return the ``KEY=VALUE`` text that ``--env-option`` reads back as exactly ``value``.
+    r"""Return the ``KEY=VALUE`` text that ``--env-option`` reads back as exactly ``value``.
 
     PyYAML writes the value, so PyYAML's reading of it is the inverse (JSON would not do:
-    YAML 1.1 reads JSON's ``1e-09`` as a string).
+    YAML 1.1 reads JSON's ``1e-09`` as a string). Text holding one of YAML's own line breaks
+    (NEL, LS, PS) is written with escapes: PyYAML writes them raw in a quoted scalar, where
+    reading folds them (``'a\x85b'`` came back as ``'a b'``).
     """
     import yaml
 
-    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=1 << 30)
+    plain = not (isinstance(value, str) and any(c in value for c in YAML_LINE_BREAKS))
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=plain, width=1 << 30)
     return f"{key}={text.removesuffix(chr(10)).removesuffix(chr(10) + '...')}"
 
 

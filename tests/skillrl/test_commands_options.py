@@ -73,6 +73,11 @@ scalars = st.one_of(
 )
 
 
+@pytest.mark.parametrize("value", ["\x85", "a\x85b", "\u2028", "\x85\x85", "é\u2029"])
+def test_yaml_line_breaks_survive_the_round_trip(value):
+    assert parse(env_option_text("_", value)) == {"_": value}
+
+
 @given(key=st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True), value=scalars)
 def test_a_written_env_option_reads_back_as_itself(key, value):
     # A settings file's env-option mapping becomes KEY=VALUE texts: every scalar must survive.
