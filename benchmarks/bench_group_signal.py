@@ -1,4 +1,4 @@
-"""GRPO groups with a success: how sampling temperature sets what a cycle can learn from.
+"""GRPO groups with a success: how the sampling rule and temperature set what a cycle learns from.
 
     python -m benchmarks group_signal --model skillrl/adapters/webshop --goals 16 \\
         --group-size 4 --plays sequence:1.0,sequence:0.5,mean:0.2 --out group_signal.json
