@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_speed import matmul_gflops  # noqa: E402
 
-from envs.webshop.agent import page_kind  # noqa: E402
+from envs.webshop.agent_adapter import page_kind  # noqa: E402
 from skillrl.agents.base import AgentDecision, AgentState  # noqa: E402
 from skillrl.agents.expert import ExpertAgent  # noqa: E402
 from skillrl.prompts import PromptConfig, build_prompt  # noqa: E402

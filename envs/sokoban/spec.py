@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.sokoban.agent import SokobanAgentAdapter
+from envs.sokoban.agent_adapter import SokobanAgentAdapter
 from envs.sokoban.config import SokobanConfig
-from envs.sokoban.distill import SokobanDistillAdapter
+from envs.sokoban.distill_adapter import SokobanDistillAdapter
 from envs.sokoban.env import SokobanEnv
 from envs.spec import EnvSpec
 

@@ -5,7 +5,7 @@ Its :class:`envs.spec.EnvSpec` is ``envs.webshop.spec.SPEC``.
 
 from __future__ import annotations
 
-from envs.webshop.agent import WebShopAgentAdapter
+from envs.webshop.agent_adapter import WebShopAgentAdapter
 from envs.webshop.config import WebShopConfig
 from envs.webshop.env import WebShopEnv
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from envs.spec import EnvSpec
-from envs.webshop.agent import WebShopAgentAdapter
+from envs.webshop.agent_adapter import WebShopAgentAdapter
 from envs.webshop.categories import SKILLRL_CATEGORIES
 from envs.webshop.config import WebShopConfig
-from envs.webshop.distill import WebShopDistillAdapter
+from envs.webshop.distill_adapter import WebShopDistillAdapter
 from envs.webshop.env import WebShopEnv
 
 

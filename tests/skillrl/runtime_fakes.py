@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from envs import register
-from envs.webshop.agent import WebShopAgentAdapter
+from envs.webshop.agent_adapter import WebShopAgentAdapter
 from memory.types import Entry, RetrievedEntry, RetrievedSkills
 from skillrl.policies.base import Generation, SamplingConfig, ScoredContinuation
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.sokoban.agent import SokobanAgentAdapter
-from envs.webshop.agent import WebShopAgentAdapter, is_search_page
+from envs.sokoban.agent_adapter import SokobanAgentAdapter
+from envs.webshop.agent_adapter import WebShopAgentAdapter, is_search_page
 from skillrl.parsing import parse_action as parse_with
 
 WEBSHOP = WebShopAgentAdapter()

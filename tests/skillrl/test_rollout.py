@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from runtime_fakes import FakeBank, ScriptedPolicy, SolverPolicy
 
-from envs.webshop.agent import WebShopAgentAdapter
+from envs.webshop.agent_adapter import WebShopAgentAdapter
 from skillrl.agents.llm import LLMAgent
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 from skillrl_core.records import EpisodeRecord

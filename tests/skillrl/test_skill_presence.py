@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from envs.webshop.agent import page_kind
+from envs.webshop.agent_adapter import page_kind
 from skillrl.agents.expert import ExpertAgent
 from skillrl.prompts import PromptConfig, build_prompt
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine

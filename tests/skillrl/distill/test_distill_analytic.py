@@ -5,7 +5,7 @@ import re
 import pytest
 from distill_episodes import episode, unfinished_episode
 
-from envs.webshop.distill import option_kind
+from envs.webshop.distill_adapter import option_kind
 from skillrl.distill.analytic import AnalyticConfig, AnalyticDistiller
 from skillrl.distill.leakage import draft_leaks
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from envs.webshop.distill import faulty_action
+from envs.webshop.distill_adapter import faulty_action
 from skillrl.distill.probes import FaultyExpertAgent
 from skillrl_core.errors import ConfigError
 
