@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 import memory.consistency as consistency
+from memory.bank_files import open_engine
 from memory.config import BankConfig, RetrievalConfig
 from memory.db import read_session, upgrade_schema
 from memory.embedding import Embedder
@@ -36,7 +37,6 @@ from memory.models import EntryRow, ProvenanceRow, RevisionRow, utcnow
 from memory.retrieval import record_events, retrieve
 from memory.revisions import add_revision, history, revision_data
 from memory.snapshots import SnapshotStore
-from memory.storage import open_engine
 from memory.store import BankStore
 from memory.trajectories import TrajectoryStore
 from memory.types import (
