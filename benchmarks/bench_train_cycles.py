@@ -46,7 +46,8 @@ def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> 
     Each call of ``skillrl train`` adds one cycle to the resumable run (``--resume``, only
     ``--cycles`` grows), so an arm stops at a cycle boundary once its wall-time budget is spent:
     arms run side by side are compared at equal wall time. The wall time at the end of every
-    cycle goes to ``<workspace>/cycle_seconds.json`` (a resumed arm adds to what it spent).
+    cycle goes to ``<workspace>/cycle_seconds.json`` (a resumed arm adds to what it spent; the
+    first call plays cycle 0 and cycle 1, so both carry its end time).
     """
     workspace = root / name.split(":")[0]
     clock = workspace / "cycle_seconds.json"
@@ -68,6 +69,14 @@ def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> 
         clock.write_text(json.dumps(spent, indent=1))
         done = max(row["cycle"] for row in rows)
         print(f"[{name}] cycle {done} at {spent[str(done)]:.0f} s", flush=True)
+    return _with_wall_seconds(workspace)
+
+
+def _with_wall_seconds(workspace: Path) -> list[dict]:
+    """The arm's metrics rows, each with the wall time its arm had spent at its end."""
+    clock = workspace / "cycle_seconds.json"
+    spent = json.loads(clock.read_text()) if clock.exists() else {}
+    rows = _metrics(workspace)
     for row in rows:
         row["bench.wall_seconds"] = spent.get(str(row["cycle"]))
     return rows
@@ -282,7 +291,7 @@ def main() -> None:
         if name[0] in args.only:
             results[name] = train(name, flags, args, root)
         elif metrics.exists():  # run earlier, or by another process: report it too
-            results[name] = [json.loads(line) for line in metrics.read_text().splitlines()]
+            results[name] = _with_wall_seconds(root / name.split(":")[0])
     success, score = expert_ceiling(args)
     print(
         f"\n{args.eval_goals} test goals, max {args.max_turns} turns, {args.cycles} cycle(s) of "
