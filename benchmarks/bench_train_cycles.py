@@ -178,7 +178,8 @@ def report(summary: dict) -> str:
             train = row.get("train.success_rate")
             kept = row.get("groups.kept")
             groups = "" if kept is None else f"{kept} / {row.get('groups.dropped', 0)}"
-            wall = row.get("bench.wall_seconds")
+            # The first call plays cycles 0 and 1: cycle 0 has no wall time of its own.
+            wall = row.get("bench.wall_seconds") if row["cycle"] > 0 else None
             lines.append(
                 f"| {name} | {row['cycle']} | {wins}/{n} | [{low:.2f}, {high:.2f}] "
                 f"| {row['eval.mean_score']:.3f} "
