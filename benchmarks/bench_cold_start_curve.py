@@ -34,7 +34,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_expert import FirstResultWithOptions  # noqa: E402
-from bench_speed import matmul_gflops  # noqa: E402
+from bench_speed import machine  # noqa: E402
 
 import envs  # noqa: E402
 from envs.webshop.failures import FAILURE_CLASSES, FAILURE_LABELS, classify_failures  # noqa: E402
@@ -50,11 +50,6 @@ from trainers.cold_start import ColdStartRun  # noqa: E402
 from trainers.episode_metrics import summarise, wilson_interval  # noqa: E402
 from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
 from trainers.sft_config import ColdStartConfig  # noqa: E402
-
-
-def machine() -> dict[str, float]:
-    """The machine's matmul rate and load average now."""
-    return {"matmul_gflops": round(matmul_gflops(), 1), "load_average": os.getloadavg()[0]}
 
 
 def figures(episodes: list[Any]) -> dict[str, Any]:

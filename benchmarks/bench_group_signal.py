@@ -30,7 +30,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_speed import matmul_gflops  # noqa: E402
+from bench_speed import machine  # noqa: E402
 
 import envs  # noqa: E402
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
@@ -43,11 +43,6 @@ from trainers.episode_metrics import wilson_interval  # noqa: E402
 from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
 from trainers.rewards import compute_turn_rewards, default_reward_functions  # noqa: E402
 from trainers.sampling import signal_groups  # noqa: E402
-
-
-def machine() -> dict[str, float]:
-    """The machine's matmul rate and load average now."""
-    return {"matmul_gflops": round(matmul_gflops(), 1), "load_average": os.getloadavg()[0]}
 
 
 def group_figures(episodes: list[Any], group_size: int) -> dict[str, Any]:

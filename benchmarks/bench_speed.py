@@ -84,6 +84,13 @@ def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
     return 2 * size**3 / best / 1e9
 
 
+def machine() -> dict[str, float]:
+    """The machine's matmul rate and load average now (printed beside every time figure)."""
+    import os
+
+    return {"matmul_gflops": round(matmul_gflops(), 1), "load_average": os.getloadavg()[0]}
+
+
 def body_params(model) -> int:
     """Parameters of the transformer layers (no embedding lookup, no LM head)."""
     return sum(p.numel() for name, p in model.named_parameters() if ".layers." in name)

@@ -141,13 +141,11 @@ def _train_command(
 
 
 def machine() -> dict[str, float]:
-    """The machine's matmul rate and load average now."""
-    import os
-
+    """The machine's matmul rate and load average now (``bench_speed.machine``)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_speed import matmul_gflops
+    from bench_speed import machine as measured
 
-    return {"matmul_gflops": round(matmul_gflops(), 1), "load_average": os.getloadavg()[0]}
+    return measured()
 
 
 def report(summary: dict) -> str:
