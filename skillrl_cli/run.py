@@ -428,5 +428,6 @@ def _with_query(console: Console, state: Any, typed: str) -> str:
 def _read(console: Console, prompt: str) -> str:
     try:
         return console.input(prompt)
-    except EOFError as error:
-        raise click.Abort() from error
+    except EOFError:  # Ctrl-D, or the end of piped input: the same as typing q
+        _quit(console)
+        raise  # not reached: _quit exits

@@ -259,3 +259,11 @@ def test_a_person_sees_the_task_before_the_first_action(workspace):
     assert task_at != -1, result.output
     assert task_at < result.output.find("your action> "), result.output  # before turn 1's prompt
     assert result.output.count("task (") == 1
+
+
+def test_the_end_of_input_ends_human_play_like_q(workspace):
+    result = CliRunner().invoke(
+        main, ["run", "--policy", "human", "--no-skills", "--no-record", "--max-turns", "1"]
+    )  # no input at all: Ctrl-D at the first prompt
+    assert result.exit_code == 0 and "Aborted" not in result.output, result.output
+    assert "quit: the episode in progress is dropped" in result.output
