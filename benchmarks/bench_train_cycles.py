@@ -51,6 +51,8 @@ def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> 
     """
     workspace = root / name.split(":")[0]
     clock = workspace / "cycle_seconds.json"
+    if args.eval_every > 1:
+        return _train_in_one_call(name, flags, args, workspace)
     spent = json.loads(clock.read_text()) if clock.exists() else {}
     rows = _metrics(workspace)
     done = max((row["cycle"] for row in rows), default=-1)
@@ -69,6 +71,24 @@ def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> 
         clock.write_text(json.dumps(spent, indent=1))
         done = max(row["cycle"] for row in rows)
         print(f"[{name}] cycle {done} at {spent[str(done)]:.0f} s", flush=True)
+    return _with_wall_seconds(workspace)
+
+
+def _train_in_one_call(
+    name: str, flags: list[str], args: argparse.Namespace, workspace: Path
+) -> list[dict]:
+    """Run every cycle in one ``skillrl train`` call (``--resume`` continues a killed one).
+
+    With ``--eval-every`` above 1 the run must know its last cycle from the start (the last
+    cycle is always evaluated), so it cannot grow a cycle at a time. The arm's wall time at the
+    end of each cycle is the running sum of the rows' ``cycle.seconds``.
+    """
+    subprocess.run(_train_command(name, flags, args, workspace, args.cycles), check=True)
+    spent, total = {}, 0.0
+    for row in _metrics(workspace):
+        total += row.get("cycle.seconds", 0.0)
+        spent[str(row["cycle"])] = total
+    (workspace / "cycle_seconds.json").write_text(json.dumps(spent, indent=1))
     return _with_wall_seconds(workspace)
 
 
@@ -112,6 +132,8 @@ def _train_command(
         str(args.group_size),
         "--eval-goals",
         str(args.eval_goals),
+        "--eval-every",
+        str(args.eval_every),
         "--max-turns",
         str(args.max_turns),
         "--max-new-tokens",
@@ -171,7 +193,8 @@ def report(summary: dict) -> str:
     n = args["eval_goals"]
     for name, rows in summary["results"].items():
         for row in rows:
-            wins = round(row["eval.success_rate"] * n)
+            evaluated = "eval.success_rate" in row  # --eval-every leaves cycles out
+            wins = round(row["eval.success_rate"] * n) if evaluated else 0
             low, high = wilson_interval(wins, n)
             train = row.get("train.success_rate")
             kept = row.get("groups.kept")
@@ -179,9 +202,13 @@ def report(summary: dict) -> str:
             # The first call plays cycles 0 and 1: cycle 0 has no wall time of its own.
             wall = row.get("bench.wall_seconds") if row["cycle"] > 0 else None
             lines.append(
-                f"| {name} | {row['cycle']} | {wins}/{n} | [{low:.2f}, {high:.2f}] "
-                f"| {row['eval.mean_score']:.3f} "
-                f"| {'' if train is None else f'{train:.0%}'} "
+                f"| {name} | {row['cycle']} "
+                + (
+                    f"| {wins}/{n} | [{low:.2f}, {high:.2f}] | {row['eval.mean_score']:.3f} "
+                    if evaluated
+                    else "| not evaluated | | "
+                )
+                + f"| {'' if train is None else f'{train:.0%}'} "
                 f"| {groups} "
                 f"| {row.get('update.step_groups_shared', '')} "
                 f"| {'' if wall is None else f'{wall / 60:.1f}'} |"
@@ -247,6 +274,13 @@ def main() -> None:
     parser.add_argument("--goals", type=int, default=2, help="Training goals per cycle.")
     parser.add_argument("--group-size", type=int, default=3)
     parser.add_argument("--eval-goals", type=int, default=4)
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=1,
+        help="Evaluate every N-th cycle (cycle 0 and the last always); above 1 each arm runs "
+        "all its cycles in one call, so --minutes cannot stop it early.",
+    )
     parser.add_argument("--max-turns", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--max-topup-rounds", type=int, default=3)
@@ -283,6 +317,11 @@ def main() -> None:
     )
     parser.add_argument("--plot", default=None, help="PNG of every configuration's curve.")
     args = parser.parse_args()
+    if args.eval_every > 1 and args.minutes:
+        parser.error(
+            "--minutes needs --eval-every 1: an arm that grows a cycle at a time "
+            "evaluates every cycle it ends on"
+        )
     root = Path(args.out)
     results = {}
     for name, flags in CONFIGS.items():
@@ -377,6 +416,7 @@ def plot(results: dict[str, list[dict]], path: Path, args: argparse.Namespace) -
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for name, rows in results.items():
+        rows = [row for row in rows if "eval.success_rate" in row]  # --eval-every skips
         cycles = [row["cycle"] for row in rows]
         success = [row["eval.success_rate"] for row in rows]
         n = args.eval_goals

@@ -81,6 +81,14 @@ from skillrl_core.splits import TEST_SPLIT
     "--eval-split", default=TEST_SPLIT, show_default=True, help="Split of the eval goals."
 )
 @click.option(
+    "--eval-every",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Evaluate every N-th cycle; cycle 0 and the last cycle are always evaluated (a "
+    "100-goal evaluation costs about a training cycle on a CPU).",
+)
+@click.option(
     "--validation-goals",
     type=click.IntRange(0),
     default=4,

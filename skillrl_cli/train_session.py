@@ -161,7 +161,7 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any], processes: Any =
             prompt_config=prompt_config_from(o),
         )
         distiller = make_distiller() if bank is not None else None
-        with PhaseBars(console, "starting (phases)", 2 + 6 * cycle.cycles) as bars:
+        with PhaseBars(console, "starting (phases)", phases_total(cycle)) as bars:
             runner.on_episode = bars.show("  episodes")
 
             def hook(index: int, point: str) -> None:
@@ -194,7 +194,7 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any], processes: Any =
             )
             run.trainer.on_progress = bars.show("  optimizer steps")
             if o["resume"] and run.files.exists():  # the bar starts at the phases already done
-                bars.phases_done(phases_done(run.files.load_state(), cycle.cycles))
+                bars.phases_done(phases_done(run.files.load_state(), cycle))
             # A run whose cold start finished but whose cycles never began has no state yet.
             state = run.run(resume=o["resume"] and run.files.exists())
         console.print(
@@ -208,26 +208,38 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any], processes: Any =
             rollout_policy.close()
 
 
-def phases_done(state: Any, cycles: int) -> int:
-    """Count the phases a resumed run has already completed (cycle 0 has eval and save)."""
-    from trainers.run_files import PHASES
+def phases_done(state: Any, cycle: Any) -> int:
+    """Count the phases a resumed run has already completed."""
+    from trainers.run_files import cycle_phases
 
     return sum(
         state.completed(c, phase)
-        for c in range(cycles + 1)
-        for phase in (("eval", "save") if c == 0 else PHASES)
+        for c in range(cycle.cycles + 1)
+        for phase in cycle_phases(c, evaluates=cycle.evaluates(c))
     )
+
+
+def phases_total(cycle: Any) -> int:
+    """Count the phases of a whole run (cycle 0's two, then each cycle's)."""
+    from trainers.run_files import cycle_phases
+
+    return sum(len(cycle_phases(c, evaluates=cycle.evaluates(c))) for c in range(cycle.cycles + 1))
 
 
 def print_cycle(console: Any, metrics_path: Path) -> None:
     """Print the last cycle's line of ``metrics.jsonl``."""
     lines = metrics_path.read_text(encoding="utf-8").splitlines()
     row = json.loads(lines[-1]) if lines else {}
-    parts = [
-        f"cycle {row.get('cycle')}",
-        f"success {row.get('eval.success_rate', 0):.2f}",
-        f"score {row.get('eval.mean_score', 0):.3f}",
-    ]
+    parts = [f"cycle {row.get('cycle')}"]
+    if "eval.success_rate" in row:
+        parts += [
+            f"success {row['eval.success_rate']:.2f}",
+            f"score {row.get('eval.mean_score', 0):.3f}",
+        ]
+    else:
+        parts.append("not evaluated (--eval-every)")
+    if "train.success_rate" in row:
+        parts.append(f"training success {row['train.success_rate']:.2f}")
     if "update.loss" in row:
         parts += [
             f"loss {row['update.loss']:+.4f}",

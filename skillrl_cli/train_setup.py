@@ -24,6 +24,7 @@ def cycle_config_from(o: dict[str, Any], env_config: dict[str, Any]) -> CycleCon
         group_size=o["group_size"],
         eval_goals=o["eval_goals"],
         eval_split=o["eval_split"],
+        eval_every=o["eval_every"],
         validation_goals=o["validation_goals"],
         max_turns=o["max_turns"],
         skills=o["skills"],

@@ -8,7 +8,8 @@ Cycle 0 evaluates the starting point. Every later cycle runs, in order (``run_fi
 2. ``distill``: pending training episodes become skills and notes; upkeep retires weak entries;
 3. ``update``: turn rewards -> advantages -> one GRPO train step; trainer state saved; when the
    runner's policy rolls out in another process (``trl-vllm``), the new weights are pushed to it;
-4. ``eval``: the fixed evaluation goals (the same every cycle), greedy by default;
+4. ``eval``: the fixed evaluation goals (the same every cycle), greedy by default; every
+   ``CycleConfig.eval_every``-th cycle and the last;
 5. ``evolve``: weak categories of the validation episodes get new entries;
 6. ``save``: bank snapshot, model checkpoint, metrics (JSONL, TensorBoard).
 
@@ -34,6 +35,7 @@ bank re-reads its index when another process changed it, ``memory.store``).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -55,7 +57,13 @@ from trainers.grpo import GRPOTrainer
 from trainers.policy_rollouts import PolicyRollouts
 from trainers.processes import Processes
 from trainers.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
-from trainers.run_files import RunFiles, RunState, plot_learning_curve, write_tensorboard
+from trainers.run_files import (
+    RunFiles,
+    RunState,
+    cycle_phases,
+    plot_learning_curve,
+    write_tensorboard,
+)
 from trainers.run_settings import check_resume_settings, run_settings
 
 logger = logging.getLogger(__name__)
@@ -95,6 +103,7 @@ class TrainingRun:
         pad = policy.tokenizer.pad_token_id
         self.trainer = GRPOTrainer(policy.model, grpo, pad_token_id=pad, seed=config.seed)
         self.goal_order = training_goal_order(config, runner.split_size(config.train_split))
+        self._cycle_started = time.perf_counter()
 
     # -- driving ---------------------------------------------------------------------------
     def run(self, *, resume: bool = False) -> RunState:
@@ -105,6 +114,7 @@ class TrainingRun:
         if self.processes.is_main:
             self._sync_rollout_weights()
         for cycle in range(state.cycle, self.config.cycles + 1):
+            self._cycle_started = time.perf_counter()
             for phase, run_phase in self._phases(cycle):
                 if state.completed(cycle, phase):
                     continue
@@ -123,20 +133,20 @@ class TrainingRun:
         return state
 
     def _phases(self, cycle: int) -> list[tuple[str, Callable[[int, RunState], None]]]:
-        """Return the phases of ``cycle`` in order, each named as ``run_files.PHASES`` names it.
+        """Return the phases of ``cycle`` in order, each bound to the method that runs it.
 
-        Cycle 0 only evaluates the starting point and saves its metrics.
+        Which phases a cycle runs is ``run_files.cycle_phases``'s to say.
         """
-        if cycle == 0:
-            return [("eval", self._eval), ("save", self._save)]
-        return [
-            ("rollout", self._rollout),
-            ("distill", self._distill),
-            ("update", self._update),
-            ("eval", self._eval),
-            ("evolve", self._evolve),
-            ("save", self._save),
-        ]
+        methods = {
+            "rollout": self._rollout,
+            "distill": self._distill,
+            "update": self._update,
+            "eval": self._eval,
+            "evolve": self._evolve,
+            "save": self._save,
+        }
+        names = cycle_phases(cycle, evaluates=self.config.evaluates(cycle))
+        return [(name, methods[name]) for name in names]
 
     def _save_state(self, state: RunState) -> None:
         """Commit ``state`` (the main process's; the others keep theirs in step, unsaved)."""
@@ -327,7 +337,9 @@ class TrainingRun:
     def _save(self, cycle: int, state: RunState) -> None:
         if not self.processes.is_main:
             return
-        row: dict[str, Any] = {"cycle": cycle, **state.current}
+        # Wall time of the cycle in this process (a resumed cycle counts its resumed part).
+        seconds = time.perf_counter() - self._cycle_started
+        row: dict[str, Any] = {"cycle": cycle, **state.current, "cycle.seconds": seconds}
         if self.bank is not None:
             row.update(self._snapshot(cycle))
         last = cycle == self.config.cycles

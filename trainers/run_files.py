@@ -35,6 +35,17 @@ PHASES: tuple[str, ...] = ("rollout", "distill", "update", "eval", "evolve", "sa
 """The phases of a training cycle in order (cycle 0 only runs ``eval`` and ``save``)."""
 
 
+def cycle_phases(cycle: int, *, evaluates: bool) -> tuple[str, ...]:
+    """Return the phases ``cycle`` runs, in order.
+
+    Cycle 0 evaluates and saves; a later cycle runs every phase, ``eval`` only when
+    ``evaluates`` (``CycleConfig.evaluates``).
+    """
+    if cycle == 0:
+        return ("eval", "save")
+    return tuple(p for p in PHASES if p != "eval" or evaluates)
+
+
 @dataclass
 class RunState:
     """Where a run stands; written after every completed phase."""
@@ -195,10 +206,11 @@ def plot_learning_curve(history: list[dict[str, Any]], path: Path, title: str = 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cycles = [row["cycle"] for row in history]
+    evaluated = [row for row in history if "eval.success_rate" in row]  # --eval-every skips
+    cycles = [row["cycle"] for row in evaluated]
     figure, axis = plt.subplots(figsize=(6, 4))
-    axis.plot(cycles, [row.get("eval.success_rate", 0.0) for row in history], "o-", label="success")
-    axis.plot(cycles, [row.get("eval.mean_score", 0.0) for row in history], "s--", label="score")
+    axis.plot(cycles, [row["eval.success_rate"] for row in evaluated], "o-", label="success")
+    axis.plot(cycles, [row.get("eval.mean_score", 0.0) for row in evaluated], "s--", label="score")
     axis.set_xlabel("cycle")
     axis.set_ylim(0, 1)
     axis.set_title(title or "evaluation goals per cycle")

@@ -12,10 +12,13 @@ from skillrl_core.errors import CheckpointError
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.run_files import RunFiles
 
-_ADDED_SINCE: dict[str, dict[str, Any]] = {"grpo": {"whole_group_steps": False}}
+_ADDED_SINCE: dict[str, dict[str, Any]] = {
+    "cycle": {"eval_every": 1},
+    "grpo": {"whole_group_steps": False},
+}
 """Settings added after runs could be started, with the value that runs without them had: a
 run saved before ``whole_group_steps`` shuffled turns across groups, and resumes with
-``--shuffled-turns``."""
+``--shuffled-turns``; one saved before ``eval_every`` evaluated every cycle."""
 
 
 _RENAMED_SINCE: dict[str, dict[str, str]] = {"grpo": {"step_advantage_weight": "step_weight"}}
@@ -65,5 +68,6 @@ def _identity(settings: dict[str, Any]) -> dict[str, Any]:
             renamed.get(k, k): v for k, v in settings.get(part, {}).items() if k not in removed
         }
     parts["cycle"].pop("cycles", None)
-    parts["grpo"] = {**_ADDED_SINCE["grpo"], **parts["grpo"]}
+    for part, added in _ADDED_SINCE.items():
+        parts[part] = {**added, **parts[part]}
     return parts

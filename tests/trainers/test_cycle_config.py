@@ -1,7 +1,10 @@
-"""Which goals' failures may evolve the bank: never the held-out test goals."""
+"""CycleConfig: which goals evolve the bank (never the test goals), which cycles evaluate."""
 
 from __future__ import annotations
 
+import pytest
+
+from skillrl_core.errors import ConfigError
 from skillrl_core.splits import TEST_SPLIT
 from trainers.config import CycleConfig
 
@@ -18,3 +21,14 @@ def test_without_validation_goals_test_goals_never_evolve_it():
 def test_without_validation_goals_non_test_evaluation_goals_do():
     config = CycleConfig(validation_goals=0, eval_split="eval", eval_goals=7)
     assert config.evolve_goals == ("eval", "eval", 7)
+
+
+def test_eval_every_evaluates_the_start_every_nth_cycle_and_the_last():
+    config = CycleConfig(cycles=7, eval_every=3)
+    assert [c for c in range(8) if config.evaluates(c)] == [0, 3, 6, 7]
+    assert all(CycleConfig(cycles=4).evaluates(c) for c in range(5))
+
+
+def test_eval_every_below_one_names_the_field():
+    with pytest.raises(ConfigError, match=r"eval_every \(0\)"):
+        CycleConfig(eval_every=0)

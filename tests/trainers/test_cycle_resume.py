@@ -303,7 +303,35 @@ def test_a_cycle_runs_its_phases_in_the_order_state_json_records():
     from trainers.run_files import PHASES
 
     methods = {f"_{name}": name for name in PHASES}
-    run = SimpleNamespace(**methods)
-    assert [name for name, _ in TrainingRun._phases(run, 1)] == list(PHASES)
-    assert [method for _, method in TrainingRun._phases(run, 1)] == list(PHASES)
+    run = SimpleNamespace(config=CycleConfig(cycles=3, eval_every=2), **methods)
+    assert [name for name, _ in TrainingRun._phases(run, 2)] == list(PHASES)
+    assert [method for _, method in TrainingRun._phases(run, 2)] == list(PHASES)
     assert [name for name, _ in TrainingRun._phases(run, 0)] == ["eval", "save"]
+    without_eval = [p for p in PHASES if p != "eval"]
+    assert [name for name, _ in TrainingRun._phases(run, 1)] == without_eval
+    assert [method for _, method in TrainingRun._phases(run, 1)] == without_eval
+    assert [name for name, _ in TrainingRun._phases(run, 3)] == list(PHASES)  # the last
+
+
+@pytest.mark.slow
+def test_eval_every_evaluates_cycle_0_every_nth_and_the_last_and_a_resume_counts_them(tmp_path):
+    from skillrl_cli.train_session import phases_done, phases_total
+
+    config = CycleConfig(**{**CONFIG.__dict__, "cycles": 3, "eval_every": 2})
+    run, bank = open_run(tmp_path, config, stop_at=(3, "rollout:start"))
+    with pytest.raises(Interrupted):
+        run.run()
+    bank.close()
+    state = run.files.load_state()
+    evaluated = {row["cycle"]: "eval.success_rate" in row for row in state.history}
+    assert evaluated == {0: True, 1: False, 2: True}
+    assert "train.success_rate" in state.history[1]
+    assert run.files.load_episodes(1, "eval") is None
+    assert run.files.load_episodes(2, "eval") is not None
+    # cycle 0: eval, save; cycle 1: five phases; cycle 2: six; cycle 3: six
+    assert phases_total(config) == 2 + 5 + 6 + 6
+    assert phases_done(state, config) == 2 + 5 + 6
+    run, bank = open_run(tmp_path, config)
+    state = run.run(resume=True)
+    bank.close()
+    assert [row["cycle"] for row in state.history if "eval.success_rate" in row] == [0, 2, 3]

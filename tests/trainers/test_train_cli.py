@@ -106,9 +106,13 @@ def test_bad_options_give_one_clear_line(tmp_path):
 
 def test_a_resumed_progress_bar_starts_at_the_phases_already_done():
     from skillrl_cli.train_session import phases_done as _phases_done
+    from trainers.config import CycleConfig
     from trainers.run_files import RunState
 
-    assert _phases_done(RunState(), cycles=2) == 0
+    two = CycleConfig(cycles=2)
+    assert _phases_done(RunState(), two) == 0
     # Cycle 0 (eval, save) and cycle 1's rollout and distill are done: 4 of 2 + 6 * 2 phases.
-    assert _phases_done(RunState(cycle=1, phase="distill"), cycles=2) == 4
-    assert _phases_done(RunState(cycle=3, done=True), cycles=2) == 14
+    assert _phases_done(RunState(cycle=1, phase="distill"), two) == 4
+    assert _phases_done(RunState(cycle=3, done=True), two) == 14
+    # With --eval-every 2 of 3 cycles, cycle 1 has no eval: 2 + 5 + 6 + 6 phases in all.
+    assert _phases_done(RunState(cycle=4, done=True), CycleConfig(cycles=3, eval_every=2)) == 19
