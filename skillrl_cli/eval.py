@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from envs.registry import DEFAULT_ENV
+from skillrl_cli.bank_access import open_bank
 from skillrl_cli.options import (
     AUTO_MODEL,
     MODEL_HELP,
@@ -139,7 +140,7 @@ def eval_command(**o: Any) -> None:
     console.print(decoding_line(o["constrained"]))
     policy = _load_policy(o)
     modes = {"both": (True, False), "on": (True,), "off": (False,)}[o["skills_mode"]]
-    bank = _open_bank(o) if True in modes else None
+    bank = open_bank(o["workspace"], o["env_id"]) if True in modes else None
     results = []
     try:
         for skills in modes:
@@ -222,9 +223,3 @@ def _load_policy(o: dict[str, Any]) -> Any:
             workspace=resolve_workspace(o["workspace"]),
         )
     )
-
-
-def _open_bank(o: dict[str, Any]) -> Any:
-    from skillrl_cli.train_session import open_bank
-
-    return open_bank(o)

@@ -189,40 +189,16 @@ def _play(o: dict[str, Any], console: Console) -> tuple[list[Any], Any]:
 
 
 def _open_bank(o: dict[str, Any], console: Console) -> Any:
-    from memory import BankConfig, SkillBank
+    from skillrl_cli.bank_access import open_bank
 
-    with console.status("opening the skill bank (loading the embedder)"):
-        bank = SkillBank.open(
-            BankConfig(
-                workspace=Path(o["workspace"]),
-                database_url=os.environ.get("SKILLRL_DATABASE_URL"),
-                chroma_url=os.environ.get("SKILLRL_CHROMA_URL"),
-            )
+    bank = open_bank(o["workspace"], o["env_id"], seed=not o["no_seed_bank"], console=console)
+    if bank.read_only and o["record"]:
+        bank.close()
+        raise BankError(
+            f"the skill bank in {o['workspace']} is read-only, so the episodes could not be "
+            "saved: add --no-record to play with its skills without saving anything"
         )
-    if bank.read_only:
-        if o["record"]:
-            bank.close()
-            raise BankError(
-                f"the skill bank in {o['workspace']} is read-only, so the episodes could not be "
-                "saved: add --no-record to play with its skills without saving anything"
-            )
-        return bank  # nothing to seed into: a read-only bank is played as it is
-    if not o["no_seed_bank"]:
-        _seed(bank, o["env_id"], console)
-    return bank
-
-
-def _seed(bank: Any, env_id: str, console: Console) -> None:
-    from skillrl.distill.seeding import seed_bank_if_empty
-
-    with console.status("the skill bank is empty: seeding it with the starting skills"):
-        report = seed_bank_if_empty(bank, env_id)
-    if report is not None:
-        console.print(
-            f"[cyan]seeded the empty skill bank with {report.added} entries "
-            f"({report.merged} merged) from {escape(str(report.source))} in {report.seconds:.1f}s "
-            "(skip with --no-seed-bank)[/]"
-        )
+    return bank  # a read-only bank is played as it is: nothing was seeded into it
 
 
 def make_agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import getpass
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
@@ -80,11 +79,12 @@ def _with_bank(
     def wrapper(
         workspace: str, database_url: str | None, chroma_url: str | None, embedder: str, **kw: Any
     ) -> Any:
-        from memory import BankConfig, SkillBank
+        from memory import SkillBank
+        from skillrl_cli.bank_access import bank_config
 
         dry_run = bool(kw.get("dry_run"))  # reads the bank to say what would change
-        config = BankConfig(
-            workspace=Path(workspace),
+        config = bank_config(
+            workspace,
             database_url=database_url,
             chroma_url=chroma_url,
             embedder=embedder,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from skillrl_cli.bank_access import open_bank
 from skillrl_cli.options import constrained_from, decoding_line, prompt_config_from
 from skillrl_core.errors import ConfigError
 
@@ -148,7 +149,7 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any], processes: Any =
     with processes.main_first():
         policy = open_policy(o)
         rollout_policy = load_server_policy(server) if server is not None else policy
-        bank = open_bank(o) if cycle.skills else None
+        bank = open_bank(o["workspace"], o["env_id"]) if cycle.skills else None
     try:
         runner = PolicyRollouts(
             rollout_policy,
@@ -286,25 +287,6 @@ def load_server_policy(config: Any) -> Any:
     from skillrl.policies import load_policy
 
     return load_policy(config)
-
-
-def open_bank(o: dict[str, Any]) -> Any:
-    """Open the workspace's bank (seeded with the starting skills when empty)."""
-    import os
-
-    from memory import BankConfig, SkillBank
-    from skillrl.distill import seed_bank_if_empty
-    from skillrl.workspace import resolve_workspace
-
-    bank = SkillBank.open(
-        BankConfig(
-            workspace=resolve_workspace(o["workspace"]),
-            database_url=os.environ.get("SKILLRL_DATABASE_URL"),
-            chroma_url=os.environ.get("SKILLRL_CHROMA_URL"),
-        )
-    )
-    seed_bank_if_empty(bank, o["env_id"])
-    return bank
 
 
 def make_distiller() -> Any:
