@@ -295,8 +295,9 @@ def run_cold_start(config: Any, o: dict[str, Any], folder: Path) -> Path:
     check_model_path(o["model"])
     from rich.console import Console
 
+    from skillrl.policies import load_policy
     from skillrl_cli.bank_access import open_bank
-    from skillrl_cli.train_session import open_policy
+    from skillrl_cli.train_session import training_policy_config
     from trainers.cold_start import ColdStartRun, finished_checkpoint
 
     console = Console(stderr=o["as_json"])
@@ -309,7 +310,7 @@ def run_cold_start(config: Any, o: dict[str, Any], folder: Path) -> Path:
         console.print(f"cold start already done: {done}")
         return done
     teacher = _teacher(o) if "teacher" in config.sources else None  # checked before loading
-    policy = open_policy(o)
+    policy = load_policy(training_policy_config(o["model"], o["workspace"], o["threads"]))
     bank = open_bank(o["workspace"], config.env_id) if _needs_bank(config) else None
     try:
         run = ColdStartRun(

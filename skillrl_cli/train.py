@@ -1,8 +1,9 @@
 """``skillrl train``: recursive improvement cycles (roll out, distill, GRPO, evaluate, evolve).
 
-A thin layer: it builds :class:`~trainers.config.CycleConfig` and
-:class:`~trainers.config.GRPOConfig` from the options, opens the policy and the bank, and runs
-:class:`~trainers.cycle.TrainingRun`, showing progress with rich.
+A thin layer: it settles the options into one :class:`~skillrl_cli.train_setup.TrainSettings`
+(the cycle's and the update's configs, the policy, the prompt, the folder), claims the run
+folder, and runs :class:`~trainers.cycle.TrainingRun` over the policy and the bank with rich
+progress (:func:`~skillrl_cli.train_session.run_with_progress`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ import click
 
 from envs.registry import DEFAULT_ENV
 from skillrl_cli.options import (
-    constrained_from,
     decoding_option,
-    env_config_from,
     env_option,
     json_option,
     max_new_tokens_option,
@@ -24,26 +23,9 @@ from skillrl_cli.options import (
     max_turns_option,
     workspace_option,
 )
-from skillrl_cli.train_config import (
-    config_option,
-    fill_from_saved,
-    resolved_settings,
-    save_settings,
-)
-from skillrl_cli.train_session import (
-    run_folder,
-    run_with_progress,
-)
-from skillrl_cli.train_setup import (
-    check_goals,
-    check_run_folder,
-    cycle_config_from,
-    grpo_config_from,
-    starting_model,
-    take_model_settings,
-)
-from skillrl_cli.upfront_checks import check_prompt_budget
-from skillrl_core.errors import ConfigError
+from skillrl_cli.train_config import config_option, save_settings
+from skillrl_cli.train_session import run_with_progress
+from skillrl_cli.train_setup import check_run_folder, settle
 from skillrl_core.splits import TEST_SPLIT
 
 
@@ -356,41 +338,18 @@ def train(**options: Any) -> None:
     --config FILE takes the options from a YAML file (keys = option names); options on the
     command line override it. Every run saves its resolved settings as runs/<name>/train.yaml.
     """
-    o = options
     ctx = click.get_current_context()
-    if o["run_name"] is None:  # the default folder is named after the env; "" is refused
-        o["run_name"] = o["env_id"]
-    folder = run_folder(o["workspace"], o["run_name"])
-    if o["resume"]:
-        fill_from_saved(ctx, o, folder)
-    else:
-        take_model_settings(o, ctx)
-    # Everything below up to the model load is cheap: a typo fails in a second.
-    env_config = env_config_from(o["env_id"], o["env_options"])
-    if o["backend"] in ("openai", "vllm"):
-        raise ConfigError(
-            f"--backend {o['backend']} cannot train: GRPO updates the weights in-process and "
-            "this backend cannot receive them; use --backend transformers, or --backend "
-            "trl-vllm with a `trl vllm-serve` server"
-        )
-    if o["backend"] != "trl-vllm" and o["base_url"] is not None:
-        raise ConfigError("--base-url is only used with --backend trl-vllm")
-    o["constrained"] = constrained_from(o)
-    cycle, grpo = cycle_config_from(o, env_config), grpo_config_from(o)
-    check_prompt_budget(o["env_id"], o["max_prompt_tokens"])
-    check_goals(cycle)
-    o = {**o, "model": starting_model(o)}  # a cold start trains here: every check comes first
+    settings = settle(ctx, options)  # every check, and a --cold-start, before GRPO loads
     from trainers.processes import Processes
 
     processes = Processes.current()  # under accelerate launch / torchrun: which process this is
-    settings = resolved_settings(ctx, o)
 
     def claim_folder() -> None:
-        check_run_folder(folder, o["resume"], cycle, grpo)
-        save_settings(folder, settings)  # only once the settings are accepted
+        check_run_folder(settings.folder, settings.resume, settings.cycle, settings.grpo)
+        save_settings(settings.folder, settings.saved)  # only once the settings are accepted
 
     # The main process owns the run folder; every process stops if it refuses it.
     processes.from_main(claim_folder)
-    state = run_with_progress(cycle, grpo, o, processes)
-    if o["as_json"] and processes.is_main:
+    state = run_with_progress(settings, processes)
+    if settings.as_json and processes.is_main:
         click.echo(json.dumps(state.history, indent=2, sort_keys=True))

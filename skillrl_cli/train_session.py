@@ -1,7 +1,8 @@
 """What ``skillrl train``, ``sft`` and ``eval`` load, and how a training run is shown.
 
-The policy, the bank and the distiller a run needs, its run folder, and the cycle loop under
-rich progress bars.
+The settings a training run goes with (:class:`TrainSettings`, which ``train_setup.settle``
+builds), the policy, the bank and the distiller it needs, its run folder, and the cycle loop
+under rich progress bars.
 """
 
 from __future__ import annotations
@@ -9,12 +10,52 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillrl_cli.bank_access import open_bank
-from skillrl_cli.options import constrained_from, decoding_line, prompt_config_from
+from skillrl_cli.options import decoding_line
 from skillrl_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from skillrl.policies import PolicyConfig
+    from skillrl.prompts import PromptConfig
+    from trainers.config import CycleConfig, GRPOConfig
+    from trainers.processes import Processes
+    from trainers.run_files import RunState
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Everything a ``skillrl train`` run uses, settled once from its options."""
+
+    cycle: CycleConfig
+    """The improvement cycles: goals, turns, skills, sampling, evaluation, reward shaping."""
+    grpo: GRPOConfig
+    """The GRPO update: learning rate, clip, KL, batches, LoRA, temperature, step weight."""
+    policy: PolicyConfig
+    """The in-process policy GRPO trains (transformers, fp32), loaded from the starting model:
+    ``--init``, the cold-started checkpoint, or ``--model``."""
+    server: PolicyConfig | None
+    """The rollout server's policy (``--backend trl-vllm``); None: the trained policy rolls out."""
+    prompt: PromptConfig
+    """How each turn's prompt is built (its token budget)."""
+    constrained: bool
+    """Constrained decoding (clicks chosen among the admissible ones) or free."""
+    folder: Path
+    """The run folder, ``<workspace>/runs/<run name>``."""
+    resume: bool
+    """Continue the run in ``folder`` instead of starting one."""
+    as_json: bool
+    """Print the metrics as JSON on stdout (progress goes to stderr)."""
+    saved: dict[str, Any]
+    """The resolved options in ``train.yaml``'s format (option name -> plain value), for saving."""
+
+    @property
+    def workspace(self) -> Path:
+        """The workspace folder (skill bank, model cache, runs)."""
+        return self.policy.workspace
 
 
 class PhaseBars:
@@ -127,7 +168,7 @@ def run_folder(workspace: str, run_name: str) -> Path:
     return resolve_workspace(workspace) / "runs" / run_name
 
 
-def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any], processes: Any = None) -> Any:
+def run_with_progress(settings: TrainSettings, processes: Processes | None = None) -> RunState:
     """Open the policy (and bank), run the cycles with a rich progress bar, close the bank.
 
     Under a launcher (``processes``, :class:`trainers.processes.Processes`) only the main
@@ -136,20 +177,20 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any], processes: Any =
     """
     from rich.console import Console
 
+    from skillrl.policies import load_policy
     from trainers.cycle import TrainingRun
     from trainers.policy_rollouts import PolicyRollouts
     from trainers.processes import Processes
 
     processes = processes or Processes()
-    console = Console(stderr=o["as_json"], quiet=not processes.is_main)
-    constrained = constrained_from(o)
-    console.print(decoding_line(constrained))
-    folder = run_folder(o["workspace"], o["run_name"])
-    server = server_config(o)  # checked before the model loads
+    cycle, grpo = settings.cycle, settings.grpo
+    console = Console(stderr=settings.as_json, quiet=not processes.is_main)
+    console.print(decoding_line(settings.constrained))
     with processes.main_first():
-        policy = open_policy(o)
-        rollout_policy = load_server_policy(server) if server is not None else policy
-        bank = open_bank(o["workspace"], o["env_id"]) if cycle.skills else None
+        policy = load_policy(settings.policy)
+        server = settings.server
+        rollout_policy = load_policy(server) if server is not None else policy
+        bank = open_bank(settings.workspace, cycle.env_id) if cycle.skills else None
     try:
         runner = PolicyRollouts(
             rollout_policy,
@@ -158,8 +199,8 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any], processes: Any =
             bank=bank,
             max_turns=cycle.max_turns,
             max_new_tokens=cycle.max_new_tokens,
-            constrained=constrained,
-            prompt_config=prompt_config_from(o),
+            constrained=settings.constrained,
+            prompt_config=settings.prompt,
         )
         distiller = make_distiller() if bank is not None else None
         with PhaseBars(console, "starting (phases)", phases_total(cycle)) as bars:
@@ -187,17 +228,18 @@ def run_with_progress(cycle: Any, grpo: Any, o: dict[str, Any], processes: Any =
                 grpo,
                 policy=policy,
                 runner=runner,
-                run_dir=folder,
+                run_dir=settings.folder,
                 bank=bank,
                 distiller=distiller,
                 hook=hook,
                 processes=processes,
             )
             run.trainer.on_progress = bars.show("  optimizer steps")
-            if o["resume"] and run.files.exists():  # the bar starts at the phases already done
+            resume = settings.resume and run.files.exists()
+            if resume:  # the bar starts at the phases already done
                 bars.phases_done(phases_done(run.files.load_state(), cycle))
             # A run whose cold start finished but whose cycles never began has no state yet.
-            state = run.run(resume=o["resume"] and run.files.exists())
+            state = run.run(resume=resume)
         console.print(
             f"[green]done[/]: metrics {run.files.metrics_path}, curve {run.files.curve_path}"
         )
@@ -252,41 +294,18 @@ def print_cycle(console: Any, metrics_path: Path) -> None:
     console.print("  ".join(parts))
 
 
-def open_policy(o: dict[str, Any]) -> Any:
-    """Load the policy the options ask for (``--backend``, ``--model``, ``--threads``)."""
-    from skillrl.policies import PolicyConfig, load_policy
-    from skillrl.workspace import resolve_workspace
-
-    config = PolicyConfig(
-        backend="transformers",
-        model=o["model"],
-        dtype="float32",
-        workspace=resolve_workspace(o["workspace"]),
-        threads=o["threads"],
-    )
-    return load_policy(config)
-
-
-def server_config(o: dict[str, Any]) -> Any:
-    """Return the rollout server's policy config (``--backend trl-vllm``); None: in-process."""
-    if o["backend"] != "trl-vllm":
-        return None
+def training_policy_config(model: str, workspace: str | None, threads: int | None) -> PolicyConfig:
+    """Return the config of a policy that trains in-process (transformers, fp32 weights)."""
     from skillrl.policies import PolicyConfig
     from skillrl.workspace import resolve_workspace
 
     return PolicyConfig(
-        backend="trl-vllm",
-        model=o["model"],
-        base_url=o["base_url"],
-        workspace=resolve_workspace(o["workspace"]),
+        backend="transformers",
+        model=model,
+        dtype="float32",
+        workspace=resolve_workspace(workspace),
+        threads=threads,
     )
-
-
-def load_server_policy(config: Any) -> Any:
-    """Connect to the rollout server (``--backend trl-vllm``)."""
-    from skillrl.policies import load_policy
-
-    return load_policy(config)
 
 
 def make_distiller() -> Any:

@@ -1,18 +1,91 @@
 """What ``skillrl train`` settles before it trains: its configs, its starting model, its folder.
 
-Every function here reads the command's resolved options (``o``, keyed by option name) and fails
-fast, before any model loads: a bad combination is a :class:`ConfigError`, a run folder that
-cannot be started or resumed a :class:`CheckpointError`.
+:func:`settle` turns the command's option values (``o``, keyed by option name: click's values,
+then the saved ``train.yaml`` on ``--resume`` and the starting model's recorded settings) into
+one typed :class:`TrainSettings`, once; everything after it (the folder claim, the policy, the
+bank, the cycles) reads that object. Every check fails fast, before any model loads: a bad
+combination is a :class:`ConfigError`, a run folder that cannot be started or resumed a
+:class:`CheckpointError`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from skillrl_cli.train_session import run_folder
+import click
+
+from skillrl_cli.options import constrained_from, env_config_from, prompt_config_from
+from skillrl_cli.train_config import fill_from_saved, resolved_settings
+from skillrl_cli.train_session import TrainSettings, run_folder, training_policy_config
+from skillrl_cli.upfront_checks import check_prompt_budget
 from skillrl_core.errors import CheckpointError, ConfigError, ModelLoadError
 from trainers.config import CycleConfig, GRPOConfig
+
+if TYPE_CHECKING:
+    from skillrl.policies import PolicyConfig
+
+
+def settle(ctx: click.Context, o: dict[str, Any]) -> TrainSettings:
+    """Resolve the options of ``skillrl train`` into its settings, checking each on the way.
+
+    Order matters: the saved ``train.yaml`` (``--resume``) or the starting model's recorded
+    settings fill the options left at their defaults first; then every check runs; the cold
+    start (``--cold-start``), the one costly step, comes last, so a typo never waits for it.
+    """
+    if o["run_name"] is None:  # the default folder is named after the env; "" is refused
+        o["run_name"] = o["env_id"]
+    folder = run_folder(o["workspace"], o["run_name"])
+    if o["resume"]:
+        fill_from_saved(ctx, o, folder)
+    else:
+        take_model_settings(o, ctx)
+    # Everything below up to the model load is cheap: a typo fails in a second.
+    env_config = env_config_from(o["env_id"], o["env_options"])
+    if o["backend"] in ("openai", "vllm"):
+        raise ConfigError(
+            f"--backend {o['backend']} cannot train: GRPO updates the weights in-process and "
+            "this backend cannot receive them; use --backend transformers, or --backend "
+            "trl-vllm with a `trl vllm-serve` server"
+        )
+    if o["backend"] != "trl-vllm" and o["base_url"] is not None:
+        raise ConfigError("--base-url is only used with --backend trl-vllm")
+    o["constrained"] = constrained_from(o)
+    cycle, grpo = cycle_config_from(o, env_config), grpo_config_from(o)
+    check_prompt_budget(o["env_id"], o["max_prompt_tokens"])
+    check_goals(cycle)
+    saved = resolved_settings(ctx, o)
+    model = starting_model(o)  # a cold start trains here: every check comes first
+    return TrainSettings(
+        cycle=cycle,
+        grpo=grpo,
+        policy=training_policy_config(model, o["workspace"], o["threads"]),
+        server=server_config(o, model),
+        prompt=prompt_config_from(o),
+        constrained=o["constrained"],
+        folder=folder,
+        resume=o["resume"],
+        as_json=o["as_json"],
+        saved=saved,
+    )
+
+
+def server_config(o: dict[str, Any], model: str) -> PolicyConfig | None:
+    """Return the rollout server's policy config (``--backend trl-vllm``); None: in-process.
+
+    ``model`` is the starting model, which the server must serve too.
+    """
+    if o["backend"] != "trl-vllm":
+        return None
+    from skillrl.policies import PolicyConfig
+    from skillrl.workspace import resolve_workspace
+
+    return PolicyConfig(
+        backend="trl-vllm",
+        model=model,
+        base_url=o["base_url"],
+        workspace=resolve_workspace(o["workspace"]),
+    )
 
 
 def cycle_config_from(o: dict[str, Any], env_config: dict[str, Any]) -> CycleConfig:

@@ -23,8 +23,8 @@ def started(monkeypatch):
     """Stop ``skillrl train`` where it would load the model; keep what it was asked to run."""
     calls = []
 
-    def capture(cycle, grpo, o, processes):
-        calls.append((cycle, grpo, dict(o)))
+    def capture(settings, processes):
+        calls.append((settings.cycle, settings.grpo, settings))
         assert processes.is_main and not processes.distributed  # no launcher here
         raise Started()
 
@@ -49,7 +49,7 @@ def test_a_config_file_sets_options_and_the_command_line_overrides_it(workspace,
     )
     result = train("--config", str(config), "--group-size", "5")
     assert isinstance(result.exception, Started), result.output
-    cycle, grpo, o = started[0]
+    cycle, grpo, _ = started[0]
     assert cycle.goals_per_cycle == 7 and cycle.group_size == 5  # the flag wins
     assert grpo.learning_rate == 3e-6 and grpo.use_peft and not cycle.skills
     assert cycle.env_config == {"observation_mode": "text_rich", "num_products": 500}
@@ -156,7 +156,7 @@ def test_resume_takes_the_saved_settings_and_only_cycles_from_the_command_line(
 
     again = train("--run-name", "r", "--resume", "--cycles", "4")
     assert isinstance(again.exception, Started), again.output
-    cycle, _grpo, o = started[1]
+    cycle, _grpo, _ = started[1]
     assert (cycle.cycles, cycle.goals_per_cycle, cycle.seed) == (4, 6, 9)
     assert cycle.env_config == {"observation_mode": "text_rich"}
     assert yaml.safe_load((run / "train.yaml").read_text())["cycles"] == 4
@@ -224,8 +224,8 @@ def test_runs_lists_every_run_newest_first_with_its_checkpoints(workspace):
 def test_the_shipped_adapter_trains_under_the_settings_it_records(workspace, started):
     result = train("--model", "shipped", "--run-name", "rl")
     assert isinstance(result.exception, Started), result.output
-    cycle, _, o = started[0]
-    assert o["model"].endswith("adapters/webshop")
+    cycle, _, settings = started[0]
+    assert settings.policy.model.endswith("adapters/webshop")
     assert not cycle.skills  # it was cold-started without skills
     assert cycle.env_config == {"observation_mode": "text_rich"}
     assert "settings the model was trained under" in result.output
