@@ -1,7 +1,8 @@
 """``skillrl run``: play episodes with a model, the scripted expert or a person, turn by turn.
 
-Builds the configs from the options and calls the library (policies, agents, RolloutEngine);
-everything shown on screen is rendered here with rich.
+:func:`settle` turns the options into one typed :class:`PlaySettings` (the episodes, who plays,
+how the model plays, the bank's use); :func:`play` opens the bank, builds the agent and runs the
+library's ``RolloutEngine``. Everything shown on screen is rendered here with rich.
 """
 
 from __future__ import annotations
@@ -9,14 +10,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
 from envs.registry import DEFAULT_ENV
+from skillrl.workspace import resolve_workspace
 from skillrl_cli.options import (
     AUTO_MODEL,
     MODEL_HELP,
@@ -42,6 +45,11 @@ from skillrl_cli.upfront_checks import (
 )
 from skillrl_core.errors import BankError, ConfigError
 from skillrl_core.goal_range import FORMS, GoalRange
+
+if TYPE_CHECKING:
+    from skillrl.policies import PolicyConfig, SamplingConfig
+    from skillrl.prompts import PromptConfig
+    from skillrl.rollout import EpisodeStart
 
 
 @click.command("run")
@@ -121,13 +129,12 @@ from skillrl_core.goal_range import FORMS, GoalRange
 def run(**o: Any) -> None:
     """Play episodes and show every turn: skills, thinking, action, observation, reward."""
     console = Console(stderr=o["as_json"])
-    # Checked before the bank or a model loads: a typo fails in a second, not after a minute.
-    o["env_config"] = env_config_from(o["env_id"], o["env_options"])
-    o["goal_range"] = _goal_range(o)
-    records, stats = _play(o, console)
+    # Settled before the bank or a model loads: a typo fails in a second, not after a minute.
+    settings = settle(click.get_current_context(), o, console)
+    records, stats = play(settings, console)
     from skillrl_cli.run_display import episode_summary, summary_table
 
-    if o["as_json"]:
+    if settings.as_json:
         summary = {
             "episodes": len(records),
             "successes": sum(r.success for r in records),
@@ -149,73 +156,172 @@ def run(**o: Any) -> None:
     )
 
 
-def _play(o: dict[str, Any], console: Console) -> tuple[list[Any], Any]:
-    from skillrl.rollout import RolloutConfig, RolloutEngine
+@dataclass(frozen=True)
+class ModelPlay:
+    """How the model plays: which policy, its prompts, its decoding and sampling."""
 
+    policy: PolicyConfig
+    """The policy to load (backend, model, server, threads, workspace)."""
+    prompt: PromptConfig
+    """How each turn's prompt is built (its token budget)."""
+    constrained: bool
+    """Constrained decoding (clicks chosen among the admissible ones) or free."""
+    sampling: SamplingConfig
+    """Temperature, seed and generation budget of each turn."""
+
+
+@dataclass(frozen=True)
+class PlaySettings:
+    """Everything ``skillrl run`` plays with, settled once from its options."""
+
+    env_id: str
+    """The environment."""
+    starts: list[EpisodeStart]
+    """The episodes to play, in order (goal, seed and environment settings of each)."""
+    player: Literal["model", "expert", "human"]
+    """Who acts (``--policy``)."""
+    model: ModelPlay | None
+    """How the model plays; None when the expert or a person does."""
+    skills: bool
+    """Retrieve skills into every turn (the bank opens); the expert never reads them."""
+    max_turns: int
+    """Turn limit of an episode."""
+    parallel: int
+    """Episodes played at once (one when a person acts or reviews)."""
+    workspace: Path
+    """The workspace folder (skill bank, model cache)."""
+    record: bool
+    """Save the episodes and count their retrievals (training goals only)."""
+    seed_bank: bool
+    """Seed an empty bank with the starting skills."""
+    step: bool
+    """Pause every turn for a person to accept or replace the action."""
+    as_json: bool
+    """Print the results as JSON on stdout (the screen goes to stderr)."""
+
+    @property
+    def interactive(self) -> bool:
+        """Whether a person types at the terminal (playing, or reviewing every turn)."""
+        return self.step or self.player == "human"
+
+
+def settle(ctx: click.Context, o: dict[str, Any], console: Console) -> PlaySettings:
+    """Resolve the options of ``skillrl run`` into its settings, checking each on the way.
+
+    The goals are checked first, then the model is resolved (``--model auto``) and its recorded
+    settings fill the options left at their defaults, which may change the environment's.
+    """
+    env_config = env_config_from(o["env_id"], o["env_options"])
+    goals = _goal_range(ctx, o, env_config)
+    model = None
     if o["policy_kind"] == "model":
         o["model"] = resolve_model(o["model"], o["backend"], o["workspace"], console, o["env_id"])
-        if model_settings_for(o["model"], o, click.get_current_context(), console, "skills"):
-            o["env_config"] = env_config_from(o["env_id"], o["env_options"])
-        o["constrained"] = constrained_from(o)  # refused here, before anything loads
-        check_prompt_budget(o["env_id"], o["max_prompt_tokens"])  # as the model's settings say
+        if model_settings_for(o["model"], o, ctx, console, "skills"):
+            env_config = env_config_from(o["env_id"], o["env_options"])
+        model = model_play(o, temperature=o["temperature"], seed=o["seed"])
     interactive = o["step"] or o["policy_kind"] == "human"
+    return PlaySettings(
+        env_id=o["env_id"],
+        starts=_starts(o, env_config, goals),
+        player=o["policy_kind"],
+        model=model,
+        skills=o["skills"] is not False and o["policy_kind"] != "expert",
+        max_turns=o["max_turns"],
+        parallel=1 if interactive else o["parallel"],
+        workspace=resolve_workspace(o["workspace"]),
+        record=o["record"],
+        seed_bank=not o["no_seed_bank"],
+        step=o["step"],
+        as_json=o["as_json"],
+    )
+
+
+def model_play(o: dict[str, Any], *, temperature: float, seed: int) -> ModelPlay:
+    """Return how the model plays, from options already resolved (``--model``, its settings).
+
+    ``skillrl skills measure`` builds its model the same way. Decoding and the prompt budget
+    are checked here, before anything loads.
+    """
+    from skillrl.policies import PolicyConfig, SamplingConfig
+
+    constrained = constrained_from(o)
+    check_prompt_budget(o["env_id"], o["max_prompt_tokens"])  # as the model's settings say
+    return ModelPlay(
+        policy=PolicyConfig(
+            backend=o["backend"],
+            model=o["model"],
+            base_url=o["base_url"],
+            workspace=resolve_workspace(o["workspace"]),
+            threads=o["threads"],
+        ),
+        prompt=prompt_config_from(o),
+        constrained=constrained,
+        sampling=SamplingConfig(
+            max_new_tokens=64, temperature=temperature, seed=seed, stop=["</action>"]
+        ),
+    )
+
+
+def play(settings: PlaySettings, console: Console) -> tuple[list[Any], Any]:
+    """Open the bank, build the agent, play every episode; returns the records and timings."""
+    from skillrl.rollout import RolloutConfig, RolloutEngine
+
+    interactive = settings.interactive
     if interactive and not sys.stdin.isatty() and not os.environ.get("SKILLRL_ALLOW_PIPED_INPUT"):
         console.print("[yellow]reading actions from a non-terminal input[/]")
-    uses_skills = o["skills"] is not False and o["policy_kind"] != "expert"
-    bank = _open_bank(o, console) if (uses_skills or o["record"]) else None
+    needs_bank = settings.skills or settings.record
+    bank = _open_bank(settings, console) if needs_bank else None
     try:
-        agent = make_agent(o, console, uses_skills and bank is not None)
+        agent = make_agent(settings, console, settings.skills and bank is not None)
         config = RolloutConfig(
-            max_turns=o["max_turns"],
-            max_parallel=1 if interactive else o["parallel"],
-            record=o["record"] and bank is not None,
+            max_turns=settings.max_turns,
+            max_parallel=settings.parallel,
+            record=settings.record and bank is not None,
             # --no-record leaves the bank as it was; the engine counts training goals only.
-            count_retrievals=o["record"],
+            count_retrievals=settings.record,
         )
         engine = RolloutEngine(
             _Progress(
-                agent, console, quiet=o["as_json"] or interactive, show_task=not o["as_json"]
+                agent,
+                console,
+                quiet=settings.as_json or interactive,
+                show_task=not settings.as_json,
             ),
             bank=bank,
             config=config,
-            on_turn=None if o["as_json"] else _show_turn(console, o["policy_kind"] == "human"),
-            review=_reviewer(console) if o["step"] else None,
+            on_turn=None if settings.as_json else _show_turn(console, settings.player == "human"),
+            review=_reviewer(console) if settings.step else None,
         )
-        records = engine.run(_starts(o))
+        records = engine.run(settings.starts)
     finally:
         if bank is not None:
             bank.close()
     return records, engine.stats
 
 
-def _open_bank(o: dict[str, Any], console: Console) -> Any:
+def _open_bank(settings: PlaySettings, console: Console) -> Any:
     from skillrl_cli.bank_access import open_bank
 
-    bank = open_bank(o["workspace"], o["env_id"], seed=not o["no_seed_bank"], console=console)
-    if bank.read_only and o["record"]:
+    bank = open_bank(settings.workspace, settings.env_id, seed=settings.seed_bank, console=console)
+    if bank.read_only and settings.record:
         bank.close()
         raise BankError(
-            f"the skill bank in {o['workspace']} is read-only, so the episodes could not be "
+            f"the skill bank in {settings.workspace} is read-only, so the episodes could not be "
             "saved: add --no-record to play with its skills without saving anything"
         )
     return bank  # a read-only bank is played as it is: nothing was seeded into it
 
 
-def make_agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
-    """Build the agent ``--policy`` names: the scripted expert, a person, or the model.
-
-    Reads ``policy_kind``, ``max_turns`` and, for the model, ``backend``, ``model`` (resolved),
-    ``base_url``, ``workspace``, ``threads``, ``constrained``, ``temperature``, ``seed`` and
-    ``max_prompt_tokens`` from ``o`` (``skillrl skills measure`` builds its model the same way).
-    """
-    if o["policy_kind"] == "expert":
+def make_agent(settings: PlaySettings, console: Console, uses_skills: bool) -> Any:
+    """Build the agent ``--policy`` names: the scripted expert, a person, or the model."""
+    if settings.player == "expert":
         import envs
         from skillrl.agents.expert import ExpertAgent
 
-        if envs.adapter_for(o["env_id"]).make_expert(o["max_turns"]) is None:
-            raise click.UsageError(f"environment {o['env_id']!r} has no scripted expert")
-        return ExpertAgent(max_turns=o["max_turns"])
-    if o["policy_kind"] == "human":
+        if envs.adapter_for(settings.env_id).make_expert(settings.max_turns) is None:
+            raise click.UsageError(f"environment {settings.env_id!r} has no scripted expert")
+        return ExpertAgent(max_turns=settings.max_turns)
+    if settings.player == "human":
         from skillrl.agents.human import HumanAgent
         from skillrl_cli.run_display import show_page
 
@@ -224,43 +330,39 @@ def make_agent(o: dict[str, Any], console: Console, uses_skills: bool) -> Any:
             return _typed_action(console, state, "your action> ")
 
         return HumanAgent(ask, uses_skills=uses_skills)
-    from skillrl.agents.llm import LLMAgent, LLMAgentConfig
-    from skillrl.policies import PolicyConfig, SamplingConfig, load_policy
+    assert settings.model is not None  # settle() builds it whenever the model plays
+    return model_agent(settings.model, console, uses_skills)
 
-    model = o["model"]
-    policy_config = PolicyConfig(
-        backend=o["backend"],
-        model=model,
-        base_url=o["base_url"],
-        workspace=Path(o["workspace"]),
-        threads=o["threads"],
-    )
-    if o["backend"] != "openai":
+
+def model_agent(play: ModelPlay, console: Console, uses_skills: bool) -> Any:
+    """Load the policy (a status line shows its progress) and wrap it as the playing agent."""
+    from skillrl.agents.llm import LLMAgent, LLMAgentConfig
+    from skillrl.policies import load_policy
+
+    if play.policy.backend != "openai":
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # the rich status below shows progress instead
-    with console.status(f"loading model {escape(model)}") as status:
-        policy = load_policy(policy_config, progress=lambda m: status.update(escape(m)))
-    console.print(decoding_line(o["constrained"]))
-    sampling = SamplingConfig(
-        max_new_tokens=64, temperature=o["temperature"], seed=o["seed"], stop=["</action>"]
-    )
+    with console.status(f"loading model {escape(play.policy.model)}") as status:
+        policy = load_policy(play.policy, progress=lambda m: status.update(escape(m)))
+    console.print(decoding_line(play.constrained))
     return LLMAgent(
         policy,
-        prompt_config_from(o),
-        constrained=o["constrained"],
-        config=LLMAgentConfig(sampling=sampling),
+        play.prompt,
+        constrained=play.constrained,
+        config=LLMAgentConfig(sampling=play.sampling),
         uses_skills=uses_skills,
     )
 
 
-def _goal_range(o: dict[str, Any]) -> GoalRange | None:
+def _goal_range(
+    ctx: click.Context, o: dict[str, Any], env_config: dict[str, Any]
+) -> GoalRange | None:
     """Return the goals the episodes play by index (None: each plays the goal id --goal).
 
     A split, --goal or --goals that names no goal of the split is refused before anything loads.
     """
-    ctx = click.get_current_context()
-    env_id, env_config, split = o["env_id"], o["env_config"], o["split"]
+    env_id, split = o["env_id"], o["split"]
     if o["goals_text"] is not None:
         given = [f"--{n}" for n in ("goal", "episodes") if not _defaulted(ctx, n)]
         if given:
@@ -287,14 +389,15 @@ def _defaulted(ctx: click.Context, name: str) -> bool:
     return source is None or source == click.core.ParameterSource.DEFAULT
 
 
-def _starts(o: dict[str, Any]) -> list[Any]:
+def _starts(
+    o: dict[str, Any], env_config: dict[str, Any], goals: GoalRange | None
+) -> list[EpisodeStart]:
     from envs.registry import config_fields
     from skillrl.rollout import EpisodeStart
 
-    env_config = dict(o["env_config"])
+    env_config = dict(env_config)
     if "max_turns" in config_fields(o["env_id"]) and "max_turns" not in env_config:
         env_config["max_turns"] = o["max_turns"]
-    goals: GoalRange | None = o["goal_range"]
     count = goals.count if goals is not None else o["episodes"]
     starts = []
     for i in range(count):

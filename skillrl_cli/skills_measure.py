@@ -19,7 +19,6 @@ from skillrl_cli.options import (
     AUTO_MODEL,
     MODEL_HELP,
     backend_option,
-    constrained_from,
     decoding_option,
     env_config_from,
     env_option,
@@ -31,7 +30,7 @@ from skillrl_cli.options import (
 )
 from skillrl_cli.skills_options import bank_options
 from skillrl_cli.skills_view import SHORT_ID, print_json
-from skillrl_cli.upfront_checks import check_prompt_budget, goal_range
+from skillrl_cli.upfront_checks import goal_range
 from skillrl_core.goal_range import FORMS
 from skillrl_core.splits import TRAIN_SPLIT
 
@@ -105,7 +104,7 @@ def measure(bank: Any, entries: tuple[str, ...], dry_run: bool, as_json: bool, *
     bank upkeep retires entries that do not help.
     """
     from skillrl.distill.paired_utility import PairedUtilityConfig, measure_paired_utility
-    from skillrl_cli.run import make_agent
+    from skillrl_cli.run import model_agent, model_play
 
     console = Console(stderr=as_json)
     o["workspace"] = str(bank.config.workspace)  # bank_options took --workspace
@@ -122,9 +121,8 @@ def measure(bank: Any, entries: tuple[str, ...], dry_run: bool, as_json: bool, *
                 "[yellow]the model was trained without skills; measuring what entries are "
                 "worth to it with skills anyway[/]"
             )
-    o["constrained"] = constrained_from(o)
-    check_prompt_budget(o["env_id"], o["max_prompt_tokens"])
-    agent = make_agent({**o, "policy_kind": "model", "temperature": 0.0}, console, True)
+    # Greedy: the two rollouts of a pair differ by the entry alone.
+    agent = model_agent(model_play(o, temperature=0.0, seed=o["seed"]), console, True)
     config = PairedUtilityConfig(
         entry_ids=wanted,
         max_turns=o["max_turns"],

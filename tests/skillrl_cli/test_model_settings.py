@@ -5,7 +5,6 @@ workspace, and `--model base` the untrained model."""
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -113,20 +112,19 @@ def env_config_seen(monkeypatch):
 
     seen: dict = {}
 
-    def starts(o):
-        seen["run"] = dict(o["env_config"])
+    def play(settings, console):
+        # Every episode plays under the settled environment settings.
+        configs = [dict(start.env_config) for start in settings.starts]
+        assert all(config == configs[0] for config in configs)
+        seen["run"] = configs[0]
         raise Built()
 
     def rollouts(policy, **kwargs):
         seen["eval"] = dict(kwargs["env_config"])
         raise Built()
 
+    monkeypatch.setattr(run_command, "play", play)
     monkeypatch.setattr(skillrl.policies, "load_policy", lambda *a, **k: object())
-    monkeypatch.setattr(skillrl.agents.llm, "LLMAgent", lambda *a, **k: None)
-    engine = SimpleNamespace(run=print)  # its run() is never reached: _starts raises first
-    monkeypatch.setattr(skillrl.rollout, "RolloutEngine", lambda *a, **k: engine)
-    monkeypatch.setattr(run_command, "_starts", starts)
-    monkeypatch.setattr(run_command, "_Progress", lambda *a, **k: None)
     monkeypatch.setattr(trainers.policy_rollouts, "PolicyRollouts", rollouts)
     return seen
 

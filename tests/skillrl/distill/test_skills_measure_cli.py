@@ -1,6 +1,6 @@
 """``skillrl skills measure`` through the real entry point, with the scripted agent as its model.
 
-Only the model is stood in for (``make_agent``, which loads it); options, the bank, the paired
+Only the model is stood in for (``model_agent``, which loads it); options, the bank, the paired
 rollouts, storing the figures and ``skills show`` are the real ones.
 """
 
@@ -33,11 +33,11 @@ def test_measure_stores_the_pairs_and_show_prints_them(workspace, monkeypatch):
     a, b = _bank_with_two_entries(workspace)
     built = []
 
-    def scripted(o, console, uses_skills):
-        built.append((o["policy_kind"], o["temperature"], uses_skills))
+    def scripted(play, console, uses_skills):
+        built.append((play.sampling.temperature, uses_skills))
         return NeedsEntryAgent(a)
 
-    monkeypatch.setattr("skillrl_cli.run.make_agent", scripted)
+    monkeypatch.setattr("skillrl_cli.run.model_agent", scripted)
     runner = CliRunner()
     args = ["skills", "measure", "--env", LEVER, "--goals", "8", "--workspace", str(workspace)]
     dry = runner.invoke(main, [*args, "--dry-run", "--json"])
@@ -49,7 +49,7 @@ def test_measure_stores_the_pairs_and_show_prints_them(workspace, monkeypatch):
     out = json.loads(result.stdout)
     assert set(out["measured"]) == {a} and out["rollouts"] == 16
     assert out["measured"][a]["verdict"] == "helps"
-    assert built == [("model", 0.0, True)] * 2  # greedy, with skills
+    assert built == [(0.0, True)] * 2  # greedy, with skills
     assert _paired(workspace, a) == PairedEvidence(8, 8, 0, 8.0)
     assert _paired(workspace, b) == PairedEvidence()
     table = CliRunner(env={"COLUMNS": "200"}).invoke(main, [*args])
@@ -68,7 +68,7 @@ def test_measure_stores_the_pairs_and_show_prints_them(workspace, monkeypatch):
 
 def test_bad_options_are_refused_before_anything_plays(workspace, monkeypatch):
     _bank_with_two_entries(workspace)
-    monkeypatch.setattr("skillrl_cli.run.make_agent", lambda *a: NeedsEntryAgent("x"))
+    monkeypatch.setattr("skillrl_cli.run.model_agent", lambda *a: NeedsEntryAgent("x"))
     base = ["skills", "measure", "--env", LEVER, "--workspace", str(workspace)]
     past_the_end = CliRunner().invoke(main, [*base, "--goals", "99"])
     assert past_the_end.exit_code != 0 and "--goals" in past_the_end.output
