@@ -28,6 +28,7 @@ from skillrl_cli.options import (
     max_prompt_tokens_option,
     max_turns_option,
     model_settings_for,
+    policy_config_from,
     prompt_config_from,
     resolve_model,
     workspace_option,
@@ -138,7 +139,9 @@ def eval_command(**o: Any) -> None:
         seed=o["seed"],
     )
     console.print(decoding_line(o["constrained"]))
-    policy = _load_policy(o)
+    from skillrl.policies import load_policy
+
+    policy = load_policy(policy_config_from(o))
     modes = {"both": (True, False), "on": (True,), "off": (False,)}[o["skills_mode"]]
     bank = open_bank(o["workspace"], o["env_id"]) if True in modes else None
     results = []
@@ -208,18 +211,3 @@ def _print(console: Any, results: list[Any], config: Any) -> None:
             *(f"{b[c]:.3f} / {t[c]:.3f}" for c in ("model", "env", "retrieval")),
         )
     console.print(timing)
-
-
-def _load_policy(o: dict[str, Any]) -> Any:
-    from skillrl.policies import PolicyConfig, load_policy
-    from skillrl.workspace import resolve_workspace
-
-    return load_policy(
-        PolicyConfig(
-            backend=o["backend"],
-            model=o["model"],
-            base_url=o["base_url"],
-            threads=o["threads"],
-            workspace=resolve_workspace(o["workspace"]),
-        )
-    )

@@ -58,6 +58,25 @@ max_prompt_tokens_option = click.option(
 )
 
 
+def policy_config_from(o: dict[str, Any]) -> Any:
+    """Build the :class:`skillrl.policies.PolicyConfig` of the policy a command plays.
+
+    From ``--backend``, ``--model`` (already resolved), ``--base-url``, ``--threads`` and
+    ``--workspace``; ``train`` and ``sft`` load a policy to train instead
+    (``train_session.training_policy_config``).
+    """
+    from skillrl.policies import PolicyConfig
+    from skillrl.workspace import resolve_workspace
+
+    return PolicyConfig(
+        backend=o["backend"],
+        model=o["model"],
+        base_url=o["base_url"],
+        threads=o["threads"],
+        workspace=resolve_workspace(o["workspace"]),
+    )
+
+
 def prompt_config_from(o: dict[str, Any]) -> Any:
     """Build the :class:`skillrl.prompts.PromptConfig` that the command options ask for."""
     from skillrl.prompts import PromptConfig

@@ -33,6 +33,7 @@ from skillrl_cli.options import (
     max_prompt_tokens_option,
     max_turns_option,
     model_settings_for,
+    policy_config_from,
     prompt_config_from,
     resolve_model,
     workspace_option,
@@ -242,18 +243,12 @@ def model_play(o: dict[str, Any], *, temperature: float, seed: int) -> ModelPlay
     ``skillrl skills measure`` builds its model the same way. Decoding and the prompt budget
     are checked here, before anything loads.
     """
-    from skillrl.policies import PolicyConfig, SamplingConfig
+    from skillrl.policies import SamplingConfig
 
     constrained = constrained_from(o)
     check_prompt_budget(o["env_id"], o["max_prompt_tokens"])  # as the model's settings say
     return ModelPlay(
-        policy=PolicyConfig(
-            backend=o["backend"],
-            model=o["model"],
-            base_url=o["base_url"],
-            workspace=resolve_workspace(o["workspace"]),
-            threads=o["threads"],
-        ),
+        policy=policy_config_from(o),
         prompt=prompt_config_from(o),
         constrained=constrained,
         sampling=SamplingConfig(
