@@ -56,21 +56,31 @@ def teacher_options(command: Any) -> Any:
     return command
 
 
+def teacher_config(workspace: Any, teacher_backend: str, teacher_model: str | None,
+                   base_url: str | None, flag: str) -> Any:  # fmt: skip
+    """Return the teacher policy's config (``flag`` names the option that asked for it).
+
+    Refuses a missing ``--teacher-model`` before anything loads.
+    """
+    if not teacher_model:
+        raise click.UsageError(f"{flag} needs --teacher-model")
+    from skillrl.policies import PolicyConfig
+    from skillrl.workspace import resolve_workspace
+
+    return PolicyConfig(
+        backend=teacher_backend,
+        model=teacher_model,
+        base_url=base_url,
+        workspace=resolve_workspace(workspace),
+    )
+
+
 def load_teacher(workspace: Any, teacher_backend: str, teacher_model: str | None,
                  base_url: str | None, flag: str) -> Any:  # fmt: skip
     """Load the teacher policy (``flag`` names the option that asked for it, for the error)."""
-    if not teacher_model:
-        raise click.UsageError(f"{flag} needs --teacher-model")
-    from skillrl.policies import PolicyConfig, load_policy
+    from skillrl.policies import load_policy
 
-    return load_policy(
-        PolicyConfig(
-            backend=teacher_backend,
-            model=teacher_model,
-            base_url=base_url,
-            workspace=workspace,
-        )
-    )
+    return load_policy(teacher_config(workspace, teacher_backend, teacher_model, base_url, flag))
 
 
 def make_distiller(

@@ -1,16 +1,19 @@
 """``skillrl sft``: cold-start fine-tuning (behaviour cloning + DAgger) on training goals.
 
-A thin layer: it builds :class:`~trainers.sft_config.ColdStartConfig` from the options, opens the
-policy (and the bank, and a teacher), and runs :class:`~trainers.cold_start.ColdStartRun` with
-rich progress bars. ``skillrl train --cold-start`` calls :func:`run_cold_start` too.
+A thin layer: it settles the options into a typed :class:`ColdStartJob` (a
+:class:`~trainers.sft_config.ColdStartConfig` and the policy, prompt, teacher and folder it runs
+with), opens the policy (and the bank, and a teacher), and runs
+:class:`~trainers.cold_start.ColdStartRun` with rich progress bars. ``skillrl train --cold-start``
+runs its job through :func:`run_cold_start` too.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -29,6 +32,11 @@ from skillrl_cli.options import (
 from skillrl_cli.upfront_checks import check_prompt_budget, split_size
 from skillrl_core.errors import ConfigError
 from skillrl_core.splits import TRAIN_SPLIT
+from trainers.sft_config import ColdStartConfig
+
+if TYPE_CHECKING:
+    from skillrl.policies import PolicyConfig
+    from skillrl.prompts import PromptConfig
 
 
 @click.command("sft")
@@ -216,30 +224,83 @@ def sft(**options: Any) -> None:
     from skillrl_cli.train_session import run_folder
 
     o = options
-    config = cold_start_config(o)
     name = f"{o['env_id']}-sft" if o["run_name"] is None else o["run_name"]  # "" is refused
-    folder = run_folder(o["workspace"], name) / "sft"
-    final = run_cold_start(config, o, folder)
+    job = cold_start_job(o, cold_start_config(o), run_folder(o["workspace"], name) / "sft")
+    final = run_cold_start(job)
     if o["adapter_rank"]:
-        _export_adapter(config, o, final, folder / "adapter")
-    if o["as_json"]:
-        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+        _export_adapter(job, final, o["adapter_rank"])
+    if job.as_json:
+        state = json.loads((job.folder / "state.json").read_text(encoding="utf-8"))
         click.echo(json.dumps(state["history"], indent=2, sort_keys=True))
 
 
-def _export_adapter(config: Any, o: dict[str, Any], checkpoint: Path, folder: Path) -> None:
+@dataclass(frozen=True)
+class ColdStartJob:
+    """A cold start to run: its config and everything it runs with, settled from options."""
+
+    config: ColdStartConfig
+    """What to train on and how (sources, goals, DAgger rounds, epochs, LoRA)."""
+    model: str
+    """The model it starts from (``--model``)."""
+    policy: PolicyConfig
+    """The in-process policy it fine-tunes, loaded from ``model``."""
+    prompt: PromptConfig
+    """How each example's prompt is built, as the agent builds it at run time."""
+    env_options: dict[str, Any]
+    """Environment settings given with ``--env-option`` (the pages it trains on)."""
+    teacher: PolicyConfig | None
+    """The teacher model for ``--source teacher``; None without that source."""
+    folder: Path
+    """Where the run keeps its dataset, rounds and state (``<run folder>/sft``)."""
+    resume: bool
+    """Continue the run in ``folder``."""
+    as_json: bool
+    """Print the history as JSON on stdout (the screen goes to stderr)."""
+
+
+def cold_start_job(o: dict[str, Any], config: ColdStartConfig, folder: Path) -> ColdStartJob:
+    """Settle a cold start's options (``sft``'s, or ``train --cold-start``'s) into a job.
+
+    Needs ``model``, ``workspace``, ``threads``, ``max_prompt_tokens``, ``resume``, ``as_json``
+    and, optionally, ``env_options`` and the teacher's ``teacher_backend`` / ``teacher_model``
+    / ``teacher_base_url`` (``train`` has no teacher options).
+    """
+    from skillrl_cli.train_session import training_policy_config
+
+    teacher = None
+    if "teacher" in config.sources:
+        from skillrl_cli.distill import teacher_config
+
+        teacher = teacher_config(
+            o["workspace"], o["teacher_backend"], o.get("teacher_model"),
+            o.get("teacher_base_url"), "--source teacher",
+        )  # fmt: skip
+    return ColdStartJob(
+        config=config,
+        model=o["model"],
+        policy=training_policy_config(o["model"], o["workspace"], o["threads"]),
+        prompt=prompt_config_from(o),
+        env_options=dict(o.get("env_options") or {}),
+        teacher=teacher,
+        folder=folder,
+        resume=o["resume"],
+        as_json=o["as_json"],
+    )
+
+
+def _export_adapter(job: ColdStartJob, checkpoint: Path, rank: int) -> None:
     from rich.console import Console
 
     from trainers.adapter_export import export_checkpoint
     from trainers.cold_start import settings_of
 
-    console = Console(stderr=o["as_json"])
+    console = Console(stderr=job.as_json)
     recipe = " ".join(["skillrl", *sys.argv[1:]])
-    env_options = o.get("env_options") or {}
-    settings = settings_of(config, o["max_prompt_tokens"], env_options, recipe=recipe)
+    budget = job.prompt.max_prompt_tokens
+    settings = settings_of(job.config, budget, job.env_options, recipe=recipe)
     with console.status("writing the final model as a LoRA adapter"):
         done = export_checkpoint(
-            o["model"], checkpoint, folder, rank=o["adapter_rank"], settings=settings
+            job.model, checkpoint, job.folder / "adapter", rank=rank, settings=settings
         )
     console.print(
         f"[green]adapter[/]: {done.folder} (rank {done.rank}, {done.modules} layers, "
@@ -248,10 +309,8 @@ def _export_adapter(config: Any, o: dict[str, Any], checkpoint: Path, folder: Pa
     )
 
 
-def cold_start_config(o: dict[str, Any]) -> Any:
+def cold_start_config(o: dict[str, Any]) -> ColdStartConfig:
     """Build the :class:`ColdStartConfig` the ``sft`` options ask for."""
-    from trainers.sft_config import ColdStartConfig
-
     return ColdStartConfig(
         env_id=o["env_id"],
         sources=tuple(dict.fromkeys(o["sources"])),
@@ -281,27 +340,25 @@ def cold_start_config(o: dict[str, Any]) -> Any:
     )
 
 
-def run_cold_start(config: Any, o: dict[str, Any], folder: Path) -> Path:
-    """Run (or resume, or skip when finished) a cold start in ``folder`` with progress bars.
+def run_cold_start(job: ColdStartJob) -> Path:
+    """Run (or resume, or skip when finished) a cold start with progress bars.
 
-    ``o`` needs ``model``, ``threads``, ``workspace``, ``resume``, ``as_json``,
-    ``max_prompt_tokens`` and, for a teacher, ``teacher_backend`` / ``teacher_model`` /
-    ``teacher_base_url``. Returns the cold-started model's checkpoint folder.
+    Returns the cold-started model's checkpoint folder.
     """
+    config, folder = job.config, job.folder
     # Every setting is checked before torch imports or a model loads: a typo fails in seconds.
-    env_config = env_config_from(config.env_id, o.get("env_options") or {})
-    check_prompt_budget(config.env_id, o["max_prompt_tokens"])
+    env_config = env_config_from(config.env_id, job.env_options)
+    check_prompt_budget(config.env_id, job.prompt.max_prompt_tokens)
     split_size(config.env_id, env_config, config.split, "--split")
-    check_model_path(o["model"])
+    check_model_path(job.model)
     from rich.console import Console
 
     from skillrl.policies import load_policy
     from skillrl_cli.bank_access import open_bank
-    from skillrl_cli.train_session import training_policy_config
     from trainers.cold_start import ColdStartRun, finished_checkpoint
 
-    console = Console(stderr=o["as_json"])
-    if not o["resume"] and (folder / "state.json").exists():
+    console = Console(stderr=job.as_json)
+    if not job.resume and (folder / "state.json").exists():
         raise ConfigError(
             f"{folder} already holds a cold-start run; pass --resume or another --run-name"
         )
@@ -309,20 +366,21 @@ def run_cold_start(config: Any, o: dict[str, Any], folder: Path) -> Path:
     if done is not None:  # nothing to load or redo
         console.print(f"cold start already done: {done}")
         return done
-    teacher = _teacher(o) if "teacher" in config.sources else None  # checked before loading
-    policy = load_policy(training_policy_config(o["model"], o["workspace"], o["threads"]))
-    bank = open_bank(o["workspace"], config.env_id) if _needs_bank(config) else None
+    # The teacher first: a wrong teacher is refused before the policy loads.
+    teacher = load_policy(job.teacher) if job.teacher is not None else None
+    policy = load_policy(job.policy)
+    bank = open_bank(job.policy.workspace, config.env_id) if _needs_bank(config) else None
     try:
         run = ColdStartRun(
             config,
             policy=policy,
             run_dir=folder,
             env_config=env_config,
-            prompt_config=prompt_config_from(o),
+            prompt_config=job.prompt,
             bank=bank,
             teacher=teacher,
         )
-        _run_with_bars(run, console, o["resume"])
+        _run_with_bars(run, console, job.resume)
         console.print(
             f"[green]cold start done[/]: {run.final_checkpoint}, dataset {run.dataset_path}"
         )
@@ -359,13 +417,3 @@ def _run_with_bars(run: Any, console: Any, resume: bool) -> None:
             done = sum(state.completed(r, p) for r in range(rounds) for p in ("data", "train"))
             bars.phases_done(done)
         run.run(resume=resume)
-
-
-def _teacher(o: dict[str, Any]) -> Any:
-    from skillrl.workspace import resolve_workspace
-    from skillrl_cli.distill import load_teacher
-
-    return load_teacher(
-        resolve_workspace(o["workspace"]), o["teacher_backend"], o.get("teacher_model"),
-        o.get("teacher_base_url"), "--source teacher",
-    )  # fmt: skip

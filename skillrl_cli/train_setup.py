@@ -184,7 +184,7 @@ def starting_model(o: dict[str, Any]) -> str:
     check_model_path(o["model"])
     if not o["cold_start"]:
         return o["model"]
-    from skillrl_cli.sft import run_cold_start
+    from skillrl_cli.sft import cold_start_job, run_cold_start
     from trainers.sft_config import ColdStartConfig
 
     config = ColdStartConfig(
@@ -203,7 +203,8 @@ def starting_model(o: dict[str, Any]) -> str:
         learning_rate=o["sft_learning_rate"],
         seed=o["seed"],
     )
-    return str(run_cold_start(config, o, run_folder(o["workspace"], o["run_name"]) / "sft"))
+    folder = run_folder(o["workspace"], o["run_name"]) / "sft"
+    return str(run_cold_start(cold_start_job(o, config, folder)))
 
 
 def check_goals(cycle: CycleConfig) -> None:
