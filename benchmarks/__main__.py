@@ -6,6 +6,11 @@
 NAME is a ``bench_NAME.py`` module of this folder (``render_results`` too). Each module stays a
 script of its own (``python benchmarks/bench_NAME.py`` works the same); this is the one entry
 point that lists what can be measured.
+
+``harness.py`` is the setup every benchmark shares, not a benchmark (so it is not listed): the
+machine's matmul rate and load average printed beside time figures, a ``Stopwatch`` for wall and
+CPU seconds, and ``write_result``, which writes a result file atomically with its provenance
+(command, commit, start time, machine at the start and at the end).
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ def main(argv: list[str]) -> int:
     if script is None:
         print(f"no benchmark {name!r}; one of: {', '.join(scripts)}", file=sys.stderr)
         return 2
-    sys.path.insert(0, str(HERE))  # the scripts import each other by module name
+    sys.path.insert(0, str(HERE))  # the scripts import harness (and each other) by module name
     sys.argv = [str(script), *rest]
     runpy.run_path(str(script), run_name="__main__")
     return 0

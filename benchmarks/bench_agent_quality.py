@@ -13,11 +13,12 @@ import argparse
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+from harness import Stopwatch, machine_text, provenance, write_result  # noqa: E402
 
 from memory import BankConfig, SkillBank  # noqa: E402
 from skillrl.agents.expert import ExpertAgent  # noqa: E402
@@ -56,6 +57,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--max-prompt-tokens", type=int, default=900, help="prompt budget")
     args = parser.parse_args()
+    run = provenance("agent_quality")
     if args.threads:
         import torch
 
@@ -71,21 +73,18 @@ def main() -> None:
     ]
     results = {}
     for setting in args.settings.split(","):
-        began = time.perf_counter()
-        if setting == "expert":
-            agent = ExpertAgent(max_turns=args.max_turns)
-        else:
-            agent = LLMAgent(
-                policy,
-                PromptConfig(max_prompt_tokens=args.max_prompt_tokens),
-                constrained=setting.startswith("constrained"),
-                uses_skills=setting.endswith("+skills"),
-            )
-        results[setting] = evaluate(agent, bank, starts, args.max_turns)
-        print(
-            f"{setting}: done in {time.perf_counter() - began:.0f}s {json.dumps(results[setting])}",
-            flush=True,
-        )
+        with Stopwatch() as clock:
+            if setting == "expert":
+                agent = ExpertAgent(max_turns=args.max_turns)
+            else:
+                agent = LLMAgent(
+                    policy,
+                    PromptConfig(max_prompt_tokens=args.max_prompt_tokens),
+                    constrained=setting.startswith("constrained"),
+                    uses_skills=setting.endswith("+skills"),
+                )
+            results[setting] = evaluate(agent, bank, starts, args.max_turns)
+        print(f"{setting}: done in {clock.wall:.0f}s {json.dumps(results[setting])}", flush=True)
     bank.close()
     print(
         f"\n{args.goals} WebShop test goals, max {args.max_turns} turns, embedded SmolLM2-135M, "
@@ -99,8 +98,10 @@ def main() -> None:
             f"{name:<22}{r['success_rate']:>9.2f}{r['mean_score']:>8.3f}{r['mean_turns']:>7.1f}"
             f"{r['invalid_rate']:>9.2f}{r['purchases']:>8}{r['seconds']:>7.0f}"
         )
+    print(f"machine at start: {machine_text(run['machine_at_start'])}")
     if args.json_path:
-        Path(args.json_path).write_text(json.dumps(results, indent=2))
+        # The settings stay the file's top-level keys, as before; provenance sits beside them.
+        write_result(args.json_path, {**results, "provenance": run}, name="agent_quality")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ beside the scripted expert at the same turn limit, on the same fixed test goals.
 Evaluation is greedy and constrained, on test goals 0..N-1 (training only ever sees training
 goals). A policy trained with skills is evaluated with skills, one trained without, without.
 For every setting: success with a 95% Wilson interval, mean score, mean turns, CPU minutes of
-its evaluation; for every training phase (behaviour cloning = round 0, DAgger = later rounds):
-CPU minutes of gathering examples and of fine-tuning. ``--prompt-budgets`` evaluates one
+its evaluation (beside the machine's matmul rate and load average just before it); for every
+training phase (behaviour cloning = round 0, DAgger = later rounds): CPU minutes of gathering
+examples and of fine-tuning. ``--prompt-budgets`` evaluates one
 cold-started policy (``--budget-setting``) at several prompt budgets: success and seconds per
 turn (it was trained at ``--max-prompt-tokens``; the budgets show what a smaller prompt costs
 or saves at run time).
@@ -22,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +30,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
+from harness import Stopwatch, machine, machine_text, provenance, write_result  # noqa: E402
+
 from memory import BankConfig, SkillBank  # noqa: E402
 from skillrl.agents.expert import ExpertAgent  # noqa: E402
 from skillrl.distill.seeding import seed_bank_if_empty  # noqa: E402
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
-from skillrl_core.files import atomic_write_json  # noqa: E402
 from trainers.cold_start import ColdStartRun  # noqa: E402
 from trainers.episode_metrics import summarise, wilson_interval  # noqa: E402
 from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
@@ -76,11 +77,12 @@ class Bench:
         if args.resume and self.out.exists():
             self.results.update(json.loads(self.out.read_text()))
         self.results["config"] = {k: v for k, v in vars(args).items() if k != "resume"}
+        self.results.setdefault("provenance", provenance("cold_start"))  # a resume keeps the first
         self._bank: SkillBank | None = None
         self._runs: dict[tuple[bool, int], ColdStartRun] = {}
 
     def save(self) -> None:
-        atomic_write_json(self.out, self.results)
+        write_result(self.out, self.results, name="cold_start")
 
     @property
     def bank(self) -> SkillBank:
@@ -158,10 +160,13 @@ class Bench:
 
     # -- evaluation --------------------------------------------------------------------
     def evaluate(self, setting: str, budget: int | None = None) -> dict[str, Any]:
+        """Figures of one setting's evaluation, with the machine measured just before it."""
         a = self.args
         if setting == "expert":
-            return self.expert()
+            before = machine()
+            return {**self.expert(), "machine_before_eval": before}
         model = self.model_of(setting)  # trains first if needed (not counted below)
+        before = machine()
         runner = PolicyRollouts(
             self.policy(model),
             bank=self.bank if setting.endswith("+skills") else None,
@@ -170,11 +175,12 @@ class Bench:
             prompt_config=PromptConfig(max_prompt_tokens=budget or a.max_prompt_tokens),
             count_retrievals=False,
         )
-        cpu, wall = time.process_time(), time.perf_counter()
-        episodes = runner.run(self.starts(), temperature=0.0)
-        row = figures(episodes, time.process_time() - cpu, time.perf_counter() - wall)
+        with Stopwatch() as clock:
+            episodes = runner.run(self.starts(), temperature=0.0)
+        row = figures(episodes, clock.cpu, clock.wall)
         row["model"] = model
         row["model_seconds_per_turn"] = runner.timings.per_turn()["model"]
+        row["machine_before_eval"] = before
         return row
 
     def expert(self) -> dict[str, Any]:
@@ -184,9 +190,9 @@ class Bench:
             ExpertAgent(max_turns=a.max_turns),
             config=RolloutConfig(max_turns=a.max_turns, count_retrievals=False),
         )
-        cpu, wall = time.process_time(), time.perf_counter()
-        episodes = engine.run(starts)
-        return figures(episodes, time.process_time() - cpu, time.perf_counter() - wall)
+        with Stopwatch() as clock:
+            episodes = engine.run(starts)
+        return figures(episodes, clock.cpu, clock.wall)
 
     def run(self) -> None:
         for setting in self.args.settings.split(","):
@@ -214,7 +220,8 @@ def _line(row: dict[str, Any]) -> str:
     return (
         f"success {row['success_rate']:.2f} [{low:.2f}, {high:.2f}]  score "
         f"{row['mean_score']:.3f}  turns {row['mean_turns']:.1f}  "
-        f"{row['seconds_per_turn']:.2f} s/turn  {row['cpu_minutes']:.1f} CPU min"
+        f"{row['seconds_per_turn']:.2f} s/turn  {row['cpu_minutes']:.1f} CPU min  "
+        f"[{machine_text(row['machine_before_eval'])}]"
     )
 
 

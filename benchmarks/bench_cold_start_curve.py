@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_expert import FirstResultWithOptions  # noqa: E402
-from bench_speed import machine  # noqa: E402
+from harness import Stopwatch, command, machine, provenance, write_result  # noqa: E402
 
 import envs  # noqa: E402
 from envs.webshop.failures import FAILURE_CLASSES, FAILURE_LABELS, classify_failures  # noqa: E402
@@ -43,7 +42,7 @@ from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
 from skillrl_core.errors import ConfigError  # noqa: E402
-from skillrl_core.files import atomic_write_json, atomic_write_text  # noqa: E402
+from skillrl_core.files import atomic_write_text  # noqa: E402
 from skillrl_core.goal_range import FORMS, GoalRange, parse_goal_range  # noqa: E402
 from skillrl_core.significance import mcnemar_exact  # noqa: E402
 from trainers.cold_start import ColdStartRun  # noqa: E402
@@ -150,11 +149,12 @@ class Curve:
         if args.resume and self.out.exists():
             self.results.update(json.loads(self.out.read_text()))
         self.results["config"] = {k: v for k, v in vars(args).items() if k != "resume"}
-        self.results["command"] = " ".join(sys.argv)
+        self.results["command"] = command("cold_start_curve")  # this call's (a resume's) own
+        self.results.setdefault("provenance", provenance("cold_start_curve"))  # the first call's
         self.eval_seconds = 0.0
 
     def save(self) -> None:
-        atomic_write_json(self.out, self.results)
+        write_result(self.out, self.results, name="cold_start_curve")
 
     def env_config(self) -> dict[str, Any]:
         """The environment options the policy trains and is evaluated under."""
@@ -219,9 +219,9 @@ class Curve:
             prompt_config=run.prompt_config,
             count_retrievals=False,
         )
-        wall, cpu = time.perf_counter(), time.process_time()
-        episodes = runner.run(self.starts(), temperature=0.0)
-        seconds = time.perf_counter() - wall
+        with Stopwatch() as clock:
+            episodes = runner.run(self.starts(), temperature=0.0)
+        seconds = clock.wall
         self.eval_seconds += seconds
         self.episodes_dir.mkdir(parents=True, exist_ok=True)
         lines = [json.dumps(_slim(e.to_dict())) for e in episodes]
@@ -230,7 +230,7 @@ class Curve:
         row.update(
             {
                 "eval_seconds": seconds,
-                "eval_cpu_seconds": time.process_time() - cpu,
+                "eval_cpu_seconds": clock.cpu,
                 "seconds_per_turn": seconds / max(sum(e.num_turns for e in episodes), 1),
                 "machine_before_eval": before,
                 "failures": failure_counts(self.args.env, episodes),
@@ -265,13 +265,14 @@ class Curve:
 
     def run(self) -> None:
         a = self.args
-        self.results.setdefault("machine_at_start", machine())
+        # Older files hold only this key; a new run's is its provenance's (measured once).
+        self.results.setdefault("machine_at_start", self.results["provenance"]["machine_at_start"])
         self.baselines()
-        began = time.perf_counter()
-        policy = load_policy(
-            PolicyConfig(model=a.model, dtype="float32", device="cpu", threads=a.threads)
-        )
-        self.results.setdefault("model_load_seconds", time.perf_counter() - began)
+        with Stopwatch() as clock:
+            policy = load_policy(
+                PolicyConfig(model=a.model, dtype="float32", device="cpu", threads=a.threads)
+            )
+        self.results.setdefault("model_load_seconds", clock.wall)
         bank = None
         if a.skills:
             from memory import BankConfig, SkillBank
@@ -306,8 +307,7 @@ class Curve:
                 run._load_weights(run.checkpoint(r))
                 self.evaluate(run, r)
         self.results["final_checkpoint"] = str(run.final_checkpoint)
-        self.results["machine_at_end"] = machine()
-        self.save()
+        self.save()  # with machine_at_end, as every save
         if bank is not None:
             bank.close()
         print(report(self.results), flush=True)

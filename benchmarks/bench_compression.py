@@ -1,6 +1,6 @@
 """Compression: tokens of distilled entries injected per turn vs the raw trajectories behind them.
 
-Run: python benchmarks/bench_compression.py [--train-goals 300] [--eval-goals 40]
+Run: python benchmarks/bench_compression.py [--train-goals 300] [--eval-goals 40] [--out F.json]
 
 1. Bootstrap a fresh bank: the scripted expert (and 30% deliberately faulty experts) play
    ``--train-goals`` WebShop training goals; the analytic distiller distills them.
@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
+from dataclasses import asdict
 from pathlib import Path
+
+from harness import Stopwatch, machine_text, provenance, write_result
 
 from memory import BankConfig, SkillBank
 from memory.types import Entry, RetrievalQuery, RetrievedEntry, RetrievedSkills
@@ -29,7 +31,11 @@ from skillrl.agents.base import AgentState
 from skillrl.agents.expert import ExpertAgent
 from skillrl.distill import AnalyticDistiller
 from skillrl.distill.bootstrap import BootstrapConfig, bootstrap_bank
-from skillrl.distill.compression import measure_compression, smollm2_token_counter
+from skillrl.distill.compression import (
+    CompressionReport,
+    measure_compression,
+    smollm2_token_counter,
+)
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 
 
@@ -64,17 +70,32 @@ def prompt_cost(count):
     return cost
 
 
+def report_figures(report: CompressionReport) -> dict:
+    """A compression report's fields and the per-turn figures its properties derive."""
+    return {
+        **asdict(report),
+        "raw_per_turn": report.raw_per_turn,
+        "injected_per_turn": report.injected_per_turn,
+        "ratio": report.ratio,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train-goals", type=int, default=300)
     parser.add_argument("--eval-goals", type=int, default=40)
+    parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
+    run = provenance("compression")
     with tempfile.TemporaryDirectory() as folder:
         bank = SkillBank.open(BankConfig(workspace=Path(folder)))
-        began = time.perf_counter()
-        boot = bootstrap_bank(bank, AnalyticDistiller(), BootstrapConfig(episodes=args.train_goals))
-        print(f"bootstrap: {boot.episodes} episodes -> {bank.count()} entries "
-              f"in {time.perf_counter() - began:.1f}s")  # fmt: skip
+        with Stopwatch() as clock:
+            boot = bootstrap_bank(
+                bank, AnalyticDistiller(), BootstrapConfig(episodes=args.train_goals)
+            )
+        entries = bank.count()
+        print(f"bootstrap: {boot.episodes} episodes -> {entries} entries "
+              f"in {clock.wall:.1f}s ({machine_text(run['machine_at_start'])})")  # fmt: skip
         turns = held_out_turns(bank, args.train_goals, args.eval_goals)
         sources = {e.episode_id: e for e in bank.trajectories.episodes()}
         count = smollm2_token_counter()
@@ -92,6 +113,17 @@ def main() -> None:
           f"{shown.ratio:>9.1f}x")  # fmt: skip
     saving = 1 - 1 / full.ratio if full.ratio else 0.0
     print(f"token saving vs raw trajectories: {saving:.0%} (SkillRL reports 10-20%)")
+    if args.out:
+        figures = {
+            "provenance": run,
+            "args": vars(args),
+            "bootstrap": {"episodes": boot.episodes, "entries": entries, "seconds": clock.wall},
+            "held_out_turns": len(turns),
+            "full_text": report_figures(full),
+            "as_prompted": report_figures(shown),
+            "token_saving": saving,
+        }
+        write_result(args.out, figures, name="compression")
 
 
 if __name__ == "__main__":

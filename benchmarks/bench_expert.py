@@ -1,6 +1,6 @@
 """The scripted expert on WebShop's test split (goals 0-499): success rate, mean score, turns.
 
-Run: python benchmarks/bench_expert.py [--split test] [--mode text]
+Run: python benchmarks/bench_expert.py [--split test] [--mode text] [--out F.json]
 
 Baselines in the same run: "first result" (search the instruction, open the top result, buy it)
 with and without clicking the goal's options; the gap to the expert is what reading titles,
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
+
+from harness import Stopwatch, machine_text, provenance, write_result
 
 import envs
 from envs.webshop.expert import WebShopExpert, search_query
@@ -76,7 +77,10 @@ def main():
     parser.add_argument("--split", default="test", choices=["test", "eval", "train"])
     parser.add_argument("--mode", default="text", choices=["text", "text_rich"])
     parser.add_argument("--goals", type=int, default=500, help="goals from the split's start")
+    parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
+    run = provenance("expert")
+    print(f"machine at start: {machine_text(run['machine_at_start'])}")
     env = envs.make("webshop", observation_mode=args.mode)
     count = min(args.goals, len(env.world.split(args.split)))
     policies = (
@@ -84,13 +88,22 @@ def main():
         ("first result, no options", FirstResult),
         ("first result + goal options", FirstResultWithOptions),
     )
+    figures = {"provenance": run, "args": vars(args), "goals": count, "policies": {}}
     for name, factory in policies:
-        start = time.perf_counter()
-        success, score, turns = evaluate(env, factory, args.split, count)
+        with Stopwatch() as clock:
+            success, score, turns = evaluate(env, factory, args.split, count)
         print(
             f"{name}: {count} {args.split} goals, success {success:.3f}, mean score "
-            f"{score:.3f}, mean turns {turns:.2f} ({time.perf_counter() - start:.1f} s)"
+            f"{score:.3f}, mean turns {turns:.2f} ({clock.wall:.1f} s)"
         )
+        figures["policies"][name] = {
+            "success_rate": success,
+            "mean_score": score,
+            "mean_turns": turns,
+            "seconds": clock.wall,
+        }
+    if args.out:
+        write_result(args.out, figures, name="expert")
 
 
 if __name__ == "__main__":

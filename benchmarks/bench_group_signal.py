@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +29,12 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_speed import machine  # noqa: E402
+from harness import Stopwatch, machine, provenance, write_result  # noqa: E402
 
 import envs  # noqa: E402
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.policies.model_settings import ModelSettings  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
-from skillrl_core.files import atomic_write_json  # noqa: E402
 from trainers.config import CycleConfig  # noqa: E402
 from trainers.cycle_rollout import training_goal_order  # noqa: E402
 from trainers.episode_metrics import wilson_interval  # noqa: E402
@@ -156,9 +154,10 @@ def main() -> None:
         prompt_tokens = settings.max_prompt_tokens
     if settings is not None and settings.skills:
         raise SystemExit("this probe plays without skills; the model was trained with them")
-    started = time.perf_counter()
-    policy = load_policy(PolicyConfig(model=args.model, threads=args.threads))
-    load_seconds = time.perf_counter() - started
+    run = provenance("group_signal")
+    with Stopwatch() as clock:
+        policy = load_policy(PolicyConfig(model=args.model, threads=args.threads))
+    load_seconds = clock.wall
     runner = PolicyRollouts(
         policy,
         env_id=args.env,
@@ -172,7 +171,8 @@ def main() -> None:
     size = envs.adapter_for(args.env).split_size(config.train_split, env_config)
     goals = training_goal_order(config, size)[: args.goals]
     results: dict[str, Any] = {
-        "command": " ".join(["python -m benchmarks group_signal", *sys.argv[1:]]),
+        "provenance": run,
+        "command": run["command"],
         "model": args.model,
         "env": args.env,
         "env_config": env_config,
@@ -191,10 +191,10 @@ def main() -> None:
             for g in goals
             for _ in range(repeats)
         ]
-        wall = time.perf_counter()
-        episodes = runner.run(starts, temperature=temperature, sampling_seed=args.seed)
+        with Stopwatch() as clock:
+            episodes = runner.run(starts, temperature=temperature, sampling_seed=args.seed)
         row = group_figures(episodes, repeats)
-        row.update({"seconds": time.perf_counter() - wall, "machine": before})
+        row.update({"seconds": clock.wall, "machine": before})
         return row
 
     print(f"model {args.model}, env {env_config}, {len(goals)} training goals", flush=True)
@@ -204,7 +204,7 @@ def main() -> None:
         row.update({"temperature": temperature, "sampling_scores": rule})
         results["rows"][key] = row
         if args.out:
-            atomic_write_json(Path(args.out), results)
+            write_result(args.out, results, name="group_signal")
         name = key
         m = row["machine"]
         print(

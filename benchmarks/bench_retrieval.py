@@ -13,7 +13,10 @@ Columns (milliseconds, p50 / p95 over repeated calls, same run, same vectors):
 - +embed: bank+record plus embedding the query text(s) with the packaged MiniLM.
 
     python benchmarks/bench_retrieval.py            # 1k, 10k, 100k (a few minutes)
-    python benchmarks/bench_retrieval.py --sizes 1000 10000 --reps 20
+    python benchmarks/bench_retrieval.py --sizes 1000 10000 --reps 20 --out retrieval.json
+
+The machine's matmul rate (one thread, as everything here) and load average are printed with
+the table.
 """
 
 from __future__ import annotations
@@ -34,12 +37,16 @@ from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
+from harness import machine_text, provenance, write_result  # noqa: E402
 from sqlalchemy import insert  # noqa: E402
 
 from memory import BankConfig, RetrievalConfig, RetrievalQuery, SkillBank  # noqa: E402
 from memory.embedding import shared_embedder  # noqa: E402
 from memory.models import EntryRow, utcnow  # noqa: E402
 from memory.retrieval import query_text, retrieve_vectors, search_index  # noqa: E402
+
+COLUMNS = ("numpy", "index", "bank", "bank+record", "+embed")
+"""The table's latency columns, in order (each p50 / p95 milliseconds)."""
 
 DIM = 384
 CATEGORIES = ["apparel", "footwear", "home_decor", "electronics", "accessories", "beauty", "other"]
@@ -120,9 +127,11 @@ def run_figures(bank, baseline, queries, q, cats, reps) -> list[tuple[float, flo
     ]
 
 
-def measure(n: int, reps: int, embed_ms: dict[int, tuple[float, float]]) -> list[str]:
+def measure(n: int, reps: int, embed_ms: dict[int, tuple[float, float]]) -> tuple[list[str], dict]:
+    """The table's lines for ``n`` entries, and the same figures as a dict."""
     rng = np.random.default_rng(n)
     lines = []
+    found: dict = {"entries": n, "batches": {}}
     with tempfile.TemporaryDirectory() as tmp:
         config = BankConfig(workspace=Path(tmp))
         with SkillBank.open(config, embedder=shared_embedder()) as bank:
@@ -140,15 +149,22 @@ def measure(n: int, reps: int, embed_ms: dict[int, tuple[float, float]]) -> list
                 cells = " | ".join(f"{p50:.1f} / {p95:.1f}" for p50, p95 in figures)
                 ratio = figures[2][0] / figures[0][0]
                 lines.append(f"| {n:,} | {batch} | {cells} | {ratio:.1f}x |")
+                found["batches"][str(batch)] = {
+                    **{f"{column}_ms": list(f) for column, f in zip(COLUMNS, figures, strict=True)},
+                    "bank_over_numpy": ratio,
+                }
+            found["build_seconds"] = build
             print(f"  built {n:,} entries in {build:.1f} s", flush=True)
-    return lines
+    return lines, found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--reps", type=int, default=30, help="timed calls per figure")
+    parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
+    run = provenance("retrieval")
     import torch
 
     torch.set_num_threads(1)
@@ -158,9 +174,11 @@ def main() -> None:
         query_text(RetrievalQuery(t, "[SEP] results [SEP] item", "webshop")) for t in instructions
     ]
     embed_ms = {b: timed(lambda b=b: embedder.embed(texts[:b]), args.reps) for b in (1, 16)}
-    lines = []
+    lines, sizes = [], []
     for n in args.sizes:
-        lines += measure(n, args.reps, embed_ms)
+        size_lines, figures = measure(n, args.reps, embed_ms)
+        lines += size_lines
+        sizes.append(figures)
     print()
     print(
         "| entries | batch | numpy (baseline) | index | bank | bank+record | +embed | bank/numpy |"
@@ -169,6 +187,15 @@ def main() -> None:
     print("\n".join(lines))
     print(f"\nquery embedding alone (MiniLM, CPU): single {embed_ms[1][0]:.1f} ms p50, "
           f"batch of 16 {embed_ms[16][0]:.1f} ms p50")  # fmt: skip
+    print(f"machine at start: {machine_text(run['machine_at_start'])}")
+    if args.out:
+        figures = {
+            "provenance": run,
+            "args": vars(args),
+            "embed_ms": {str(batch): list(ms) for batch, ms in embed_ms.items()},
+            "sizes": sizes,
+        }
+        write_result(args.out, figures, name="retrieval")
 
 
 if __name__ == "__main__":

@@ -10,13 +10,13 @@ generation-heavy path batching is for); skills are off so only the policy and en
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from harness import Stopwatch, machine_text, provenance, write_result  # noqa: E402
 
 from skillrl.agents.llm import LLMAgent, LLMAgentConfig  # noqa: E402
 from skillrl.policies import PolicyConfig, SamplingConfig, load_policy  # noqa: E402
@@ -40,11 +40,12 @@ def main() -> None:
     parser.add_argument("--workspace", default=None, help="model cache workspace (default: temp)")
     parser.add_argument("--json", dest="json_path", default=None, help="also write figures here")
     args = parser.parse_args()
+    run = provenance("rollout")
 
     workspace = Path(args.workspace or tempfile.mkdtemp(prefix="bench-rollout-"))
-    began = time.perf_counter()
-    policy = load_policy(PolicyConfig(model=args.model, workspace=workspace))
-    load_s = time.perf_counter() - began
+    with Stopwatch() as clock:
+        policy = load_policy(PolicyConfig(model=args.model, workspace=workspace))
+    load_s = clock.wall
     sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, stop=["</action>"])
     agent = LLMAgent(policy, config=LLMAgentConfig(sampling=sampling), uses_skills=False)
     starts = [EpisodeStart("webshop", "test", i, seed=i) for i in range(args.episodes)]
@@ -72,15 +73,17 @@ def main() -> None:
         f"speed-up (parallel / sequential): episodes/min {ratio_eps:.2f}x, "
         f"tokens/s {ratio_tok:.2f}x; same actions both ways: {same}"
     )
+    print(f"machine at start: {machine_text(run['machine_at_start'])}")
     if args.json_path:
         figures = {
+            "provenance": run,
             "parallel": parallel,
             "sequential": sequential,
             "ratio_episodes": ratio_eps,
             "ratio_tokens": ratio_tok,
             "same_actions": same,
         }
-        Path(args.json_path).write_text(json.dumps(figures, indent=2))
+        write_result(args.json_path, figures, name="rollout")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """First-run seeding: importing the shipped starting bank vs bootstrapping live, same run.
 
-Run: python benchmarks/bench_seeding.py [--episodes 300]
+Run: python benchmarks/bench_seeding.py [--episodes 300] [--out F.json]
 
 A new user's first ``skillrl run --env webshop`` finds an empty bank. Two ways to fill it:
 ``seed_bank_if_empty`` imports ``skillrl/distill/data/webshop_starting_bank.json`` through
@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
+
+from harness import Stopwatch, machine_text, provenance, write_result
 
 from memory import BankConfig, SkillBank
 from memory.embedding import SentenceTransformerEmbedder
@@ -26,23 +27,24 @@ from skillrl.distill.bootstrap import BootstrapConfig, bootstrap_bank
 def timed(embedder, fill) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as folder:
         bank = SkillBank.open(BankConfig(workspace=Path(folder)), embedder=embedder)
-        began = time.perf_counter()
-        fill(bank)
-        seconds = time.perf_counter() - began
+        with Stopwatch() as clock:
+            fill(bank)
         entries = bank.count()
         bank.close()
-    return seconds, entries
+    return clock.wall, entries
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
-    began = time.perf_counter()
-    embedder = SentenceTransformerEmbedder()
-    embedder.embed(["warm up"])
-    print(f"embedder load (paid by either path): {time.perf_counter() - began:.1f}s")
+    run = provenance("seeding")
+    with Stopwatch() as load:
+        embedder = SentenceTransformerEmbedder()
+        embedder.embed(["warm up"])
+    print(f"embedder load (paid by either path): {load.wall:.1f}s")
     config = BootstrapConfig(episodes=args.episodes)
     shipped = [
         timed(embedder, lambda b: seed_bank_if_empty(b, "webshop")) for _ in range(args.repeats)
@@ -56,6 +58,22 @@ def main() -> None:
     print(f"{f'live bootstrap, {args.episodes} episodes (baseline)':<40}{best_live[0]:>9.2f}"
           f"{best_live[1]:>9}")  # fmt: skip
     print(f"shipped is {best_live[0] / best_shipped[0]:.1f}x faster (best of {args.repeats})")
+    print(f"machine at start: {machine_text(run['machine_at_start'])}")
+    if args.out:
+        figures = {
+            "provenance": run,
+            "args": vars(args),
+            "embedder_load_seconds": load.wall,
+            # Every repeat as [seconds, entries]; the printed figure is the best.
+            "shipped": shipped,
+            "live": live,
+            "best_shipped_seconds": best_shipped[0],
+            "best_live_seconds": best_live[0],
+            "shipped_entries": best_shipped[1],
+            "live_entries": best_live[1],
+            "speed_up": best_live[0] / best_shipped[0],
+        }
+        write_result(args.out, figures, name="seeding")
 
 
 if __name__ == "__main__":

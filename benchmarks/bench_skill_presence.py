@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -26,14 +25,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_speed import matmul_gflops  # noqa: E402
+from harness import Stopwatch, machine_text, provenance, write_result  # noqa: E402
 
 from envs.webshop.agent_adapter import page_kind  # noqa: E402
 from skillrl.agents.base import AgentDecision, AgentState  # noqa: E402
 from skillrl.agents.expert import ExpertAgent  # noqa: E402
 from skillrl.prompts import PromptConfig, build_prompt  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
-from skillrl_core.files import atomic_write_json  # noqa: E402
 
 RULES = {"one skill kept (now)": 1, "skills cut first (before)": 0}
 """Prompt rule name -> :attr:`PromptConfig.min_skills`."""
@@ -115,7 +113,7 @@ def main() -> None:
     from skillrl.distill.seeding import seed_bank_if_empty
     from skillrl.policies import PolicyConfig, load_policy
 
-    rate, load = matmul_gflops(), os.getloadavg()[0]
+    run = provenance("skill_presence")
     policy = load_policy(PolicyConfig(model="embedded", dtype="float32", device="cpu"))
     with tempfile.TemporaryDirectory() as scratch:
         bank = SkillBank.open(BankConfig(workspace=Path(args.workspace or scratch)))
@@ -124,28 +122,28 @@ def main() -> None:
         engine = RolloutEngine(
             agent, bank=bank, config=RolloutConfig(max_turns=args.max_turns, record=False)
         )
-        began = time.perf_counter()
         env_config = {"max_turns": args.max_turns}
-        engine.run(
-            [
-                EpisodeStart("webshop", "test", i, seed=i, env_config=env_config)
-                for i in range(args.goals)
-            ]
-        )
-        seconds = time.perf_counter() - began
+        with Stopwatch() as clock:
+            engine.run(
+                [
+                    EpisodeStart("webshop", "test", i, seed=i, env_config=env_config)
+                    for i in range(args.goals)
+                ]
+            )
         bank.close()
     results = {
-        "command": " ".join(sys.argv),
+        "provenance": run,
+        "command": run["command"],
         "goals": args.goals,
         "max_prompt_tokens": args.max_prompt_tokens,
-        "seconds": seconds,
-        "machine": {"matmul_gflops": round(rate, 1), "load_average": load},
+        "seconds": clock.wall,
+        "machine": run["machine_at_start"],
         "table": table(agent.rows),
     }
     if args.out:
-        atomic_write_json(Path(args.out), results)
+        write_result(args.out, results, name="skill_presence")
     print(report(results))
-    print(f"{seconds:.1f} s; matmul {rate:.0f} GFLOP/s, load {load:.2f}")
+    print(f"{clock.wall:.1f} s; {machine_text(results['machine'])}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The scripted Sokoban expert per difficulty: success rate, moves vs optimum, return, time.
 
-Run: python benchmarks/bench_sokoban_expert.py [--split test] [--max-turns 20]
+Run: python benchmarks/bench_sokoban_expert.py [--split test] [--max-turns 20] [--out F.json]
 
 Baselines in the same run: a uniformly random mover, and a greedy one that pushes a box onto a
 target when one move does it and otherwise moves at random without ever making a deadlock
@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import time
+
+from harness import Stopwatch, machine_text, provenance, write_result
 
 import envs
 from envs.sokoban.config import DEFAULT_CATEGORIES
@@ -79,10 +80,10 @@ def generation_times(categories, count=40):
     times = {}
     for name in categories:
         levels = LevelSet(envs.make("sokoban", categories=name).config)
-        start = time.perf_counter()
-        for number in range(count):
-            levels.level("train", number)
-        times[name] = (time.perf_counter() - start) / count * 1000
+        with Stopwatch() as clock:
+            for number in range(count):
+                levels.level("train", number)
+        times[name] = clock.wall / count * 1000
     return times
 
 
@@ -90,17 +91,22 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", default="test", choices=["test", "eval", "train"])
     parser.add_argument("--max-turns", type=int, default=20)
+    parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
+    run = provenance("sokoban_expert")
+    print(f"machine at start: {machine_text(run['machine_at_start'])}")
+    figures = {"provenance": run, "args": vars(args), "policies": {}}
     env = envs.make("sokoban", max_turns=args.max_turns)
     for name, policy in (
         ("expert", SokobanExpert(max_turns=args.max_turns)),
         ("random", RandomMover()),
         ("greedy (no planning)", GreedyMover()),
     ):
-        start = time.perf_counter()
-        rows = evaluate(env, policy, args.split)
-        elapsed = time.perf_counter() - start
+        with Stopwatch() as clock:
+            rows = evaluate(env, policy, args.split)
+        elapsed = clock.wall
         print(f"{name} on the {args.split} split, max_turns {args.max_turns} ({elapsed:.1f} s):")
+        categories = {}
         for category, row in rows.items():
             success = statistics.mean(row["success"])
             excess = statistics.mean(row["excess"]) if row["excess"] else float("nan")
@@ -110,8 +116,22 @@ def main():
                 f"mean return {statistics.mean(row['return']):.2f} (optimum: mean "
                 f"{statistics.mean(row['optimum']):.1f}, max {max(row['optimum'])} moves)"
             )
-    for category, ms in generation_times(DEFAULT_CATEGORIES).items():
+            categories[category] = {
+                "success_rate": success,
+                "successes": sum(row["success"]),
+                "episodes": len(row["success"]),
+                # None, not NaN, when nothing was solved: NaN is not JSON.
+                "excess_moves_when_solved": excess if row["excess"] else None,
+                "mean_return": statistics.mean(row["return"]),
+                "mean_optimal_moves": statistics.mean(row["optimum"]),
+                "max_optimal_moves": max(row["optimum"]),
+            }
+        figures["policies"][name] = {"seconds": elapsed, "categories": categories}
+    figures["generation_ms_per_room"] = generation_times(DEFAULT_CATEGORIES)
+    for category, ms in figures["generation_ms_per_room"].items():
         print(f"generation {category}: {ms:.1f} ms a room (mean of 40)")
+    if args.out:
+        write_result(args.out, figures, name="sokoban_expert")
 
 
 if __name__ == "__main__":

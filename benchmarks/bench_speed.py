@@ -6,7 +6,8 @@
 Phases, each old (baseline column) vs new, interleaved A B B A ... over ``--rounds`` so load drift
 on a shared machine hits both sides alike; ratios are total old time / total new time:
 
-(a) the machine: 1024x1024 fp32 matmul GFLOP/s, measured before every phase;
+(a) the machine: 1024x1024 fp32 matmul GFLOP/s, measured before every phase, and the load
+    average at the start and the end (:mod:`harness`);
 (b) constrained rollouts: ``--goals`` WebShop test goals x ``--group-size`` episodes (a GRPO
     group each), greedy so both sides must choose the same actions (asserted), skills retrieved
     from a seeded bank unless ``--no-skills``. Old = ``TransformersPolicy(fast=False)``; new =
@@ -48,15 +49,21 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
+from harness import (  # noqa: E402
+    Stopwatch,
+    machine,
+    machine_text,
+    matmul_gflops,
+    provenance,
+    write_result,
+)
 
 from skillrl.agents.llm import LLMAgent, LLMAgentConfig  # noqa: E402
 from skillrl.policies import PolicyConfig, SamplingConfig, load_policy  # noqa: E402
@@ -70,25 +77,6 @@ from trainers.batching import (  # noqa: E402
 from trainers.config import GRPOConfig  # noqa: E402
 from trainers.grpo import GRPOTrainer  # noqa: E402
 from trainers.prefix_tree import PrefixTree, fold_short, padded_positions  # noqa: E402
-
-
-def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
-    """fp32 ``size`` x ``size`` matmul GFLOP/s (best of ``repeats``)."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        began = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - began)
-    return 2 * size**3 / best / 1e9
-
-
-def machine() -> dict[str, float]:
-    """The machine's matmul rate and load average now (printed beside every time figure)."""
-    import os
-
-    return {"matmul_gflops": round(matmul_gflops(), 1), "load_average": os.getloadavg()[0]}
 
 
 def body_params(model) -> int:
@@ -212,10 +200,10 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
         compiled = dataclasses.replace(config, torch_compile=True)
         sides["compiled"] = GRPOTrainer(copy.deepcopy(model), compiled, pad_token_id=0)
     for name, trainer in sides.items():  # warm-up: optimizer state, first-call costs, compiling
-        tick = time.perf_counter()
-        trainer.train_step(episodes, advantages)
+        with Stopwatch() as clock:
+            trainer.train_step(episodes, advantages)
         if name == "compiled":
-            compile_seconds = time.perf_counter() - tick
+            compile_seconds = clock.wall
     seconds = dict.fromkeys(sides, 0.0)
     tokens = dict.fromkeys(sides, 0)
     for r in range(args.train_rounds):
@@ -345,12 +333,11 @@ def sft_run(policy, examples, config, head_only: bool) -> tuple[float, float, li
         trainer.remove_callback(PrinterCallback)
         tree_forward.tree_logits = counted
         try:
-            began = time.perf_counter()
-            output = trainer.train()
-            took = time.perf_counter() - began
+            with Stopwatch() as clock:
+                output = trainer.train()
         finally:
             tree_forward.tree_logits = run_tree
-        return took, float(output.training_loss), trees
+        return clock.wall, float(output.training_loss), trees
 
 
 def phase_sft(args, policy, examples, mode: str, gflops: list[float]) -> dict:
@@ -445,6 +432,7 @@ def main() -> None:
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
+    run = provenance("speed")
 
     workspace = Path(args.workspace or tempfile.mkdtemp(prefix="bench-speed-"))
     policy = load_policy(
@@ -470,7 +458,12 @@ def main() -> None:
         for _ in range(args.group_size)
     ]
     gflops: list[float] = []
-    report: dict = {"args": vars(args), "threads": torch.get_num_threads(), "body_params": params}
+    report: dict = {
+        "provenance": run,
+        "args": vars(args),
+        "threads": torch.get_num_threads(),
+        "body_params": params,
+    }
 
     if "rollout" not in skip:
         rollout(policy, agent, starts[:1], 1, bank, True)  # warm-up: first-call costs
@@ -505,11 +498,11 @@ def main() -> None:
     if bank is not None:
         bank.close()
     report["matmul_gflops"] = {"min": min(gflops), "max": max(gflops), "all": gflops}
-    print_report(report, len(starts))
+    print_report(report, len(starts), machine())
     if args.json_path:
         report.get("free", {}).pop("batched_actions", None)
         report.get("free", {}).pop("sequential_actions", None)
-        Path(args.json_path).write_text(json.dumps(report, indent=2, default=str))
+        write_result(args.json_path, report, name="speed")
 
 
 def rollout_report(args, policy, agent, starts, bank, gflops: list[float], params: int) -> dict:
@@ -532,13 +525,15 @@ def rollout_report(args, policy, agent, starts, bank, gflops: list[float], param
     }
 
 
-def print_report(report: dict, episodes: int) -> None:
+def print_report(report: dict, episodes: int, at_end: dict) -> None:
     mm = report["matmul_gflops"]
     args = report["args"]
     print(
         f"\nSmolLM2-135M fp32, {report['threads']} threads; matmul 1024^3 fp32 "
         f"{mm['min']:.0f}-{mm['max']:.0f} GFLOP/s over the run (P_body {report['body_params']:,})"
     )
+    at_start = report["provenance"]["machine_at_start"]
+    print(f"machine at start: {machine_text(at_start)}; at end: {machine_text(at_end)}")
     print(f"{'phase':<34}{'old':>10}{'new':>10}{'new/old':>9}{'GF/s old':>10}{'GF/s new':>10}")
     ro = report.get("rollout")
     if ro:

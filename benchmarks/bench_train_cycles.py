@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from harness import machine, machine_text, provenance, write_result
+
 CONFIGS = {
     "a: skills + turn-level GRPO (w=1)": ["--skills", "--step-weight", "1.0"],
     "b: skills + plain GRPO (w=0)": ["--skills", "--step-weight", "0.0"],
@@ -160,14 +162,6 @@ def _train_command(
     if (workspace / "runs" / "bench" / "state.json").exists():
         command.append("--resume")
     return command
-
-
-def machine() -> dict[str, float]:
-    """The machine's matmul rate and load average now (``bench_speed.machine``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_speed import machine as measured
-
-    return measured()
 
 
 def report(summary: dict) -> str:
@@ -322,6 +316,7 @@ def main() -> None:
             "--minutes needs --eval-every 1: an arm that grows a cycle at a time "
             "evaluates every cycle it ends on"
         )
+    run = provenance("train_cycles")
     root = Path(args.out)
     results = {}
     for name, flags in CONFIGS.items():
@@ -331,6 +326,7 @@ def main() -> None:
         elif metrics.exists():  # run earlier, or by another process: report it too
             results[name] = _with_wall_seconds(root / name.split(":")[0])
     success, score = expert_ceiling(args)
+    at_summary = machine()
     print(
         f"\n{args.eval_goals} test goals, max {args.max_turns} turns, {args.cycles} cycle(s) of "
         f"{args.goals} goals x G={args.group_size}, lr {args.lr}, "
@@ -349,15 +345,20 @@ def main() -> None:
             f"{last['eval.mean_score']:9.3f} {100 * (s1 - s0):+9.0f}pt"
         )
     print(f"{'expert ceiling (scripted)':38s} {success:10.2f} {'':11s} {score:9.3f}")
+    print(
+        f"machine at start: {machine_text(run['machine_at_start'])}; "
+        f"at the summary: {machine_text(at_summary)}"
+    )
     summary = {
-        "command": " ".join(["python benchmarks/bench_train_cycles.py", *sys.argv[1:]]),
-        "machine_at_summary": machine(),
+        "provenance": run,
+        "command": run["command"],
+        "machine_at_summary": at_summary,
         "results": results,
         "expert": {"success_rate": success, "mean_score": score},
         "paired": paired_report(root, results),
         "args": vars(args),
     }
-    (root / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_result(root / "summary.json", summary, name="train_cycles")
     if args.plot:
         plot(results, Path(args.plot), args)
 

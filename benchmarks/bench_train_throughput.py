@@ -1,6 +1,6 @@
 """GRPO update throughput and peak memory: full fine-tuning vs LoRA, on CPU, same run.
 
-Run: python benchmarks/bench_train_throughput.py --model <converted SmolLM2 folder>
+Run: python benchmarks/bench_train_throughput.py --model <converted SmolLM2 folder> [--out F.json]
 
 Each mode runs in its own subprocess (so peak RSS is its own): load SmolLM2-135M-Instruct in fp32,
 build ``--turns`` synthetic turns (random prompt and completion token ids, advantages +-1, rollout
@@ -16,7 +16,8 @@ import json
 import resource
 import subprocess
 import sys
-import time
+
+from harness import Stopwatch, machine_text, provenance, write_result
 
 
 def rss_mib() -> float:
@@ -75,9 +76,9 @@ def measure(args: argparse.Namespace) -> dict:
     trainer.train_step(episodes, advantages)  # warm-up: allocates optimizer state
     tokens, seconds = 0, 0.0
     for _ in range(args.steps):
-        started = time.perf_counter()
-        metrics = trainer.train_step(episodes, advantages)
-        seconds += time.perf_counter() - started
+        with Stopwatch() as clock:
+            metrics = trainer.train_step(episodes, advantages)
+        seconds += clock.wall
         tokens += metrics.total_tokens
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {
@@ -101,15 +102,17 @@ def main() -> None:
     parser.add_argument("--grad-accum", type=int, default=2)
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
     if args.mode:
         print(json.dumps(measure(args)))
         return
+    run = provenance("train_throughput")
     rows = {}
     for mode in ("full", "lora"):
         command = [sys.executable, __file__, "--mode", mode]
         for name, value in vars(args).items():
-            if name != "mode":
+            if name not in ("mode", "out"):  # the parent alone writes the results
                 command += [f"--{name.replace('_', '-')}", str(value)]
         out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         rows[mode] = json.loads(out.strip().splitlines()[-1])
@@ -130,6 +133,18 @@ def main() -> None:
             f"{r['tokens_per_second'] / full['tokens_per_second']:14.2f}x "
             f"{r['peak_rss_mib'] / full['peak_rss_mib']:6.2f}x"
         )
+    print(f"machine at start: {machine_text(run['machine_at_start'])}")
+    if args.out:
+        figures = {
+            "provenance": run,
+            "args": vars(args),
+            "modes": rows,
+            "lora_vs_full": {
+                "speed": rows["lora"]["tokens_per_second"] / full["tokens_per_second"],
+                "memory": rows["lora"]["peak_rss_mib"] / full["peak_rss_mib"],
+            },
+        }
+        write_result(args.out, figures, name="train_throughput")
 
 
 if __name__ == "__main__":

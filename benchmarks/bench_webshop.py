@@ -1,6 +1,6 @@
 """WebShop speed: search latency (p50/p95) and env steps/s, bm25s index vs a naive BM25 scan.
 
-Run: python benchmarks/bench_webshop.py [--big 100000] [--queries 200]
+Run: python benchmarks/bench_webshop.py [--big 100000] [--queries 200] [--out F.json]
 
 Both engines use the same analyzer and the same Lucene BM25 formula; the baseline scores every
 document in pure Python per query (what a hand-rolled BM25 does), measured in the same run.
@@ -18,6 +18,8 @@ import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+
+from harness import Stopwatch, machine_text, provenance, write_result
 
 import envs
 from envs.webshop.catalog_gen import generate_catalog
@@ -94,9 +96,10 @@ def steps_per_second(env, goals):
 
 
 def bench_default(queries_n):
-    start = time.perf_counter()
-    env = envs.make("webshop")
-    load_s = time.perf_counter() - start
+    """The default catalog: (queries, the printed figures, the catalog's own figures)."""
+    with Stopwatch() as clock:
+        env = envs.make("webshop")
+    load_s = clock.wall
     world = env.world
     products = world.catalog.products
     print(
@@ -113,40 +116,67 @@ def bench_default(queries_n):
         f"env steps/s (expert, 200 test episodes, {steps} steps): bm25s {fast_sps:.0f} | "
         f"naive scan {naive_sps:.0f} | x{fast_sps / naive_sps:.1f}"
     )
-    return queries, {"search_1k": search, "steps_per_s": fast_sps, "naive_steps_per_s": naive_sps}
+    catalog = {
+        "products": len(products),
+        "goals": len(world.goals),
+        "load_and_index_seconds": load_s,
+        "expert_steps": steps,
+    }
+    figures = {"search_1k": search, "steps_per_s": fast_sps, "naive_steps_per_s": naive_sps}
+    return queries, figures, catalog
 
 
 def bench_big(n, queries):
-    start = time.perf_counter()
-    products, attributes = generate_catalog(n, seed=1)
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        (folder / "items_shuffle_big.json").write_text(json.dumps(products))
-        (folder / "items_ins_v2_big.json").write_text(json.dumps(attributes))
-        catalog = load_catalog(folder / "items_shuffle_big.json", folder / "items_ins_v2_big.json")
-    generated_s = time.perf_counter() - start
-    start = time.perf_counter()
-    index = SearchIndex.from_products(catalog.products)
-    index_s = time.perf_counter() - start
-    start = time.perf_counter()
-    docs = [document_text(p) for p in catalog.products]
-    naive = NaiveBM25([p.asin for p in catalog.products], docs)
-    naive_s = time.perf_counter() - start
+    """A generated catalog of ``n`` products: (the printed search figures, its build figures)."""
+    with Stopwatch() as generated:
+        products, attributes = generate_catalog(n, seed=1)
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            (folder / "items_shuffle_big.json").write_text(json.dumps(products))
+            (folder / "items_ins_v2_big.json").write_text(json.dumps(attributes))
+            catalog = load_catalog(
+                folder / "items_shuffle_big.json", folder / "items_ins_v2_big.json"
+            )
+    with Stopwatch() as indexed:
+        index = SearchIndex.from_products(catalog.products)
+    with Stopwatch() as naive_indexed:
+        docs = [document_text(p) for p in catalog.products]
+        naive = NaiveBM25([p.asin for p in catalog.products], docs)
+    generated_s, index_s, naive_s = generated.wall, indexed.wall, naive_indexed.wall
     print(
         f"{n} products: generated+loaded {generated_s:.1f} s, bm25s index {index_s:.1f} s, "
         f"naive index {naive_s:.1f} s"
     )
-    return report_search(f"{n // 1000}k", index, naive, queries, queries[:20])
+    search = report_search(f"{n // 1000}k", index, naive, queries, queries[:20])
+    build = {
+        "products": n,
+        "generated_and_loaded_seconds": generated_s,
+        "index_seconds": index_s,
+        "naive_index_seconds": naive_s,
+    }
+    return search, build
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--big", type=int, default=100_000, help="products in the big catalog")
     parser.add_argument("--queries", type=int, default=200, help="queries per measurement")
+    parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
-    queries, results = bench_default(args.queries)
-    results["search_big"] = bench_big(args.big, queries)
+    run = provenance("webshop")
+    print(f"machine at start: {machine_text(run['machine_at_start'])}")
+    queries, results, default_catalog = bench_default(args.queries)
+    results["search_big"], big_catalog = bench_big(args.big, queries)
     print(json.dumps(results, indent=2))
+    if args.out:
+        figures = {
+            "provenance": run,
+            "args": vars(args),
+            **results,
+            "default_catalog": default_catalog,
+            "big_catalog": big_catalog,
+        }
+        write_result(args.out, figures, name="webshop")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,152 @@
+"""What every benchmark shares: machine figures, timing, result files that say how they were made.
+
+Not a benchmark itself (``python -m benchmarks`` lists ``bench_*.py`` only). A script imports it
+by module name (``from harness import ...``): both ways of running a script put this folder on
+``sys.path`` (``python benchmarks/bench_NAME.py`` as the script's own folder,
+``python -m benchmarks NAME`` explicitly).
+
+- :func:`machine`: the fp32 matmul rate, load average and core count, printed beside every time
+  figure: on a shared CPU a figure means little without how busy the machine was.
+- :func:`provenance`: the command, the commit (``+dirty`` for uncommitted changes to tracked
+  files) and the machine at the start; a result file carries it so a figure can be reproduced.
+- :class:`Stopwatch`: wall and process-CPU seconds of one block.
+- :func:`write_result`: a result file, written atomically, with the provenance and the machine at
+  its end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from skillrl_core.files import atomic_write_json
+
+HERE = Path(__file__).resolve().parent
+
+
+def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
+    """fp32 ``size`` x ``size`` matmul GFLOP/s (best of ``repeats``, after one warm-up product)."""
+    # Imported here: the report renderers and the tests import this module without needing torch.
+    import torch
+
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        began = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - began)
+    return 2 * size**3 / best / 1e9
+
+
+def machine() -> dict[str, Any]:
+    """The machine now: matmul GFLOP/s, 1-minute load average and CPU cores."""
+    return {
+        "matmul_gflops": round(matmul_gflops(), 1),
+        "load_average": os.getloadavg()[0],
+        "cores": os.cpu_count(),
+    }
+
+
+def machine_text(figures: dict[str, Any]) -> str:
+    """A :func:`machine` dict as printed beside time figures."""
+    return f"matmul {figures['matmul_gflops']:.0f} GFLOP/s, load {figures['load_average']:.2f}"
+
+
+def command(name: str) -> str:
+    """The command line that runs benchmark ``name`` with this process's options."""
+    return " ".join(["python -m benchmarks", name, *map(shlex.quote, sys.argv[1:])])
+
+
+def commit() -> str | None:
+    """``git rev-parse HEAD`` of the repository holding benchmarks/, ``+dirty`` if changed.
+
+    Untracked files do not count (a results folder inside the checkout is not a change to the
+    code). ``None`` without git or outside a repository: a benchmark never fails for lack of it.
+    """
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", *args], cwd=HERE, capture_output=True, text=True, check=True, timeout=30
+        )
+        return done.stdout.strip()
+
+    try:
+        head = git("rev-parse", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head}+dirty" if changed else head
+
+
+def provenance(name: str) -> dict[str, Any]:
+    """How a result of benchmark ``name`` is being made: command, commit, start time, machine."""
+    return {
+        "command": command(name),
+        "commit": commit(),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine_at_start": machine(),
+    }
+
+
+class Stopwatch:
+    """Wall seconds (``perf_counter``) and process CPU seconds (``process_time``) of a block.
+
+    ``with Stopwatch() as clock: ...`` then ``clock.wall`` and ``clock.cpu``; read inside the
+    block they give the time so far.
+    """
+
+    def __init__(self) -> None:
+        self._start: tuple[float, float] | None = None
+        self._stop: tuple[float, float] | None = None
+
+    def __enter__(self) -> Stopwatch:
+        # CPU first on the way in and last on the way out: the wall interval holds no
+        # process_time call.
+        cpu = time.process_time()
+        self._start = (time.perf_counter(), cpu)
+        self._stop = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = time.perf_counter()
+        self._stop = (wall, time.process_time())
+
+    def _now(self) -> tuple[float, float]:
+        if self._start is None:
+            raise RuntimeError("the stopwatch was never started: use it as `with Stopwatch()`")
+        return self._stop or (time.perf_counter(), time.process_time())
+
+    @property
+    def wall(self) -> float:
+        """Wall seconds from entering the block to leaving it (or to now, inside it)."""
+        return self._now()[0] - self._start[0]
+
+    @property
+    def cpu(self) -> float:
+        """CPU seconds this process spent (all its threads) over the same interval."""
+        return self._now()[1] - self._start[1]
+
+
+def write_result(path: str | os.PathLike[str], results: dict[str, Any], *, name: str) -> Path:
+    """Write ``results`` as JSON at ``path`` atomically, with ``provenance`` and ``machine_at_end``.
+
+    ``results`` gains ``provenance(name)`` unless it holds one already, so a benchmark that
+    writes the same dict after every step (or resumes from its file) keeps the first: call
+    :func:`provenance` at the start and put it in ``results`` for a true start time.
+    ``machine_at_end`` is measured at every write. Values JSON cannot hold (a ``Path``) are
+    written as their ``str``: a long run is never lost at its last line. Keys keep the order the
+    benchmark built them in.
+    """
+    results.setdefault("provenance", provenance(name))
+    data = json.loads(json.dumps({**results, "machine_at_end": machine()}, default=str))
+    target = Path(path)
+    atomic_write_json(target, data, sort_keys=False)
+    return target
