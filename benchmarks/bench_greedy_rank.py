@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +32,15 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_speed import machine  # noqa: E402
+from harness import Stopwatch, machine, machine_text, provenance, write_result  # noqa: E402
 
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
-from skillrl_core.files import atomic_write_json  # noqa: E402
 from skillrl_core.records import EpisodeRecord  # noqa: E402
 from trainers.episode_metrics import compare_paired, summarise, wilson_interval  # noqa: E402
 from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
 
+NAME = "greedy_rank"
 RANKS = {"mean": True, "sum": False}
 """Rank name -> ``LLMAgentConfig.length_normalize``."""
 
@@ -93,9 +92,11 @@ def play(path: str, rank: str, args: argparse.Namespace) -> tuple[list[EpisodeRe
     )
     runner.length_normalize = RANKS[rank]
     starts = [runner.start("test", i, seed=args.seed + i) for i in range(args.eval_goals)]
-    began = time.perf_counter()
-    episodes = runner.run(starts, temperature=0.0, sampling_seed=args.seed, count_retrievals=False)
-    return episodes, time.perf_counter() - began
+    with Stopwatch() as clock:
+        episodes = runner.run(
+            starts, temperature=0.0, sampling_seed=args.seed, count_retrievals=False
+        )
+    return episodes, clock.wall
 
 
 def row(label: str, rank: str, episodes: list[EpisodeRecord], seconds: float | None) -> dict:
@@ -136,11 +137,7 @@ def main() -> None:
     ranks = [r.strip() for r in args.ranks.split(",") if r.strip()]
     if unknown := [r for r in ranks if r not in RANKS]:
         raise SystemExit(f"--ranks: unknown {unknown}; one of {', '.join(RANKS)}")
-    results: dict[str, Any] = {
-        "command": " ".join(["python -m benchmarks greedy_rank", *sys.argv[1:]]),
-        "machine_at_start": machine(),
-        "rows": [],
-    }
+    results: dict[str, Any] = {"provenance": provenance(NAME), "rows": []}
     played: dict[tuple[str, str], list[EpisodeRecord]] = {}
     for label, path in references.items():
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -159,11 +156,10 @@ def main() -> None:
             print(
                 f"{label} ({rank}): {r['successes']}/{r['goals']} "
                 f"[{r['interval'][0]:.2f}, {r['interval'][1]:.2f}], score {r['mean_score']:.3f}, "
-                f"{seconds:.0f} s at {before['matmul_gflops']} GFLOP/s, "
-                f"load {before['load_average']:.2f}",
+                f"{seconds:.0f} s ({machine_text(before)} before)",
                 flush=True,
             )
-            atomic_write_json(Path(args.out), results)
+            write_result(args.out, results, name=NAME)
     labels = list(models) + [x for x in references if x not in models]
     pairs = [((m, "mean"), (m, "sum")) for m in labels]
     pairs += [
@@ -195,14 +191,13 @@ def main() -> None:
             f"{r.successes_before} -> {r.successes_after}, lost {r.lost} / won {r.won}, "
             f"McNemar p={r.mcnemar_p:.3g}"
         )
-    results["machine_at_end"] = machine()
-    atomic_write_json(Path(args.out), results)
+    write_result(args.out, results, name=NAME)
 
 
 def report(results: dict) -> str:
     """A results file as Markdown: each model under each rank, then the paired comparisons."""
     lines = [
-        f"`{results['command']}`",
+        f"`{results['provenance']['command']}` (commit {results['provenance']['commit']})",
         "",
         "| model | greedy rank | test success | 95% interval | mean score | mean turns "
         "| seconds | matmul GFLOP/s, load |",
