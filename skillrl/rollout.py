@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import envs
 from memory.types import RetrievalEvent, RetrievalQuery, RetrievedSkills, retrieval_events
@@ -30,6 +30,11 @@ from skillrl_core.errors import ConfigError, SkillRLError
 from skillrl_core.records import EpisodeRecord, TurnRecord
 from skillrl_core.splits import TRAIN_SPLIT
 from skillrl_core.validation import check_finite_fields
+
+if TYPE_CHECKING:
+    from envs.base import TextEnv
+    from memory.bank import SkillBank
+    from memory.config import RetrievalConfig
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +77,7 @@ class RolloutConfig:
     """Episodes active at once (one batched generation covers all of them)."""
     record: bool = False
     """Save finished episodes with ``bank.trajectories.save_episodes`` (needs a bank)."""
-    retrieval: Any = None
+    retrieval: RetrievalConfig | None = None
     """``memory.RetrievalConfig`` for per-turn retrieval (None: the bank's defaults)."""
     count_retrievals: bool = True
     """Let retrieval update entries' ``times_retrieved`` (off for evaluation-only runs). Only
@@ -145,7 +150,7 @@ Review = Callable[[AgentState, AgentDecision], AgentDecision]
 class _Live:
     slot: int
     start: EpisodeStart
-    env: Any
+    env: TextEnv
     record: EpisodeRecord
     observation: str
     info: dict[str, Any]
@@ -160,7 +165,7 @@ class RolloutEngine:
         self,
         agent: Agent,
         *,
-        bank: Any = None,
+        bank: SkillBank | None = None,
         config: RolloutConfig | None = None,
         on_turn: Callable[[TurnEvent], None] | None = None,
         review: Review | None = None,

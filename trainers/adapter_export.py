@@ -20,13 +20,16 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from skillrl_core.errors import ConfigError
 from skillrl_core.files import make_readable
 from trainers.sft_config import LORA_MODULES
+
+if TYPE_CHECKING:
+    from skillrl.policies.model_settings import ModelSettings
 
 
 @dataclass
@@ -147,7 +150,7 @@ def export_checkpoint(
     folder: Path,
     *,
     rank: int,
-    settings: Any | None = None,
+    settings: ModelSettings | None = None,
 ) -> AdapterExport:
     """Load ``base_model`` (as ``--model`` names it) and ``checkpoint``; export their difference.
 

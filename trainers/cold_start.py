@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillrl.policies.model_settings import ModelSettings
 from skillrl_core.errors import CheckpointError, ConfigError
@@ -37,9 +37,15 @@ from skillrl_core.files import atomic_write_json, atomic_write_text
 from skillrl_core.splits import TRAIN_SPLIT
 from trainers.checkpoint import save_checkpoint
 from trainers.cold_start_data import ExampleGatherer
-from trainers.sft import train_round
+from trainers.sft import RoundResult, train_round
 from trainers.sft_config import ColdStartConfig
 from trainers.sft_data import TurnExample, read_examples, write_examples
+
+if TYPE_CHECKING:
+    from memory.bank import SkillBank
+    from skillrl.policies.base import ChatPolicy
+    from skillrl.policies.transformers_backend import TransformersPolicy
+    from skillrl.prompts import PromptConfig
 
 logger = logging.getLogger(__name__)
 
@@ -126,11 +132,11 @@ class ColdStartRun:
         self,
         config: ColdStartConfig,
         *,
-        policy: Any,
+        policy: TransformersPolicy,
         run_dir: Path,
-        prompt_config: Any | None = None,
-        bank: Any | None = None,
-        teacher: Any | None = None,
+        prompt_config: PromptConfig | None = None,
+        bank: SkillBank | None = None,
+        teacher: ChatPolicy | None = None,
         env_config: dict[str, Any] | None = None,
         hook: Hook | None = None,
         on_episode: Callable[[int, int], None] | None = None,
@@ -361,7 +367,7 @@ class ColdStartRun:
         examples: list[TurnExample],
         folder: Path,
         on_log: Callable[[int, dict[str, float]], None],
-    ) -> Any:
+    ) -> tuple[Any, RoundResult]:
         return train_round(
             self.policy.model,
             self.policy.tokenizer,

@@ -13,14 +13,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillrl.rollout import EpisodeStart
+from skillrl_core.records import EpisodeRecord
 from skillrl_core.splits import TRAIN_SPLIT
-from trainers.dagger import ExpertLabeller, LabellingAgent, ReplayAgent, collect_examples, succeeded
+from trainers.dagger import (
+    ExpertLabeller,
+    Labelled,
+    LabellingAgent,
+    ReplayAgent,
+    collect_examples,
+    succeeded,
+)
 from trainers.policy_rollouts import PolicyRollouts
 from trainers.sft_config import ColdStartConfig
 from trainers.sft_data import TurnExample
+
+if TYPE_CHECKING:
+    from memory.bank import SkillBank
+    from skillrl.agents.base import Agent
+    from skillrl.agents.llm import LLMAgent
+    from skillrl.policies.base import ChatPolicy
+    from skillrl.prompts import PromptConfig
 
 
 @dataclass
@@ -40,11 +55,11 @@ class ExampleGatherer:
         self,
         config: ColdStartConfig,
         *,
-        policy: Any,
-        bank: Any | None,
-        teacher: Any | None,
+        policy: ChatPolicy,
+        bank: SkillBank | None,
+        teacher: ChatPolicy | None,
         env_config: dict[str, Any],
-        prompt_config: Any,
+        prompt_config: PromptConfig,
         on_episode: Callable[[int, int], None] | None = None,
     ) -> None:
         self.config, self.policy, self.bank, self.teacher = config, policy, bank, teacher
@@ -89,18 +104,18 @@ class ExampleGatherer:
             },
         )
 
-    def _from_expert(self, goals: list[int]) -> tuple[list[TurnExample], list[Any]]:
+    def _from_expert(self, goals: list[int]) -> tuple[list[TurnExample], list[EpisodeRecord]]:
         labelled = self._collect(
             None, ExpertLabeller(self.config.max_turns), self._starts(goals), "expert", 0
         )
         return labelled.examples, labelled.episodes
 
-    def _from_teacher(self, goals: list[int]) -> tuple[list[TurnExample], list[Any]]:
+    def _from_teacher(self, goals: list[int]) -> tuple[list[TurnExample], list[EpisodeRecord]]:
         actor = self._llm_agent(self.teacher, temperature=0.0, seed=None)
         labelled = self._collect(actor, None, self._starts(goals), "teacher", 0)
         return labelled.examples, labelled.episodes
 
-    def _from_bank(self, goals: list[int]) -> tuple[list[TurnExample], list[Any]]:
+    def _from_bank(self, goals: list[int]) -> tuple[list[TurnExample], list[EpisodeRecord]]:
         stored = self.bank.trajectories.episodes(
             env=self.config.env_id,
             split=TRAIN_SPLIT,
@@ -124,13 +139,13 @@ class ExampleGatherer:
 
     def _collect(
         self,
-        actor: Any,
+        actor: Agent | None,
         labeller: ExpertLabeller | None,
         starts: list[EpisodeStart],
         source: str,
         round_index: int,
-        keep: Callable[[Any], bool] = succeeded,
-    ) -> Any:
+        keep: Callable[[EpisodeRecord], bool] = succeeded,
+    ) -> Labelled:
         agent = LabellingAgent(
             self._llm_agent(self.policy, temperature=0.0, seed=None),
             actor=actor,
@@ -162,11 +177,11 @@ class ExampleGatherer:
             for goal in goals
         ]
 
-    def _learner_agent(self, round_index: int) -> Any:
+    def _learner_agent(self, round_index: int) -> LLMAgent:
         t = self.config.dagger_temperature
         return self._llm_agent(self.policy, temperature=t, seed=self.config.seed + round_index)
 
-    def _llm_agent(self, policy: Any, *, temperature: float, seed: int | None) -> Any:
+    def _llm_agent(self, policy: ChatPolicy, *, temperature: float, seed: int | None) -> LLMAgent:
         """Return the agent the trainer's runner plays ``policy`` with (same prompts)."""
         runner = PolicyRollouts(
             policy,
@@ -180,5 +195,5 @@ class ExampleGatherer:
         return runner.make_agent(temperature, seed)
 
 
-def _success_rate(episodes: list[Any]) -> float:
+def _success_rate(episodes: list[EpisodeRecord]) -> float:
     return sum(bool(e.success) for e in episodes) / len(episodes) if episodes else 0.0

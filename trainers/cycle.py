@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillrl_core.errors import CheckpointError
 from skillrl_core.records import EpisodeRecord
@@ -66,6 +66,11 @@ from trainers.run_files import (
 )
 from trainers.run_settings import check_resume_settings, run_settings
 
+if TYPE_CHECKING:
+    from memory.bank import SkillBank
+    from skillrl.distill.base import Distiller
+    from skillrl.policies.transformers_backend import TransformersPolicy
+
 logger = logging.getLogger(__name__)
 
 Hook = Callable[[int, str], None]
@@ -81,11 +86,11 @@ class TrainingRun:
         config: CycleConfig,
         grpo: GRPOConfig,
         *,
-        policy: Any,
+        policy: TransformersPolicy,
         runner: PolicyRollouts,
         run_dir: Path,
-        bank: Any | None = None,
-        distiller: Any | None = None,
+        bank: SkillBank | None = None,
+        distiller: Distiller | None = None,
         reward_functions: Sequence[TurnRewardFn] | None = None,
         hook: Hook | None = None,
         processes: Processes | None = None,

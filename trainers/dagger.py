@@ -22,16 +22,20 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from skillrl.agents.base import AgentDecision, AgentState
+from skillrl.agents.base import Agent, AgentDecision, AgentState
 from skillrl.agents.expert import EpisodeExperts, expert_info
 from skillrl.parsing import split_thinking
-from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
+from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine, TurnEvent
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.splits import TRAIN_SPLIT
 from trainers.sft_data import TurnExample, build_example
+
+if TYPE_CHECKING:
+    from memory.bank import SkillBank
+    from skillrl.agents.llm import LLMAgent
 
 logger = logging.getLogger(__name__)
 
@@ -111,9 +115,9 @@ class LabellingAgent:
 
     def __init__(
         self,
-        prompt_agent: Any,
+        prompt_agent: LLMAgent,
         *,
-        actor: Any | None,
+        actor: Agent | None,
         labeller: ExpertLabeller | None,
         skills: bool,
         constrained: bool,
@@ -173,7 +177,7 @@ def collect_examples(
     agent: LabellingAgent,
     starts: list[EpisodeStart],
     *,
-    bank: Any | None,
+    bank: SkillBank | None,
     source: str,
     round_index: int,
     max_turns: int,
@@ -192,7 +196,7 @@ def collect_examples(
     )
     finished = [0]
 
-    def on_turn(event: Any) -> None:
+    def on_turn(event: TurnEvent) -> None:
         if event.done and on_episode is not None:
             finished[0] += 1
             on_episode(finished[0], len(starts))

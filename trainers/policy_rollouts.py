@@ -12,13 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import envs
 from envs.registry import DEFAULT_ENV
-from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
+from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine, RolloutStats, TurnEvent
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
+
+if TYPE_CHECKING:
+    from memory.bank import SkillBank
+    from memory.types import RetrievalEvent
+    from skillrl.agents.llm import LLMAgent
+    from skillrl.policies.base import ChatPolicy
+    from skillrl.prompts import PromptConfig
 
 
 @dataclass
@@ -34,7 +41,7 @@ class Timings:
     turns: int = 0
     """Episode turns played."""
 
-    def add(self, stats: Any) -> None:
+    def add(self, stats: RolloutStats) -> None:
         """Add one rollout's ``RolloutStats``."""
         self.model_s += stats.model_seconds
         self.env_s += stats.env_seconds
@@ -58,16 +65,16 @@ class Timings:
 class PolicyRollouts:
     """Plays batches of episodes with one policy, with or without the skill bank."""
 
-    policy: Any
+    policy: ChatPolicy
     env_id: str = DEFAULT_ENV
-    bank: Any | None = None
+    bank: SkillBank | None = None
     """The skill bank to retrieve from every turn (None: no skills)."""
     max_turns: int = 15
     max_new_tokens: int = 48
     constrained: bool = False
     """Constrained decoding (every action admissible) instead of free generation."""
     env_config: dict[str, Any] = field(default_factory=dict)
-    prompt_config: Any | None = None
+    prompt_config: PromptConfig | None = None
     max_parallel: int = 16
     """Episodes active at once (one batched generation covers them all)."""
     count_retrievals: bool = True
@@ -100,7 +107,7 @@ class PolicyRollouts:
         temperature: float,
         sampling_seed: int | None = None,
         count_retrievals: bool | None = None,
-        held_retrievals: list[Any] | None = None,
+        held_retrievals: list[RetrievalEvent] | None = None,
     ) -> list[EpisodeRecord]:
         """Play every start to its end, in one batched rollout; records are not stored.
 
@@ -122,7 +129,7 @@ class PolicyRollouts:
         )
         finished = [0]
 
-        def on_turn(event: Any) -> None:
+        def on_turn(event: TurnEvent) -> None:
             if event.done and self.on_episode is not None:
                 finished[0] += 1
                 self.on_episode(finished[0], len(starts))
@@ -138,7 +145,7 @@ class PolicyRollouts:
         self.timings.add(engine.stats)
         return episodes
 
-    def make_agent(self, temperature: float, sampling_seed: int | None = None) -> Any:
+    def make_agent(self, temperature: float, sampling_seed: int | None = None) -> LLMAgent:
         """Return the ``LLMAgent`` this runner plays with (also what cold-start examples use).
 
         The cold start builds its examples' prompts with this same agent, so the prompts it

@@ -19,11 +19,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord, TurnRecord
 from skillrl_core.validation import check_finite_fields, check_number
+
+if TYPE_CHECKING:
+    from skillrl.policies.base import ChatPolicy, SamplingConfig
 
 TurnRewards = list[list[float]]
 """Per episode, per turn rewards (same shape as the episodes' turns)."""
@@ -144,9 +147,9 @@ class LLMJudgeReward:
     NO, and 0 on a tie or when no vote could be parsed (recorded on the judge, not raised).
     """
 
-    policy: Any
+    policy: ChatPolicy
     """A ``ChatPolicy`` (``generate(conversations, sampling) -> list[Generation]``)."""
-    sampling: Any
+    sampling: SamplingConfig
     """The ``SamplingConfig`` passed to ``generate`` (sampling with temperature > 0 for votes)."""
     votes: int = 3
     scale: float = 0.1

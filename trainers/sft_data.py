@@ -28,7 +28,7 @@ from typing import Any
 
 import envs
 from skillrl.agents.base import AgentState
-from skillrl.agents.llm import ACTION_PREFIX
+from skillrl.agents.llm import ACTION_PREFIX, LLMAgent
 from skillrl.policies.base import Conversation, render_chat_ids
 from skillrl_core.errors import DataFileError
 from skillrl_core.files import atomic_write_text
@@ -97,7 +97,7 @@ def expert_thought(action: str, env_id: str) -> str:
 
 
 def build_example(
-    prompt_agent: Any,
+    prompt_agent: LLMAgent,
     state: AgentState,
     action: str,
     *,

@@ -35,7 +35,7 @@ from typing import Any
 import envs
 from skillrl.agents.base import AgentDecision, AgentState
 from skillrl.parsing import parse_action
-from skillrl.policies.base import ChatPolicy, Generation, SamplingConfig
+from skillrl.policies.base import ChatPolicy, Generation, SamplingConfig, ScoredContinuation
 from skillrl.prompts import BuiltPrompt, PromptConfig, build_prompt, estimate_tokens
 from skillrl_core.errors import ConfigError
 from skillrl_core.validation import check_finite_fields
@@ -222,7 +222,7 @@ class LLMAgent:
             )
         return decisions
 
-    def _rank(self, scored: Any, sampling: SamplingConfig) -> float:
+    def _rank(self, scored: ScoredContinuation, sampling: SamplingConfig) -> float:
         if not sampling.greedy and self.config.sampling_scores == "sequence":
             return scored.logprob
         if self.config.length_normalize and scored.token_ids:

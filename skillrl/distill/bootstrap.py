@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envs import DEFAULT_ENV, distill_adapter_for
 from memory.types import EntryDraft
@@ -21,6 +21,11 @@ from skillrl.distill.probes import FaultyExpertAgent
 from skillrl.distill.upkeep import UpkeepConfig, upkeep
 from skillrl_core.errors import ConfigError
 from skillrl_core.validation import check_finite_fields
+
+if TYPE_CHECKING:
+    from memory.bank import SkillBank
+    from skillrl.agents.base import Agent
+    from skillrl.rollout import EpisodeStart
 
 
 @dataclass
@@ -69,7 +74,7 @@ class BootstrapReport:
     retired: dict[str, str] = field(default_factory=dict)
 
 
-def _starts(config: BootstrapConfig, indices: range) -> list[Any]:
+def _starts(config: BootstrapConfig, indices: range) -> list[EpisodeStart]:
     from skillrl.rollout import EpisodeStart
 
     return [
@@ -84,7 +89,7 @@ def _starts(config: BootstrapConfig, indices: range) -> list[Any]:
     ]
 
 
-def play(bank: Any, config: BootstrapConfig, agent: Any | None = None) -> BootstrapReport:
+def play(bank: SkillBank, config: BootstrapConfig, agent: Agent | None = None) -> BootstrapReport:
     """Play the goals (expert, then faulty experts) and record every episode in the bank."""
     from skillrl.rollout import RolloutConfig, RolloutEngine
 
@@ -114,11 +119,11 @@ def play(bank: Any, config: BootstrapConfig, agent: Any | None = None) -> Bootst
 
 
 def bootstrap_bank(
-    bank: Any,
+    bank: SkillBank,
     distiller: Distiller,
     config: BootstrapConfig | None = None,
     *,
-    agent: Any | None = None,
+    agent: Agent | None = None,
     upkeep_config: UpkeepConfig | None = None,
 ) -> BootstrapReport:
     """Play, record, distill (this env's training episodes) and enforce the caps."""
@@ -129,7 +134,7 @@ def bootstrap_bank(
     return report
 
 
-def active_drafts(bank: Any, env: str) -> list[EntryDraft]:
+def active_drafts(bank: SkillBank, env: str) -> list[EntryDraft]:
     """Return the active entries of ``env`` (and general ones) as drafts, for export."""
     entries = bank.list(env=env) + bank.list(kind="general")
     seen: dict[str, EntryDraft] = {}

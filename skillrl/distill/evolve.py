@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from memory.types import EntryDraft
 from skillrl.distill.analytic import fold_duplicates
@@ -20,6 +20,9 @@ from skillrl.distill.leakage import draft_leaks
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.validation import check_finite_fields
+
+if TYPE_CHECKING:
+    from memory.bank import SkillBank
 
 logger = logging.getLogger(__name__)
 AUTHOR = "evolution"
@@ -84,7 +87,7 @@ def validation_rates(validation: list[EpisodeRecord]) -> dict[tuple[str, str], t
 
 
 def training_failures(
-    bank: Any, env: str, category: str, exclude: set[str], limit: int, split: str = "train"
+    bank: SkillBank, env: str, category: str, exclude: set[str], limit: int, split: str = "train"
 ) -> list[EpisodeRecord]:
     """Return the latest failed training episodes of a category, none of them in ``exclude``."""
     failures = [
@@ -101,7 +104,7 @@ def _best(drafts: list[EntryDraft], sources: list[EpisodeRecord], limit: int) ->
 
 
 def evolve_category(
-    bank: Any,
+    bank: SkillBank,
     distiller: Distiller,
     record: CategoryEvolution,
     failures: list[EpisodeRecord],
@@ -123,7 +126,7 @@ def evolve_category(
 
 
 def evolve_from_validation(
-    bank: Any,
+    bank: SkillBank,
     distiller: Distiller,
     validation: list[EpisodeRecord],
     config: EvolveConfig | None = None,

@@ -35,7 +35,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from memory.paired import add_paired_evidence
 from memory.types import PairedEvidence
@@ -44,6 +44,10 @@ from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.validation import check_finite_fields
+
+if TYPE_CHECKING:
+    from memory.bank import SkillBank
+    from memory.config import RetrievalConfig
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +62,7 @@ class PairedUtilityConfig:
     """Turn limit per episode (both rollouts of a pair)."""
     max_parallel: int = 16
     """Episodes played at once (one batched generation covers them)."""
-    retrieval: Any = None
+    retrieval: RetrievalConfig | None = None
     """``memory.RetrievalConfig`` of every turn's retrieval (None: the bank's defaults)."""
     record: bool = True
     """Add the pairs to the entries' stored paired figures (off: measure and report only)."""
@@ -156,7 +160,7 @@ def evidence_of(pairs: Sequence[EntryPair]) -> dict[str, PairedEvidence]:
 
 def measure_paired_utility(
     agent: Agent,
-    bank: Any,
+    bank: SkillBank | None,
     starts: Sequence[EpisodeStart],
     config: PairedUtilityConfig | None = None,
 ) -> PairedUtilityReport:

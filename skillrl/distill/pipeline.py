@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from memory.types import EntryDraft
 from skillrl.distill.analytic import fold_duplicates
@@ -24,6 +24,9 @@ from skillrl.distill.leakage import draft_leaks
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.validation import check_finite_fields
+
+if TYPE_CHECKING:
+    from memory.bank import SkillBank
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +55,7 @@ class PipelineConfig:
             raise ConfigError("splits must name at least one split, or be None for all")
 
 
-def pending_episodes(bank: Any, config: PipelineConfig) -> list[EpisodeRecord]:
+def pending_episodes(bank: SkillBank, config: PipelineConfig) -> list[EpisodeRecord]:
     """Undistilled episodes the pass should take, oldest first as the bank returns them."""
     if config.splits is None:
         episodes = bank.trajectories.episodes(env=config.env, distilled=False)
@@ -66,7 +69,7 @@ def pending_episodes(bank: Any, config: PipelineConfig) -> list[EpisodeRecord]:
 
 
 def write_drafts(
-    bank: Any,
+    bank: SkillBank,
     drafts: list[EntryDraft],
     sources: list[EpisodeRecord],
     author: str,
@@ -90,7 +93,7 @@ def write_drafts(
 
 
 def distill_pending(
-    bank: Any, distiller: Distiller, config: PipelineConfig | None = None
+    bank: SkillBank, distiller: Distiller, config: PipelineConfig | None = None
 ) -> DistillReport:
     """Distill every pending episode, add the drafts, mark the episodes distilled."""
     config = config or PipelineConfig()

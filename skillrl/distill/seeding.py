@@ -19,12 +19,15 @@ import time
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.types import ENTRY_KINDS, EntryDraft
 from skillrl.distill.leakage import find_leaks
 from skillrl_core.errors import DataFileError
 from skillrl_core.files import atomic_write_json
+
+if TYPE_CHECKING:
+    from memory.bank import SkillBank
 
 FORMAT = "skillrl-starting-bank"
 VERSION = 1
@@ -135,7 +138,7 @@ def write_starting_bank(
 
 
 def seed_bank(
-    bank: Any, path: str | os.PathLike[str], env_id: str, *, general: bool = True
+    bank: SkillBank, path: str | os.PathLike[str], env_id: str, *, general: bool = True
 ) -> SeedReport:
     """Add the general skills, then every entry of a starting-bank file, through ``add_many``.
 
@@ -150,7 +153,7 @@ def seed_bank(
     return SeedReport(env_id, str(path), len(drafts), added, merged, time.perf_counter() - started)
 
 
-def seed_bank_if_empty(bank: Any, env_id: str) -> SeedReport | None:
+def seed_bank_if_empty(bank: SkillBank, env_id: str) -> SeedReport | None:
     """Seed an empty bank (no entries at all, retired included) with ``env_id``'s starting bank.
 
     Returns None when the bank already has entries or no starting bank ships for ``env_id``.

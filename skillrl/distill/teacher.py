@@ -12,10 +12,11 @@ raised and nothing is returned, so the pipeline writes nothing for that batch.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from string import Template
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from envs import distill_adapter_for
 from memory.types import EntryDraft
@@ -25,6 +26,9 @@ from skillrl.distill.trajectory import render_trajectory
 from skillrl_core.errors import ConfigError, DistillError
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.validation import check_finite_fields
+
+if TYPE_CHECKING:
+    from skillrl.policies.base import SamplingConfig
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +40,9 @@ class _Generation(Protocol):
 class GeneratingPolicy(Protocol):
     """The part of ``skillrl.policies.ChatPolicy`` the teacher needs."""
 
-    def generate(self, conversations: list[list[dict[str, str]]], sampling: Any) -> list[Any]:
+    def generate(
+        self, conversations: list[list[dict[str, str]]], sampling: SamplingConfig
+    ) -> Sequence[_Generation]:
         """Return one generation (with ``.text``) per conversation."""
         ...
 
@@ -95,14 +101,17 @@ class TeacherDistiller:
     name = "teacher"
 
     def __init__(
-        self, policy: GeneratingPolicy, config: TeacherConfig | None = None, sampling: Any = None
+        self,
+        policy: GeneratingPolicy,
+        config: TeacherConfig | None = None,
+        sampling: SamplingConfig | None = None,
     ) -> None:
         self.policy = policy
         self.config = config or TeacherConfig()
         self._sampling = sampling
 
     @property
-    def sampling(self) -> Any:
+    def sampling(self) -> SamplingConfig:
         """The policy's sampling settings (built from the config unless one was given)."""
         if self._sampling is None:
             from skillrl.policies import SamplingConfig  # the runtime's type; imports torch

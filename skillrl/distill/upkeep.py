@@ -30,12 +30,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from memory.stats import PRIOR_STRENGTH, ScopeTotals, utility_from_counts
 from memory.types import Entry, PairedEvidence
 from skillrl_core.errors import ConfigError
 from skillrl_core.validation import check_finite_fields
+
+if TYPE_CHECKING:
+    from memory.bank import SkillBank
 
 logger = logging.getLogger(__name__)
 AUTHOR = "upkeep"
@@ -190,7 +193,9 @@ def _retire_reason(u: Utility, config: UpkeepConfig) -> str | None:
     return None
 
 
-def upkeep(bank: Any, config: UpkeepConfig | None = None, *, dry_run: bool = False) -> UpkeepReport:
+def upkeep(
+    bank: SkillBank, config: UpkeepConfig | None = None, *, dry_run: bool = False
+) -> UpkeepReport:
     """Retire entries that paired or observational evidence finds useless, then enforce caps."""
     config = config or UpkeepConfig()
     report = UpkeepReport()
