@@ -251,7 +251,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
             rollout_policy.close()
 
 
-def phases_done(state: Any, cycle: Any) -> int:
+def phases_done(state: RunState, cycle: CycleConfig) -> int:
     """Count the phases a resumed run has already completed."""
     from trainers.run_files import cycle_phases
 
@@ -262,7 +262,7 @@ def phases_done(state: Any, cycle: Any) -> int:
     )
 
 
-def phases_total(cycle: Any) -> int:
+def phases_total(cycle: CycleConfig) -> int:
     """Count the phases of a whole run (cycle 0's two, then each cycle's)."""
     from trainers.run_files import cycle_phases
 
