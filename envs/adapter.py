@@ -28,7 +28,7 @@ actions (WebShop) writes its own. An environment registered without an adapter g
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -178,14 +178,14 @@ class ActionListAdapter:
         example_action: str = "...",
         split_sizes: Mapping[str, int] | None = None,
         categories: Sequence[str] = (),
-        expert: Any = None,
+        expert: Callable[[int], Expert] | None = None,
     ) -> None:
         self._system_prompt = system_prompt
         self.example_action = example_action
         self._split_sizes = dict(split_sizes or {})
         self._categories = list(categories)
         self._expert = expert
-        """A zero-argument (or ``max_turns``) factory of an :class:`Expert`, or None."""
+        """A factory of an :class:`Expert` for ``max_turns``, or None."""
 
     def system_prompt(self) -> str:
         """Return the role given at construction."""

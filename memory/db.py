@@ -17,7 +17,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from alembic import command
@@ -29,6 +29,12 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
 from skillrl_core.errors import BankError, ConfigError, DependencyNotInstalled
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+    from sqlalchemy.engine.interfaces import DBAPIConnection
+    from sqlalchemy.orm import SessionTransaction
+    from sqlalchemy.pool import ConnectionPoolEntry
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +82,7 @@ def _configure_sqlite(engine: Engine, busy_timeout_s: float, *, read_only: bool)
     # pysqlite's own implicit transactions would defer the write lock; take BEGIN over
     # (SQLAlchemy's documented recipe) so write transactions can say IMMEDIATE.
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    def _on_connect(dbapi_connection: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         if not read_only:  # the journal mode is stored in the file: setting it writes
@@ -86,7 +92,7 @@ def _configure_sqlite(engine: Engine, busy_timeout_s: float, *, read_only: bool)
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(connection: Any) -> None:
+    def _on_begin(connection: Connection) -> None:
         write = connection.get_execution_options().get(_WRITE, False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
@@ -110,7 +116,7 @@ def store_error(engine: Engine, error: OperationalError) -> BankError:
     return BankError(f"the skill-bank database {engine.url!r} failed: {error.orig}")
 
 
-def _begin_write(engine: Engine) -> tuple[Session, Any]:
+def _begin_write(engine: Engine) -> tuple[Session, SessionTransaction]:
     """Open a session holding the write lock, waiting up to ``LOCK_ATTEMPTS`` busy timeouts."""
     bind = engine.execution_options(**{_WRITE: True})
     for attempt in range(1, LOCK_ATTEMPTS + 1):

@@ -17,13 +17,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import numpy as np
 
 from memory.config import BankConfig
 from skillrl_core.errors import BankError
+
+if TYPE_CHECKING:
+    from chromadb.api.models.Collection import Collection
+    from chromadb.api.types import GetResult, QueryResult
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +60,7 @@ class IndexRecord:
     embedding: np.ndarray | None = None
 
 
-def _unpack(result: Any, *, nested: bool) -> list[list[IndexRecord]]:
+def _unpack(result: GetResult | QueryResult, *, nested: bool) -> list[list[IndexRecord]]:
     """Turn Chroma's columnar ``get``/``query`` result into records (one list per query)."""
     ids = result["ids"] if nested else [result["ids"]]
     columns: dict[str, list[Any]] = {}
@@ -111,7 +115,7 @@ class VectorIndex:
         self.config = config
         self.writes = 0
         """Index changes made through this object (the bank versions them across processes)."""
-        self._lock_file: Any = None
+        self._lock_file: IO[bytes] | None = None
         self._private: Path | None = None
         if read_only and not config.chroma_url:
             self._private = _private_copy(config.chroma_path)
@@ -149,7 +153,7 @@ class VectorIndex:
                 else:
                     self._client = chromadb.PersistentClient(path=str(path), settings=settings)
                 self._name = config.collection
-                self._cache: dict[str, Any] | None = None
+                self._cache: dict[str, Collection] | None = None
                 self._collections(refresh=True)
         except Exception as e:  # chromadb raises many unrelated types for "cannot reach"
             where = config.chroma_url or config.chroma_path
@@ -209,7 +213,7 @@ class VectorIndex:
         digest = hashlib.sha1("\x1f".join(key[1:]).encode()).hexdigest()[:16]
         return f"{self._name}-{key[0]}-{digest}"
 
-    def _collections(self, *, refresh: bool = False) -> dict[str, Any]:
+    def _collections(self, *, refresh: bool = False) -> dict[str, Collection]:
         """Every partition collection of this bank, by name (cached; refreshed on demand)."""
         if refresh or self._cache is None:
             prefix = f"{self._name}-"
@@ -218,7 +222,7 @@ class VectorIndex:
             }
         return self._cache
 
-    def _partition(self, key: Partition, *, create: bool) -> Any | None:
+    def _partition(self, key: Partition, *, create: bool) -> Collection | None:
         name = self._partition_name(key)
         # A miss is not re-listed here: partitions other processes create become visible on
         # ``reload`` (which the bank calls when the index version in SQL moves).

@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from skillrl_core.records import EpisodeRecord
 
 FAILURE_CLASSES: tuple[str, ...] = (
     "no_purchase_looping",
@@ -41,7 +44,7 @@ FAILURE_LABELS: dict[str, str] = {
 """One line per class, for tables."""
 
 
-def classify_failure(record: Any) -> str | None:
+def classify_failure(record: EpisodeRecord | dict[str, Any]) -> str | None:
     """Return the failure class of an episode record (an ``EpisodeRecord`` or its dict).
 
     None for a successful episode.
@@ -100,7 +103,7 @@ class FailureTable:
         ]
 
 
-def classify_failures(records: Iterable[Any]) -> FailureTable:
+def classify_failures(records: Iterable[EpisodeRecord | dict[str, Any]]) -> FailureTable:
     """Classify every failed episode of ``records``."""
     table = FailureTable()
     for record in records:

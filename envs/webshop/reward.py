@@ -51,7 +51,7 @@ def token_set_score(a: object, b: object) -> int:
     return int(round(fuzz.token_set_ratio(first, second)))
 
 
-def normalize_color(value: Any) -> Any:
+def normalize_color(value: str | tuple[str, str]) -> str | tuple[str, str]:
     """Return the first colour of :data:`COLOR_SET` in ``value``, else ``value`` itself."""
     for color in COLOR_SET:
         if color in value:
@@ -101,7 +101,9 @@ def attribute_matches(product: Product, goal_attributes: list[str]) -> list[bool
     return result
 
 
-def option_matches(chosen_values: list[str], goal_options: list[Any]) -> list[bool]:
+def option_matches(
+    chosen_values: list[str], goal_options: list[str] | list[tuple[str, str]]
+) -> list[bool]:
     """For each goal option (value or ``(name, value)`` pair), whether a chosen value fits."""
     chosen = [normalize_color(value) for value in chosen_values]
     return [
