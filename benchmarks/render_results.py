@@ -23,7 +23,13 @@ RESULTS = ROOT / "docs" / "results.md"
 BLOCK = re.compile(r"(<!-- render: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /render -->)", re.S)
 
 
-RENDERED = ("cold_start_curve", "skill_presence", "group_signal", "train_cycles")
+RENDERED = (
+    "cold_start_curve",
+    "skill_presence",
+    "group_signal",
+    "train_cycles",
+    "greedy_rank",
+)
 """Benchmarks whose results files are rendered: ``bench_<name>.report`` renders ``<name>*.json``."""
 
 
