@@ -108,3 +108,20 @@ def main():
 
 if __name__ == "__main__":
     main()
+
+
+def report(results: dict) -> str:
+    """A results file as Markdown: each policy's success, score and turns on the same goals."""
+    lines = [
+        f"`{results['provenance']['command']}` (commit {results['provenance']['commit']}); "
+        f"{results['goals']} {results['args']['split']} goals, {results['args']['mode']} pages",
+        "",
+        "| policy | success | mean score | mean turns |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for name, row in results["policies"].items():
+        lines.append(
+            f"| {name} | {row['success_rate']:.3f} | {row['mean_score']:.3f} "
+            f"| {row['mean_turns']:.2f} |"
+        )
+    return "\n".join(lines)

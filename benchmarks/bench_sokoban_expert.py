@@ -136,3 +136,28 @@ def main():
 
 if __name__ == "__main__":
     main()
+
+
+def report(results: dict) -> str:
+    """A results file as Markdown: successes per policy and room size, with the optimum."""
+    policies = results["policies"]
+    categories = list(next(iter(policies.values()))["categories"])
+    lines = [
+        f"`{results['provenance']['command']}` (commit {results['provenance']['commit']}); "
+        f"{results['args']['split']} split, {results['args']['max_turns']}-move cap",
+        "",
+        "| category | " + " | ".join(policies) + " | optimal moves (mean / max) |",
+        "| --- |" + " ---: |" * len(policies) + " --- |",
+    ]
+    for category in categories:
+        cells = []
+        for row in policies.values():
+            c = row["categories"][category]
+            cells.append(f"{c['successes']}/{c['episodes']}")
+        c = next(iter(policies.values()))["categories"][category]
+        lines.append(
+            f"| {category} | "
+            + " | ".join(cells)
+            + f" | {c['mean_optimal_moves']:.1f} / {c['max_optimal_moves']} |"
+        )
+    return "\n".join(lines)

@@ -29,6 +29,8 @@ RENDERED = (
     "group_signal",
     "train_cycles",
     "greedy_rank",
+    "expert",
+    "sokoban_expert",
 )
 """Benchmarks whose results files are rendered: ``bench_<name>.report`` renders ``<name>*.json``."""
 
