@@ -253,20 +253,16 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
 
 def phases_done(state: RunState, cycle: CycleConfig) -> int:
     """Count the phases a resumed run has already completed."""
-    from trainers.run_files import cycle_phases
+    from trainers.run_files import run_phases
 
-    return sum(
-        state.completed(c, phase)
-        for c in range(cycle.cycles + 1)
-        for phase in cycle_phases(c, evaluates=cycle.evaluates(c))
-    )
+    return sum(state.completed(c, phase) for c, phase in run_phases(cycle))
 
 
 def phases_total(cycle: CycleConfig) -> int:
     """Count the phases of a whole run (cycle 0's two, then each cycle's)."""
-    from trainers.run_files import cycle_phases
+    from trainers.run_files import run_phases
 
-    return sum(len(cycle_phases(c, evaluates=cycle.evaluates(c))) for c in range(cycle.cycles + 1))
+    return len(run_phases(cycle))
 
 
 def print_cycle(console: Any, metrics_path: Path) -> None:

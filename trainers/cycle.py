@@ -108,7 +108,6 @@ class TrainingRun:
         pad = policy.tokenizer.pad_token_id
         self.trainer = GRPOTrainer(policy.model, grpo, pad_token_id=pad, seed=config.seed)
         self.goal_order = training_goal_order(config, runner.split_size(config.train_split))
-        self._cycle_started = time.perf_counter()
 
     # -- driving ---------------------------------------------------------------------------
     def run(self, *, resume: bool = False) -> RunState:
@@ -150,7 +149,7 @@ class TrainingRun:
             "evolve": self._evolve,
             "save": self._save,
         }
-        names = cycle_phases(cycle, evaluates=self.config.evaluates(cycle))
+        names = cycle_phases(self.config, cycle)
         return [(name, methods[name]) for name in names]
 
     def _save_state(self, state: RunState) -> None:

@@ -22,12 +22,15 @@ import logging
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillrl_core.errors import CheckpointError
 from skillrl_core.files import atomic_write_json, atomic_write_text
 from skillrl_core.records import EpisodeRecord
 from trainers.cycle_rollout import RolloutPhase
+
+if TYPE_CHECKING:
+    from trainers.config import CycleConfig
 
 logger = logging.getLogger(__name__)
 
@@ -35,15 +38,20 @@ PHASES: tuple[str, ...] = ("rollout", "distill", "update", "eval", "evolve", "sa
 """The phases of a training cycle in order (cycle 0 only runs ``eval`` and ``save``)."""
 
 
-def cycle_phases(cycle: int, *, evaluates: bool) -> tuple[str, ...]:
-    """Return the phases ``cycle`` runs, in order.
+def cycle_phases(config: CycleConfig, cycle: int) -> tuple[str, ...]:
+    """Return the phases ``cycle`` of a run under ``config`` runs, in order.
 
     Cycle 0 evaluates and saves; a later cycle runs every phase, ``eval`` only when
-    ``evaluates`` (``CycleConfig.evaluates``).
+    ``config.evaluates(cycle)`` (``--eval-every``).
     """
     if cycle == 0:
         return ("eval", "save")
-    return tuple(p for p in PHASES if p != "eval" or evaluates)
+    return tuple(p for p in PHASES if p != "eval" or config.evaluates(cycle))
+
+
+def run_phases(config: CycleConfig) -> list[tuple[int, str]]:
+    """Return every ``(cycle, phase)`` of a whole run under ``config``, in order."""
+    return [(c, phase) for c in range(config.cycles + 1) for phase in cycle_phases(config, c)]
 
 
 @dataclass
