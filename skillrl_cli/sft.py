@@ -240,10 +240,8 @@ class ColdStartJob:
 
     config: ColdStartConfig
     """What to train on and how (sources, goals, DAgger rounds, epochs, LoRA)."""
-    model: str
-    """The model it starts from (``--model``)."""
     policy: PolicyConfig
-    """The in-process policy it fine-tunes, loaded from ``model``."""
+    """The in-process policy it fine-tunes, loaded from ``--model``."""
     prompt: PromptConfig
     """How each example's prompt is built, as the agent builds it at run time."""
     env_options: dict[str, Any]
@@ -256,6 +254,11 @@ class ColdStartJob:
     """Continue the run in ``folder``."""
     as_json: bool
     """Print the history as JSON on stdout (the screen goes to stderr)."""
+
+    @property
+    def model(self) -> str:
+        """The model it starts from (``--model``)."""
+        return self.policy.model
 
 
 def cold_start_job(o: dict[str, Any], config: ColdStartConfig, folder: Path) -> ColdStartJob:
@@ -277,7 +280,6 @@ def cold_start_job(o: dict[str, Any], config: ColdStartConfig, folder: Path) -> 
         )  # fmt: skip
     return ColdStartJob(
         config=config,
-        model=o["model"],
         policy=training_policy_config(o["model"], o["workspace"], o["threads"]),
         prompt=prompt_config_from(o),
         env_options=dict(o.get("env_options") or {}),
