@@ -45,17 +45,6 @@ RANKS = {"mean": True, "sum": False}
 """Rank name -> ``LLMAgentConfig.length_normalize``."""
 
 
-class RankedRollouts(PolicyRollouts):
-    """The training run's evaluation runner, with the greedy rank chosen."""
-
-    length_normalize: bool = True
-
-    def make_agent(self, temperature: float, sampling_seed: int | None = None) -> Any:
-        agent = super().make_agent(temperature, sampling_seed)
-        agent.config.length_normalize = self.length_normalize
-        return agent
-
-
 def labelled(pairs: list[str], what: str) -> dict[str, str]:
     out = {}
     for pair in pairs:
@@ -81,7 +70,7 @@ def play(path: str, rank: str, args: argparse.Namespace) -> tuple[list[EpisodeRe
     policy = load_policy(
         PolicyConfig(backend="transformers", model=path, dtype="float32", threads=args.threads)
     )
-    runner = RankedRollouts(
+    runner = PolicyRollouts(
         policy,
         env_id=args.env,
         max_turns=args.max_turns,
@@ -89,8 +78,8 @@ def play(path: str, rank: str, args: argparse.Namespace) -> tuple[list[EpisodeRe
         constrained=True,
         env_config=env_options(args.env_option),
         prompt_config=PromptConfig(max_prompt_tokens=args.max_prompt_tokens),
+        length_normalize=RANKS[rank],
     )
-    runner.length_normalize = RANKS[rank]
     starts = [runner.start("test", i, seed=args.seed + i) for i in range(args.eval_goals)]
     with Stopwatch() as clock:
         episodes = runner.run(

@@ -86,6 +86,9 @@ class PolicyRollouts:
     sampling_scores: str = "sequence"
     """Constrained decoding, sampled turns: what candidates are drawn by
     (``skillrl.agents.llm.LLMAgentConfig.sampling_scores``)."""
+    length_normalize: bool = True
+    """Constrained decoding, greedy turns: rank candidates by mean log-prob per token (True) or
+    by the summed log-prob (``skillrl.agents.llm.LLMAgentConfig.length_normalize``)."""
     timings: Timings = field(default_factory=Timings)
     on_episode: Callable[[int, int], None] | None = None
     """Called as ``on_episode(finished, total)`` whenever an episode of a ``run`` ends."""
@@ -168,6 +171,7 @@ class PolicyRollouts:
                 sampling=sampling,
                 repair_queries=self.repair_queries,
                 sampling_scores=self.sampling_scores,
+                length_normalize=self.length_normalize,
             ),
             uses_skills=self.bank is not None,
         )
