@@ -53,7 +53,9 @@ def main() -> None:
     parser.add_argument(
         "--settings", default="expert,free+skills,free,constrained+skills,constrained"
     )
-    parser.add_argument("--json", dest="json_path", default=None)
+    parser.add_argument(
+        "--out", dest="json_path", default=None, help="also write the figures to this JSON file"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--max-prompt-tokens", type=int, default=900, help="prompt budget")
     args = parser.parse_args()

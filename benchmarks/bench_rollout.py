@@ -38,7 +38,9 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--workspace", default=None, help="model cache workspace (default: temp)")
-    parser.add_argument("--json", dest="json_path", default=None, help="also write figures here")
+    parser.add_argument(
+        "--out", dest="json_path", default=None, help="also write the figures to this JSON file"
+    )
     args = parser.parse_args()
     run = provenance("rollout")
 

@@ -429,7 +429,9 @@ def main() -> None:
         help="comma list of phases to skip: rollout, train, free, sft",
     )
     parser.add_argument("--workspace", default=None)
-    parser.add_argument("--json", dest="json_path", default=None)
+    parser.add_argument(
+        "--out", dest="json_path", default=None, help="also write the figures to this JSON file"
+    )
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     run = provenance("speed")

@@ -1,6 +1,6 @@
 """GRPO update throughput and peak memory: full fine-tuning vs LoRA, on CPU, same run.
 
-Run: python benchmarks/bench_train_throughput.py --model <converted SmolLM2 folder> [--out F.json]
+Run: python benchmarks/bench_train_throughput.py [--model embedded|FOLDER|HUB_ID] [--out F.json]
 
 Each mode runs in its own subprocess (so peak RSS is its own): load SmolLM2-135M-Instruct in fp32,
 build ``--turns`` synthetic turns (random prompt and completion token ids, advantages +-1, rollout
@@ -37,7 +37,11 @@ def measure(args: argparse.Namespace) -> dict:
     torch.manual_seed(0)
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    from skillrl.policies.transformers_loading import resolve_model_source
+
+    model = AutoModelForCausalLM.from_pretrained(
+        resolve_model_source(args.model), dtype=torch.float32
+    )
     vocab = model.config.vocab_size
     episodes, advantages = [], []
     for i in range(args.turns):
@@ -93,7 +97,9 @@ def measure(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True)
+    parser.add_argument(
+        "--model", default="embedded", help="embedded (default), a model folder or a hub id"
+    )
     parser.add_argument("--mode", choices=["full", "lora"], default=None)
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--prompt-tokens", type=int, default=384)
