@@ -23,7 +23,7 @@ from skillrl_cli.options import (
     max_turns_option,
     workspace_option,
 )
-from skillrl_cli.train_config import config_option, save_settings
+from skillrl_cli.train_config import config_option
 from skillrl_cli.train_session import run_with_progress
 from skillrl_cli.train_setup import check_run_folder, settle
 from skillrl_core.splits import TEST_SPLIT
@@ -317,7 +317,7 @@ from skillrl_core.splits import TEST_SPLIT
     "--resume",
     is_flag=True,
     help="Continue the run from its last completed step, with the settings it was started with "
-    "(saved in its train.yaml; only --cycles may change).",
+    "(saved in its config.json; only --cycles may change).",
 )
 @env_option
 @config_option
@@ -336,7 +336,8 @@ def train(**options: Any) -> None:
     --model; the trained weights are pushed to it at the start and after every update.
 
     --config FILE takes the options from a YAML file (keys = option names); options on the
-    command line override it. Every run saves its resolved settings as runs/<name>/train.yaml.
+    command line override it. Every run saves its resolved settings in runs/<name>/config.json
+    (--config runs/<name>/config.json repeats it).
     """
     ctx = click.get_current_context()
     settings = settle(ctx, options)  # every check, and a --cold-start, before GRPO loads
@@ -344,12 +345,11 @@ def train(**options: Any) -> None:
 
     processes = Processes.current()  # under accelerate launch / torchrun: which process this is
 
-    def claim_folder() -> None:
-        check_run_folder(settings.folder, settings.resume, settings.cycle, settings.grpo)
-        save_settings(settings.folder, settings.saved)  # only once the settings are accepted
-
-    # The main process owns the run folder; every process stops if it refuses it.
-    processes.from_main(claim_folder)
+    # The main process owns the run folder; every process stops if it refuses it. The run
+    # saves its settings (these options with them) when it starts.
+    processes.from_main(
+        lambda: check_run_folder(settings.folder, settings.resume, settings.cycle, settings.grpo)
+    )
     state = run_with_progress(settings, processes)
     if settings.as_json and processes.is_main:
         click.echo(json.dumps(state.history, indent=2, sort_keys=True))

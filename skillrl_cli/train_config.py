@@ -6,9 +6,12 @@ environment settings). It becomes click's ``default_map``, so options given on t
 override it, and click converts and checks its values like typed ones. An unknown key is an
 error naming it and the valid keys.
 
-The resolved settings of every run (file, flags and defaults together) are written to
-``<run folder>/train.yaml`` (atomically), in the same format: ``--resume`` takes every option
-not given on its command line from there, and ``--config runs/<name>/train.yaml`` repeats a run.
+The resolved settings of every run (file, flags and defaults together) are saved once, by the
+run itself, as the ``options`` of ``<run folder>/config.json`` (:mod:`trainers.run_settings`,
+beside the configs they became): ``--resume`` takes every option not given on its command line
+from there, and ``--config runs/<name>/config.json`` repeats a run (a YAML reader reads the
+JSON; the file's ``options`` are taken). Runs saved before kept them in ``train.yaml``, which
+``--resume`` still reads.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from click.core import ParameterSource
 
 from skillrl_cli.options import env_option_text
 
-SAVED_NAME = "train.yaml"
-"""The resolved settings file in a run folder."""
+LEGACY_SAVED_NAME = "train.yaml"
+"""Where runs saved their resolved options before ``config.json`` held them."""
 
 NOT_IN_FILE = frozenset({"config", "resume", "as_json", "workspace", "help"})
 """Options a settings file does not hold: they say where and how to run, not what."""
@@ -66,7 +69,11 @@ def _file_value(option: click.Option, key: str, value: Any, source: str) -> Any:
 
 
 def read_settings(path: Path, command: click.Command) -> dict[str, Any]:
-    """Read a settings file into click's ``default_map`` form (option dest -> value)."""
+    """Read a settings file into click's ``default_map`` form (option dest -> value).
+
+    The file is a mapping of option names to values, or a run's ``config.json``, whose
+    ``options`` are taken.
+    """
     import yaml
 
     try:
@@ -75,16 +82,30 @@ def read_settings(path: Path, command: click.Command) -> dict[str, Any]:
         raise click.BadParameter(f"cannot read {path}: {error}") from error
     if data is None:
         return {}
+    if isinstance(data, dict) and {"cycle", "grpo"} <= data.keys():  # a run's config.json
+        if not isinstance(data.get("options"), dict):
+            raise click.BadParameter(
+                f"{path} is a run's settings without the options it was launched with "
+                "(a run started from Python, not from `skillrl train`)"
+            )
+        data = data["options"]
+    return options_from_mapping(data, command, str(path))
+
+
+def options_from_mapping(data: Any, command: click.Command, source: str) -> dict[str, Any]:
+    """Check a mapping of option names to values and return it in ``default_map`` form."""
     if not isinstance(data, dict):
-        raise click.BadParameter(f"{path} must hold a mapping of option names to values")
+        raise click.BadParameter(f"{source} must hold a mapping of option names to values")
     keys = option_keys(command)
     settings: dict[str, Any] = {}
     for key, value in data.items():
         option = keys.get(str(key))
         if option is None:
             valid = sorted({primary_key(o) for o in keys.values()})
-            raise click.BadParameter(f"{path}: unknown key {key!r}; valid keys: {', '.join(valid)}")
-        settings[str(option.name)] = _file_value(option, str(key), value, str(path))
+            raise click.BadParameter(
+                f"{source}: unknown key {key!r}; valid keys: {', '.join(valid)}"
+            )
+        settings[str(option.name)] = _file_value(option, str(key), value, source)
     return settings
 
 
@@ -103,7 +124,8 @@ def config_option(command: Any) -> Any:
         expose_value=True,
         callback=_load_config,
         help="A YAML file of this command's options (keys = option names, e.g. "
-        "goals-per-cycle: 8); options on the command line override it.",
+        "goals-per-cycle: 8), or a run's config.json to repeat it; options on the command "
+        "line override it.",
     )(command)
 
 
@@ -118,28 +140,23 @@ def resolved_settings(ctx: click.Context, values: dict[str, Any]) -> dict[str, A
     return settings
 
 
-def save_settings(folder: Path, settings: dict[str, Any]) -> Path:
-    """Write ``<folder>/train.yaml`` atomically; returns its path."""
-    import yaml
-
-    from skillrl_core.files import atomic_write_text
-
-    path = folder / SAVED_NAME
-    text = "# skillrl train settings (resolved); reuse with --config\n"
-    atomic_write_text(path, text + yaml.safe_dump(settings, sort_keys=False))
-    return path
-
-
 def fill_from_saved(ctx: click.Context, values: dict[str, Any], folder: Path) -> bool:
     """On ``--resume``: take every option left at its default from the run's saved settings.
 
     Options given on the command line (or by ``--config``) keep their values; the run's own
     checks then refuse any that changes more than ``--cycles``. Returns whether a file was used.
     """
-    path = folder / SAVED_NAME
-    if not path.is_file():
+    from trainers.run_files import RunFiles
+    from trainers.run_settings import saved_options
+
+    files = RunFiles(folder)
+    options = saved_options(files)
+    if options is not None:
+        saved = options_from_mapping(options, ctx.command, str(files.config_path))
+    elif (folder / LEGACY_SAVED_NAME).is_file():
+        saved = read_settings(folder / LEGACY_SAVED_NAME, ctx.command)
+    else:
         return False
-    saved = read_settings(path, ctx.command)
     for option in _options(ctx.command):
         name = str(option.name)
         if name in NOT_RESUMED or name not in saved:

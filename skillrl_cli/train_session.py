@@ -49,8 +49,9 @@ class TrainSettings:
     """Continue the run in ``folder`` instead of starting one."""
     as_json: bool
     """Print the metrics as JSON on stdout (progress goes to stderr)."""
-    saved: dict[str, Any]
-    """The resolved options in ``train.yaml``'s format (option name -> plain value), for saving."""
+    options: dict[str, Any]
+    """The resolved options (option name -> plain value): the run saves them in its
+    ``config.json``, where ``--resume`` and ``--config`` read them back."""
 
     @property
     def workspace(self) -> Path:
@@ -233,6 +234,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
                 distiller=distiller,
                 hook=hook,
                 processes=processes,
+                options=settings.options,
             )
             run.trainer.on_progress = bars.show("  optimizer steps")
             resume = settings.resume and run.files.exists()

@@ -1,7 +1,7 @@
 """What ``skillrl train`` settles before it trains: its configs, its starting model, its folder.
 
 :func:`settle` turns the command's option values (``o``, keyed by option name: click's values,
-then the saved ``train.yaml`` on ``--resume`` and the starting model's recorded settings) into
+then the run's saved options on ``--resume`` and the starting model's recorded settings) into
 one typed :class:`TrainSettings`, once; everything after it (the folder claim, the policy, the
 bank, the cycles) reads that object. Every check fails fast, before any model loads: a bad
 combination is a :class:`ConfigError`, a run folder that cannot be started or resumed a
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 def settle(ctx: click.Context, o: dict[str, Any]) -> TrainSettings:
     """Resolve the options of ``skillrl train`` into its settings, checking each on the way.
 
-    Order matters: the saved ``train.yaml`` (``--resume``) or the starting model's recorded
+    Order matters: the run's saved options (``--resume``) or the starting model's recorded
     settings fill the options left at their defaults first; then every check runs; the cold
     start (``--cold-start``), the one costly step, comes last, so a typo never waits for it.
     """
@@ -54,7 +54,7 @@ def settle(ctx: click.Context, o: dict[str, Any]) -> TrainSettings:
     cycle, grpo = cycle_config_from(o, env_config), grpo_config_from(o)
     check_prompt_budget(o["env_id"], o["max_prompt_tokens"])
     check_goals(cycle)
-    saved = resolved_settings(ctx, o)
+    options = resolved_settings(ctx, o)
     model = starting_model(o)  # a cold start trains here: every check comes first
     return TrainSettings(
         cycle=cycle,
@@ -66,7 +66,7 @@ def settle(ctx: click.Context, o: dict[str, Any]) -> TrainSettings:
         folder=folder,
         resume=o["resume"],
         as_json=o["as_json"],
-        saved=saved,
+        options=options,
     )
 
 

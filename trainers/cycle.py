@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,7 +64,7 @@ from trainers.run_files import (
     plot_learning_curve,
     write_tensorboard,
 )
-from trainers.run_settings import check_resume_settings, run_settings
+from trainers.run_settings import check_resume_settings, run_settings, saved_options
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank
@@ -79,7 +79,12 @@ after its files are written but before it is committed, ``rollout:saved`` / ``up
 
 
 class TrainingRun:
-    """One resumable ``skillrl train`` run over a policy, a runner and (optionally) a bank."""
+    """One resumable ``skillrl train`` run over a policy, a runner and (optionally) a bank.
+
+    ``options`` are the launching command's resolved options (``skillrl train``'s, option name
+    -> plain value); they are saved with the configs in the run's ``config.json``
+    (:mod:`trainers.run_settings`), its one settings file.
+    """
 
     def __init__(
         self,
@@ -94,8 +99,10 @@ class TrainingRun:
         reward_functions: Sequence[TurnRewardFn] | None = None,
         hook: Hook | None = None,
         processes: Processes | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         self.config, self.grpo = config, grpo
+        self.options = options
         # Before the trainer's Accelerator: this starts the process group with our timeout.
         self.processes = processes or Processes.current()
         self.policy, self.runner, self.bank, self.distiller = policy, runner, bank, distiller
@@ -169,7 +176,11 @@ class TrainingRun:
         return state
 
     def _prepare_folder(self, resume: bool) -> RunState:
-        settings = run_settings(self.config, self.grpo)
+        # A resume without launch options (a library caller) keeps the ones the run saved.
+        options = self.options
+        if options is None and resume:
+            options = saved_options(self.files)
+        settings = run_settings(self.config, self.grpo, options)
         if not resume:
             if self.files.exists():
                 raise CheckpointError(

@@ -2,7 +2,8 @@
 
 Layout of ``<workspace>/runs/<name>/``::
 
-    config.json          the CycleConfig and GRPOConfig the run was started with
+    config.json          its settings: the CycleConfig and GRPOConfig, and the launching
+                         command's options (run_settings)
     state.json           last completed (cycle, phase), goal cursor, per-cycle metrics
     metrics.jsonl        one JSON line per completed cycle (rewritten atomically)
     tensorboard/         the same metrics as TensorBoard scalars

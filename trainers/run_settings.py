@@ -1,10 +1,15 @@
 """What a training run's ``config.json`` holds, and the check that a resume keeps it.
 
-Cheap (JSON only, no torch): the CLI checks a ``--resume`` before it loads a model.
+``config.json`` is the one file of a run's settings: the :class:`CycleConfig` and
+:class:`GRPOConfig` it runs with (compared on ``--resume``) and, when the run was launched by a
+command, that command's resolved options (``options``: option name -> plain value), which
+``skillrl train --resume`` and ``--config <run>/config.json`` read back. Cheap (JSON only, no
+torch): the CLI checks a ``--resume`` before it loads a model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -29,9 +34,22 @@ _REMOVED_SINCE: dict[str, tuple[str, ...]] = {"cycle": ("train_temperature",)}
 which runs saved beside it with the same value): left out of the comparison."""
 
 
-def run_settings(config: CycleConfig, grpo: GRPOConfig) -> dict[str, Any]:
-    """Return what a run's ``config.json`` holds."""
-    return {"cycle": asdict(config), "grpo": asdict(grpo)}
+def run_settings(
+    config: CycleConfig, grpo: GRPOConfig, options: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Return what a run's ``config.json`` holds (``options`` only when given)."""
+    settings: dict[str, Any] = {"cycle": asdict(config), "grpo": asdict(grpo)}
+    if options is not None:
+        settings["options"] = dict(options)
+    return settings
+
+
+def saved_options(files: RunFiles) -> dict[str, Any] | None:
+    """Return the launch options saved in a run's ``config.json`` (None: none were saved)."""
+    if not files.config_path.is_file():
+        return None
+    options = files.load_config().get("options")
+    return dict(options) if isinstance(options, dict) else None
 
 
 def check_resume_settings(files: RunFiles, config: CycleConfig, grpo: GRPOConfig) -> None:

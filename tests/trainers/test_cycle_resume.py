@@ -14,6 +14,7 @@ from skillrl_core.errors import CheckpointError
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.cycle import TrainingRun
 from trainers.policy_rollouts import PolicyRollouts
+from trainers.run_settings import run_settings
 
 CONFIG = CycleConfig(
     cycles=2,
@@ -52,7 +53,7 @@ class HashedWords:
 EMBEDDER = HashedWords()
 
 
-def open_run(workspace, config=CONFIG, stop_at=None):
+def open_run(workspace, config=CONFIG, stop_at=None, options=None):
     bank = SkillBank.open(BankConfig(workspace=workspace), embedder=EMBEDDER)
     seed_bank_if_empty(bank, "webshop")
     policy = ScriptedPolicy()
@@ -76,6 +77,7 @@ def open_run(workspace, config=CONFIG, stop_at=None):
         bank=bank,
         distiller=AnalyticDistiller(),
         hook=hook,
+        options=options,
     )
     return run, bank
 
@@ -181,6 +183,31 @@ def test_resume_refuses_changed_settings_and_a_fresh_start_refuses_an_existing_r
     with pytest.raises(CheckpointError, match="different settings"):
         run.run(resume=True)
     bank.close()
+
+
+def test_a_run_saves_its_launch_options_once_with_its_configs(tmp_path):
+    small = CycleConfig(cycles=1, goals_per_cycle=1, group_size=2, eval_goals=1, max_turns=2)
+    run, bank = open_run(tmp_path, small, stop_at=(1, "rollout:end"), options={"cycles": 1})
+    with pytest.raises(Interrupted):
+        run.run()
+    bank.close()
+    folder = tmp_path / "runs" / "r"
+    saved = json.loads((folder / "config.json").read_text())
+    assert saved == run_settings(small, GRPO, {"cycles": 1})
+    assert sorted(p.name for p in folder.glob("*.json")) == ["config.json", "state.json"]
+
+    # A library caller resuming without options keeps the saved ones; new ones replace them.
+    longer = CycleConfig(**{**small.__dict__, "cycles": 2})
+    run, bank = open_run(tmp_path, longer, stop_at=(2, "rollout:end"))
+    with pytest.raises(Interrupted):
+        run.run(resume=True)
+    bank.close()
+    saved = json.loads((folder / "config.json").read_text())
+    assert saved["options"] == {"cycles": 1} and saved["cycle"]["cycles"] == 2
+    run, bank = open_run(tmp_path, longer, options={"cycles": 2})
+    assert run.run(resume=True).done
+    bank.close()
+    assert json.loads((folder / "config.json").read_text())["options"] == {"cycles": 2}
 
 
 def test_evaluation_leaves_the_bank_usage_counters_alone(tmp_path):

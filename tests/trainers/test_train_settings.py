@@ -1,4 +1,4 @@
-"""``skillrl train --config``, the saved train.yaml that ``--resume`` reads, ``skillrl runs``."""
+"""``skillrl train --config``, the saved options that ``--resume`` reads, ``skillrl runs``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 import skillrl_cli.train as train_command
 from cli import main
+from trainers.run_files import RunFiles, RunState
 from trainers.run_settings import run_settings
 
 
@@ -36,6 +37,15 @@ def train(*args):
     return CliRunner().invoke(main, ["train", *args])
 
 
+def start(folder, started_run, state=None):
+    """Write what ``TrainingRun`` writes when it starts: ``config.json`` and ``state.json``."""
+    cycle, grpo, settings = started_run
+    files = RunFiles(folder)
+    files.save_config(run_settings(cycle, grpo, settings.options))
+    files.save_state(RunState(**(state or {})))
+    return json.loads(files.config_path.read_text())
+
+
 def test_a_config_file_sets_options_and_the_command_line_overrides_it(workspace, tmp_path, started):
     config = tmp_path / "run.yaml"
     config.write_text(
@@ -53,7 +63,7 @@ def test_a_config_file_sets_options_and_the_command_line_overrides_it(workspace,
     assert cycle.goals_per_cycle == 7 and cycle.group_size == 5  # the flag wins
     assert grpo.learning_rate == 3e-6 and grpo.use_peft and not cycle.skills
     assert cycle.env_config == {"observation_mode": "text_rich", "num_products": 500}
-    saved = yaml.safe_load((workspace / "runs" / "from-file" / "train.yaml").read_text())
+    saved = start(workspace / "runs" / "from-file", started[0])["options"]
     assert saved["group-size"] == 5 and saved["goals-per-cycle"] == 7 and saved["lora"] is True
     assert saved["env-option"] == {"observation_mode": "text_rich", "num_products": 500}
     assert "workspace" not in saved and "resume" not in saved and "config" not in saved
@@ -85,17 +95,10 @@ def test_a_run_saved_before_whole_group_steps_resumes_with_shuffled_turns(worksp
     first = train("--run-name", "old", "--shuffled-turns")
     assert isinstance(first.exception, Started), first.output
     run = workspace / "runs" / "old"
-    (run / "state.json").write_text(json.dumps({"cycle": 1, "done": False}))
-    saved = run_settings(*started[0][:2])
-    del saved["grpo"]["whole_group_steps"]  # what config.json held before the setting existed
+    saved = start(run, started[0], {"cycle": 1})
+    # What the run's files held before the setting existed: no config field, no option.
+    del saved["grpo"]["whole_group_steps"], saved["options"]["whole-groups"]
     (run / "config.json").write_text(json.dumps(saved))
-    (run / "train.yaml").write_text(
-        "\n".join(
-            line
-            for line in (run / "train.yaml").read_text().splitlines()
-            if not line.startswith("whole-groups")
-        )
-    )
 
     refused = train("--run-name", "old", "--resume")
     assert refused.exit_code == 1, refused.output
@@ -109,8 +112,7 @@ def test_a_run_saved_under_the_old_setting_names_resumes(workspace, started):
     first = train("--run-name", "named", "--step-weight", "0.5", "--temperature", "0.7")
     assert isinstance(first.exception, Started), first.output
     run = workspace / "runs" / "named"
-    (run / "state.json").write_text(json.dumps({"cycle": 1, "done": False}))
-    saved = run_settings(*started[0][:2])
+    saved = start(run, started[0], {"cycle": 1})
     # config.json as runs saved it before one name per setting: the step weight under its old
     # name, and the rollout temperature twice (kept equal by the CLI).
     saved["grpo"]["step_advantage_weight"] = saved["grpo"].pop("step_weight")
@@ -150,22 +152,48 @@ def test_resume_takes_the_saved_settings_and_only_cycles_from_the_command_line(
     first = train("--config", str(config), "--run-name", "r", "--seed", "9")
     assert isinstance(first.exception, Started), first.output
     run = workspace / "runs" / "r"
-    # What TrainingRun writes when it starts: a finished run with its config.json.
-    (run / "state.json").write_text(json.dumps({"cycle": 2, "done": True}))
-    (run / "config.json").write_text(json.dumps(run_settings(*started[0][:2])))
+    start(run, started[0], {"cycle": 2, "done": True})  # a finished run
 
     again = train("--run-name", "r", "--resume", "--cycles", "4")
     assert isinstance(again.exception, Started), again.output
-    cycle, _grpo, _ = started[1]
+    cycle, _grpo, settings = started[1]
     assert (cycle.cycles, cycle.goals_per_cycle, cycle.seed) == (4, 6, 9)
     assert cycle.env_config == {"observation_mode": "text_rich"}
-    assert yaml.safe_load((run / "train.yaml").read_text())["cycles"] == 4
+    assert settings.options["cycles"] == 4 and settings.options["seed"] == 9
 
     # Another setting is refused before any model loads, and the saved settings stay as they were.
     changed = train("--run-name", "r", "--resume", "--group-size", "3")
     assert changed.exit_code == 1 and "cycle.group_size: 4 -> 3" in changed.output, changed.output
     assert len(started) == 2
-    assert yaml.safe_load((run / "train.yaml").read_text())["group-size"] == 4
+    assert json.loads((run / "config.json").read_text())["options"]["group-size"] == 4
+
+    # The run's config.json repeats it as a --config file (its options are taken).
+    again = train("--config", str(run / "config.json"), "--run-name", "r2")
+    assert isinstance(again.exception, Started), again.output
+    cycle, _grpo, settings = started[2]
+    assert (cycle.cycles, cycle.goals_per_cycle, cycle.seed) == (1, 6, 9)
+    assert settings.options["run-name"] == "r2"
+
+
+def test_a_run_saved_with_a_train_yaml_resumes_from_it(workspace, started):
+    first = train("--run-name", "yaml", "--goals-per-cycle", "3")
+    assert isinstance(first.exception, Started), first.output
+    run = workspace / "runs" / "yaml"
+    saved = start(run, started[0], {"cycle": 1})
+    # How runs kept their options before config.json held them: a train.yaml beside it.
+    (run / "train.yaml").write_text(yaml.safe_dump(saved.pop("options")))
+    (run / "config.json").write_text(json.dumps(saved))
+    again = train("--run-name", "yaml", "--resume")
+    assert isinstance(again.exception, Started), again.output
+    assert started[1][0].goals_per_cycle == 3
+
+
+def test_a_config_json_without_launch_options_is_refused_as_a_config_file(tmp_path, started):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"cycle": {}, "grpo": {}}))
+    result = train("--config", str(config))
+    assert result.exit_code == 2 and "without the options it was launched with" in result.output
+    assert not started
 
 
 def test_start_and_resume_refuse_the_wrong_folder_before_loading_anything(workspace, started):
@@ -176,7 +204,7 @@ def test_start_and_resume_refuse_the_wrong_folder_before_loading_anything(worksp
     (run / "state.json").write_text("{}")
     taken = train("--run-name", "taken")
     assert taken.exit_code == 1 and "already holds a run" in taken.output
-    assert not (run / "train.yaml").exists() and not started
+    assert not (run / "config.json").exists() and not started
 
 
 def fake_run(workspace, name, cycles, mtime, done=True):
