@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from harness import Stopwatch, machine_text, provenance, write_result
+from harness import Stopwatch, machine_text, provenance, run_text, write_result
 
 from memory import BankConfig, SkillBank
 from memory.types import Entry, RetrievalQuery, RetrievedEntry, RetrievedSkills
@@ -78,6 +78,30 @@ def report_figures(report: CompressionReport) -> dict:
         "injected_per_turn": report.injected_per_turn,
         "ratio": report.ratio,
     }
+
+
+def report(results: dict) -> str:
+    """A results file as Markdown: tokens injected per turn, raw trajectories as the baseline."""
+    full, prompted = results["full_text"], results["as_prompted"]
+    boot = results["bootstrap"]
+    lines = [
+        run_text(results),
+        "",
+        f"{boot['episodes']} training goals bootstrapped into {boot['entries']} entries; "
+        f"{results['args']['eval_goals']} other goals played by the expert, "
+        f"{results['held_out_turns']} turns with retrieved entries; {full['tokenizer']} tokenizer.",
+        "",
+        "| injected per turn | tokens | vs raw |",
+        "| --- | ---: | --- |",
+        f"| raw trajectories in the same slots (baseline) | {full['raw_per_turn']:,.0f} | 1.0x |",
+        f"| distilled entries, full text | {full['injected_per_turn']:,.0f} "
+        f"| {full['ratio']:.1f}x smaller |",
+        f"| distilled entries, as the agent's prompt shows them | "
+        f"{prompted['injected_per_turn']:,.0f} | {prompted['ratio']:.1f}x smaller |",
+        "",
+        f"Token saving against raw trajectories (as prompted): {results['token_saving']:.1%}.",
+    ]
+    return "\n".join(lines)
 
 
 def main() -> None:

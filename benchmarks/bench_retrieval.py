@@ -37,7 +37,7 @@ from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-from harness import machine_text, provenance, write_result  # noqa: E402
+from harness import machine_text, provenance, run_text, write_result  # noqa: E402
 from sqlalchemy import insert  # noqa: E402
 
 from memory import BankConfig, RetrievalConfig, RetrievalQuery, SkillBank  # noqa: E402
@@ -156,6 +156,48 @@ def measure(n: int, reps: int, embed_ms: dict[int, tuple[float, float]]) -> tupl
             found["build_seconds"] = build
             print(f"  built {n:,} entries in {build:.1f} s", flush=True)
     return lines, found
+
+
+COLUMNS = {
+    "numpy_ms": "numpy brute force (baseline)",
+    "index_ms": "Chroma queries",
+    "bank_ms": "bank retrieve",
+    "bank+record_ms": "+ recording",
+    "+embed_ms": "+ embedding the query",
+}
+"""Figures of a results file, in the order of the report's columns, with their headings."""
+
+
+def ms(value: float) -> str:
+    """Milliseconds with two decimals below 1 ms, one above."""
+    return f"{value:.2f}" if value < 1 else f"{value:.1f}"
+
+
+def report(results: dict) -> str:
+    """A results file as Markdown: p50 / p95 ms per size and batch, brute force as the baseline."""
+    lines = [
+        run_text(results),
+        "",
+        f"p50 / p95 ms over {results['args']['reps']} calls; one thread; random 384-d vectors.",
+        "",
+        "| entries | batch | " + " | ".join(COLUMNS.values()) + " | bank / baseline (p50) |",
+        "| ---: | ---: | " + " | ".join("---:" for _ in COLUMNS) + " | ---: |",
+    ]
+    for size in results["sizes"]:
+        for batch, row in size["batches"].items():
+            cells = [f"{ms(row[key][0])} / {ms(row[key][1])}" for key in COLUMNS]
+            lines.append(
+                f"| {size['entries']:,} | {batch} | "
+                + " | ".join(cells)
+                + f" | {row['bank_over_numpy']:.1f}x |"
+            )
+    single, batch = results["embed_ms"]["1"], results["embed_ms"]["16"]
+    lines += [
+        "",
+        f"Embedding the query text alone (MiniLM, CPU): {single[0]:.1f} ms p50 for one, "
+        f"{batch[0]:.1f} ms for 16.",
+    ]
+    return "\n".join(lines)
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from harness import Stopwatch, machine_text, provenance, write_result  # noqa: E402
+from harness import Stopwatch, machine_text, provenance, run_text, write_result  # noqa: E402
 
 from skillrl.agents.llm import LLMAgent, LLMAgentConfig  # noqa: E402
 from skillrl.policies import PolicyConfig, SamplingConfig, load_policy  # noqa: E402
@@ -29,6 +29,36 @@ def measure(agent: LLMAgent, starts: list[EpisodeStart], max_turns: int, paralle
     stats = engine.stats.to_dict()
     stats["actions"] = [[t.action for t in r.turns] for r in records]
     return stats
+
+
+def report(results: dict) -> str:
+    """A results file as Markdown: batched against one-after-another rollouts, same goals."""
+    lines = [
+        run_text(results),
+        "",
+        "| mode | wall s | episodes/min | generated tokens/s | model calls |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    names = {
+        "parallel": f"{results['parallel']['episodes']:.0f} episodes together "
+        "(one batched generation per turn)",
+        "sequential": "the same episodes one after another (baseline)",
+    }
+    for mode, name in names.items():
+        row = results[mode]
+        lines.append(
+            f"| {name} | {row['wall_seconds']:.1f} | {row['episodes_per_minute']:.1f} "
+            f"| {row['tokens_per_second']:.1f} | {row['agent_calls']:.0f} |"
+        )
+    pairs = zip(results["parallel"]["actions"], results["sequential"]["actions"], strict=True)
+    differing = sum(batched != alone for batched, alone in pairs)
+    lines += [
+        "",
+        f"Speed-up: {results['ratio_episodes']:.2f}x in episodes/min, "
+        f"{results['ratio_tokens']:.2f}x in generated tokens/s. Episodes whose actions differ "
+        f"between the two modes: {differing} of {results['parallel']['episodes']:.0f}.",
+    ]
+    return "\n".join(lines)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import resource
 import subprocess
 import sys
 
-from harness import Stopwatch, machine_text, provenance, write_result
+from harness import Stopwatch, machine_text, provenance, run_text, write_result
 
 
 def rss_mib() -> float:
@@ -93,6 +93,33 @@ def measure(args: argparse.Namespace) -> dict:
         "rss_before_update_mib": before,
         "trainable_parameters": trainable,
     }
+
+
+def report(results: dict) -> str:
+    """A results file as Markdown: one GRPO step, full fine-tuning (baseline) against LoRA."""
+    args = results["args"]
+    full = results["modes"]["full"]
+    lines = [
+        run_text(results),
+        "",
+        f"{args['turns']} turns x ({args['prompt_tokens']} prompt + {args['completion_tokens']} "
+        f"completion) tokens, batch {args['batch_size']} x accumulation {args['grad_accum']}, "
+        f"{args['steps']} timed steps, {args['threads']} threads, fp32.",
+        "",
+        "| mode | trainable parameters | tokens/s | s/step | peak RSS | vs full |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    names = {"full": "full fine-tuning (baseline)", "lora": "LoRA r=16 (q,k,v,o)"}
+    for mode, name in names.items():
+        row = results["modes"][mode]
+        speed = row["tokens_per_second"] / full["tokens_per_second"]
+        memory = row["peak_rss_mib"] / full["peak_rss_mib"]
+        lines.append(
+            f"| {name} | {row['trainable_parameters']:,} | {row['tokens_per_second']:.1f} "
+            f"| {row['seconds_per_step']:.1f} | {row['peak_rss_mib']:,.0f} MiB "
+            f"| {speed:.2f}x speed, {memory:.2f}x memory |"
+        )
+    return "\n".join(lines)
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from harness import Stopwatch, machine_text, provenance, write_result
+from harness import Stopwatch, machine_text, provenance, run_text, write_result
 
 import envs
 from envs.webshop.catalog_gen import generate_catalog
@@ -155,6 +155,38 @@ def bench_big(n, queries):
         "naive_index_seconds": naive_s,
     }
     return search, build
+
+
+def report(results: dict) -> str:
+    """A results file as Markdown: search latency and env speed, index against the naive scan."""
+    small, big = results["search_1k"], results["search_big"]
+    products = (results["default_catalog"]["products"], results["big_catalog"]["products"])
+    lines = [
+        run_text(results),
+        "",
+        "| measure | bm25s index | naive scan (baseline) | ratio |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for count, row in zip(products, (small, big), strict=True):
+        lines.append(
+            f"| search p50 / p95, {count:,} products "
+            f"| {row['p50_ms']:.2f} / {row['p95_ms']:.2f} ms "
+            f"| {row['naive_p50_ms']:.2f} / {row['naive_p95_ms']:.2f} ms "
+            f"| x{row['naive_p50_ms'] / row['p50_ms']:.0f} (p50) |"
+        )
+    steps, naive = results["steps_per_s"], results["naive_steps_per_s"]
+    expert_steps = results["default_catalog"]["expert_steps"]
+    lines.append(
+        f"| env steps/s (the expert, {expert_steps:,} steps) | {steps:,.0f} | {naive:,.0f} "
+        f"| x{steps / naive:.1f} |"
+    )
+    catalog = results["big_catalog"]
+    lines += [
+        "",
+        f"Indexing {products[1]:,} products: {catalog['index_seconds']:.1f} s (generating and "
+        f"loading them: {catalog['generated_and_loaded_seconds']:.1f} s).",
+    ]
+    return "\n".join(lines)
 
 
 def main():

@@ -60,6 +60,17 @@ def machine_text(figures: dict[str, Any]) -> str:
     return f"matmul {figures['matmul_gflops']:.0f} GFLOP/s, load {figures['load_average']:.2f}"
 
 
+def run_text(results: dict[str, Any]) -> str:
+    """A results file's provenance as one Markdown line: command, commit, machine at both ends."""
+    run = results["provenance"]
+    commit_id = (run.get("commit") or "unknown")[:7]
+    text = f"`{run['command']}` (commit `{commit_id}`, {run['started'][:10]}); machine at start: "
+    text += machine_text(run["machine_at_start"])
+    if "machine_at_end" in results:
+        text += f", at the end: {machine_text(results['machine_at_end'])}"
+    return text
+
+
 def command(name: str) -> str:
     """The command line that runs benchmark ``name`` with this process's options."""
     return " ".join(["python -m benchmarks", name, *map(shlex.quote, sys.argv[1:])])

@@ -31,6 +31,12 @@ RENDERED = (
     "greedy_rank",
     "expert",
     "sokoban_expert",
+    "webshop",
+    "seeding",
+    "compression",
+    "rollout",
+    "train_throughput",
+    "retrieval",
 )
 """Benchmarks whose results files are rendered: ``bench_<name>.report`` renders ``<name>*.json``."""
 
