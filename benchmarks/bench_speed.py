@@ -62,6 +62,7 @@ from harness import (  # noqa: E402
     machine_text,
     matmul_gflops,
     provenance,
+    run_text,
     write_result,
 )
 
@@ -525,6 +526,57 @@ def rollout_report(args, policy, agent, starts, bank, gflops: list[float], param
         "old_policy": rolls["old"][0]["policy"],
         "new_policy": rolls["new"][0]["policy"],
     }
+
+
+TARGETS = {"rollout": 2.0, "train_lora": 2.0, "train_full": 2.0, "free": 4.0}
+TARGETS |= {"sft_lora": 2.0, "sft_full": 2.0}
+"""The speed-up each phase is asked for (new / old)."""
+
+
+def report(results: dict) -> str:
+    """A results file as Markdown: each phase old (baseline) against new, with its target."""
+    mm = results["matmul_gflops"]
+    lines = [
+        run_text(results),
+        "",
+        f"SmolLM2-135M fp32, {results['threads']} threads; matmul {mm['min']:.0f}-{mm['max']:.0f} "
+        "GFLOP/s over the run (measured before every phase).",
+        "",
+        "| phase | old (baseline) | new | new / old | GFLOP/s old | GFLOP/s new | target |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+
+    def row(label: str, key: str, old: float, new: float, ratio: float, flops=("", "")) -> None:
+        met = "met" if ratio >= TARGETS[key] else "not met"
+        lines.append(
+            f"| {label} | {old:,.2f} | {new:,.2f} | **{ratio:.2f}x** | {flops[0]} | {flops[1]} "
+            f"| >= {TARGETS[key]:g}x: {met} |"
+        )
+
+    args = results["args"]
+    if "rollout" in results:
+        r = results["rollout"]
+        label = f"constrained turns/s ({args['goals']} goals x G={args['group_size']})"
+        flops = (f"{r['old_gflops']:.0f}", f"{r['new_gflops']:.0f}")
+        row(label, "rollout", r["old_turns_per_s"], r["new_turns_per_s"], r["ratio"], flops)
+    for phase, what in (("train", "GRPO update trained tokens/s"), ("sft", "SFT trained tokens/s")):
+        for mode in ("lora", "full"):
+            key = f"{phase}_{mode}"
+            if key not in results:
+                continue
+            r = results[key]
+            flops = (f"{r['old_gflops']:.0f}", f"{r['new_gflops']:.0f}")
+            label = f"{what}, {'LoRA' if mode == 'lora' else 'full fine-tuning'}"
+            row(label, key, r["old_tokens_per_s"], r["new_tokens_per_s"], r["ratio"], flops)
+    if "free" in results:
+        r = results["free"]
+        label = f"free decoding episodes/min ({args['free_episodes']} episodes, batched)"
+        row(label, "free", r["sequential"], r["batched"], r["ratio"])
+    lines += ["", "Same greedy actions old and new: asserted for constrained rollouts"]
+    if "free" in results:
+        lines[-1] += f"; free decoding: {'yes' if results['free']['same_actions'] else 'no'}"
+    lines[-1] += "."
+    return "\n".join(lines)
 
 
 def print_report(report: dict, episodes: int, at_end: dict) -> None:

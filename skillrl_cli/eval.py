@@ -177,13 +177,16 @@ def _print(console: Any, results: list[Any], config: Any) -> None:
 
     goals = config.goals
     table = Table(title=f"{goals.count} goals ({goals}) of split {config.split!r} (greedy)")
-    for column in ("skills", "success", "score", "turns", "invalid", "tokens/episode", "seconds"):
+    columns = ("skills", "success", "95% interval", "score", "turns", "invalid", "tokens/episode")
+    for column in (*columns, "seconds"):
         table.add_column(column, justify="right")
     for r in results:
         g = r.greedy
+        low, high = g.success_interval
         table.add_row(
             "on" if r.skills else "off",
-            f"{g.success_rate:.2f}",
+            f"{g.successes}/{g.episodes}",
+            f"[{low:.2f}, {high:.2f}]",
             f"{g.mean_score:.3f}",
             f"{g.mean_turns:.1f}",
             f"{g.invalid_action_rate:.2f}",

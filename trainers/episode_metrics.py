@@ -39,6 +39,18 @@ class EpisodeSummary:
     """Prompt + generated tokens per episode."""
     completion_tokens_per_episode: float
 
+    @property
+    def successes(self) -> int:
+        """Episodes that succeeded."""
+        return round(self.success_rate * self.episodes)
+
+    @property
+    def success_interval(self) -> tuple[float, float]:
+        """95% Wilson interval of the success rate ((0, 1) without episodes)."""
+        if self.episodes == 0:
+            return 0.0, 1.0
+        return wilson_interval(self.successes, self.episodes)
+
 
 def summarise(episodes: Sequence[EpisodeRecord]) -> EpisodeSummary:
     """Mean success, score, turns, invalid-action rate and tokens of ``episodes``."""

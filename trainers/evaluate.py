@@ -69,8 +69,10 @@ class EvalResult:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data."""
-        return asdict(self)
+        """Plain JSON-able data (the greedy success's 95% interval included)."""
+        data = asdict(self)
+        data["greedy"]["success_interval"] = list(self.greedy.success_interval)
+        return data
 
 
 def evaluate(runner: PolicyRollouts, config: EvalConfig) -> EvalResult:

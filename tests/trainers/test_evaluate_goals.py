@@ -41,6 +41,10 @@ def test_a_range_plays_its_goals_with_the_seeds_they_have_in_any_range():
     result = evaluate(runner, EvalConfig(goals=GoalRange(250, 253), seed=7))
     assert runner.starts == [("test", i, 7 + i) for i in (250, 251, 252, 253)]
     assert result.greedy.episodes == 4 and result.greedy.success_rate == 0.5
+    assert result.greedy.successes == 2
+    low, high = result.greedy.success_interval  # Wilson, 2 of 4
+    assert (round(low, 3), round(high, 3)) == (0.150, 0.850)
+    assert result.to_dict()["greedy"]["success_interval"] == [low, high]
 
     first = ScriptedRunner()
     evaluate(first, EvalConfig(goals=GoalRange.first_n(254), seed=7))
