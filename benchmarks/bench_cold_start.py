@@ -2,17 +2,15 @@
 beside the scripted expert at the same turn limit, on the same fixed test goals.
 
     python benchmarks/bench_cold_start.py --out cold_start.json --goals 50 \\
-        --sft-goals 64 --dagger-rounds 2 --dagger-goals 32 --prompt-budgets 384,512,768
+        --sft-goals 64 --dagger-rounds 2 --dagger-goals 32
 
 Evaluation is greedy and constrained, on test goals 0..N-1 (training only ever sees training
 goals). A policy trained with skills is evaluated with skills, one trained without, without.
 For every setting: success with a 95% Wilson interval, mean score, mean turns, CPU minutes of
 its evaluation (beside the machine's matmul rate and load average just before it); for every
 training phase (behaviour cloning = round 0, DAgger = later rounds): CPU minutes of gathering
-examples and of fine-tuning. ``--prompt-budgets`` evaluates one
-cold-started policy (``--budget-setting``) at several prompt budgets: success and seconds per
-turn (it was trained at ``--max-prompt-tokens``; the budgets show what a smaller prompt costs
-or saves at run time).
+examples and of fine-tuning. What a cold-started policy does at other prompt budgets is
+``bench_prompt_budget --model <its checkpoint>``.
 
 Results go to ``--out`` (JSON) after every setting; ``--resume`` skips what is there and
 continues the cold-start runs (in ``--workspace``) where they stopped.
@@ -73,7 +71,7 @@ class Bench:
         self.args = args
         self.out = Path(args.out)
         self.workspace = Path(args.workspace or f"{self.out}.workspace")
-        self.results: dict[str, Any] = {"settings": {}, "training": {}, "budgets": {}}
+        self.results: dict[str, Any] = {"settings": {}, "training": {}}
         if args.resume and self.out.exists():
             self.results.update(json.loads(self.out.read_text()))
         self.results["config"] = {k: v for k, v in vars(args).items() if k != "resume"}
@@ -159,7 +157,7 @@ class Bench:
         return str(self.cold_start(skills == "skills", self.args.dagger_rounds).final_checkpoint)
 
     # -- evaluation --------------------------------------------------------------------
-    def evaluate(self, setting: str, budget: int | None = None) -> dict[str, Any]:
+    def evaluate(self, setting: str) -> dict[str, Any]:
         """Figures of one setting's evaluation, with the machine measured just before it."""
         a = self.args
         if setting == "expert":
@@ -172,7 +170,7 @@ class Bench:
             bank=self.bank if setting.endswith("+skills") else None,
             max_turns=a.max_turns,
             constrained=True,
-            prompt_config=PromptConfig(max_prompt_tokens=budget or a.max_prompt_tokens),
+            prompt_config=PromptConfig(max_prompt_tokens=a.max_prompt_tokens),
             count_retrievals=False,
         )
         with Stopwatch() as clock:
@@ -203,14 +201,6 @@ class Bench:
             self.results["settings"][setting] = self.evaluate(setting)
             self.save()
             print(setting, _line(self.results["settings"][setting]), flush=True)
-        for budget in [int(b) for b in self.args.prompt_budgets.split(",") if b]:
-            key = str(budget)
-            if key in self.results["budgets"]:
-                continue
-            row = self.evaluate(self.args.budget_setting, budget)
-            self.results["budgets"][key] = {"setting": self.args.budget_setting, **row}
-            self.save()
-            print(f"budget {budget}", _line(row), flush=True)
         if self._bank is not None:
             self._bank.close()
 
@@ -240,8 +230,6 @@ def main() -> None:
     parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--lr", type=float, default=2e-4)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--prompt-budgets", default="", help="e.g. 384,512,768")
-    parser.add_argument("--budget-setting", default="dagger+skills")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
