@@ -1,6 +1,6 @@
 """Training evidence: does a cycle of skills + turn-level GRPO beat plain GRPO and no skills?
 
-Run: python benchmarks/bench_train_cycles.py --model <converted SmolLM2 folder> [--cycles 1]
+Run: python benchmarks/bench_train_cycles.py [--model embedded] [--env webshop] [--cycles 1]
      [--constrained] [--lora] [--only a]   (configurations can run as separate processes; the
      table includes every configuration whose workspace under --out already holds metrics)
 
@@ -120,6 +120,8 @@ def _train_command(
         "-m",
         "cli",
         "train",
+        "--env",
+        args.env,
         "--workspace",
         str(workspace),
         "--model",
@@ -173,7 +175,8 @@ def report(summary: dict) -> str:
     lines = [
         f"`{summary.get('command', '')}`",
         "",
-        f"{args['eval_goals']} test goals, greedy, {args['max_turns']}-turn cap; "
+        f"{args['eval_goals']} {args.get('env', 'webshop')} test goals, greedy, "
+        f"{args['max_turns']}-turn cap; "
         f"{args['goals']} training goals x G = {args['group_size']} per cycle, sampled at "
         f"T = {args.get('temperature', 1.0)}; lr {args['lr']}, "
         f"{'LoRA' if args['lora'] else 'full fine-tuning'}, {args['threads']} thread(s) per arm. "
@@ -244,7 +247,7 @@ def expert_ceiling(args: argparse.Namespace) -> tuple[float, float]:
 
     starts = [
         EpisodeStart(
-            "webshop",
+            args.env,
             split="test",
             goal_index=i,
             seed=args.seed + i,
@@ -262,7 +265,10 @@ def expert_ceiling(args: argparse.Namespace) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="Converted SmolLM2 checkpoint folder.")
+    parser.add_argument(
+        "--model", default="embedded", help="Starting model, as `skillrl train --model` takes it."
+    )
+    parser.add_argument("--env", default="webshop", help="Environment id.")
     parser.add_argument("--out", default="benchmarks/out/train_cycles", help="Workspaces root.")
     parser.add_argument("--cycles", type=int, default=1)
     parser.add_argument("--goals", type=int, default=2, help="Training goals per cycle.")
