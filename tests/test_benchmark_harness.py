@@ -138,3 +138,22 @@ def test_stopwatch_measures_wall_and_cpu_seconds():
 def test_a_stopwatch_never_started_refuses_to_answer():
     with pytest.raises(RuntimeError, match="never started"):
         _ = harness.Stopwatch().wall
+
+
+def test_run_text_names_command_commit_day_and_the_machine_at_both_ends():
+    results = {
+        "provenance": {
+            "command": "python -m benchmarks x --out x.json",
+            "commit": "0123456789abcdef",
+            "started": "2026-12-02T20:00:00+00:00",
+            "machine_at_start": {"matmul_gflops": 400.0, "load_average": 0.5, "cores": 2},
+        },
+        "machine_at_end": {"matmul_gflops": 300.0, "load_average": 1.25, "cores": 2},
+    }
+    assert harness.run_text(results) == (
+        "`python -m benchmarks x --out x.json` (commit `0123456`, 2026-12-02); machine at "
+        "start: matmul 400 GFLOP/s, load 0.50, at the end: matmul 300 GFLOP/s, load 1.25"
+    )
+    del results["machine_at_end"], results["provenance"]["commit"]
+    assert "(commit `unknown`" in harness.run_text(results)
+    assert harness.run_text(results).endswith("load 0.50")
