@@ -69,7 +69,7 @@ def report(results: dict) -> str:
     their options are read back from the command they record.
     """
     args = results.get("args") or vars(
-        options().parse_args(shlex.split(results["provenance"]["command"])[3:])
+        options().parse_args(shlex.split(results["provenance"]["command"])[4:])
     )
     settings = results.get("settings") or {k: v for k, v in results.items() if k in SETTING_NAMES}
     goals = args["goals"]

@@ -23,7 +23,7 @@ on a shared machine hits both sides alike; ratios are total old time / total new
     whole-group steps add; ``--compile`` adds compiled plain
     rows (``torch.compile`` turns the trees off; its compile time, spent in the warm-up step, is
     reported beside it);
-(d) free decoding: the same episodes batched vs one after another (new engine), episodes/min;
+(d) free decoding, batched against one episode at a time, is ``bench_rollout``'s measurement;
 (e) SFT trained tokens/s, LoRA and full: ``trainers.sft.build_trainer(...).train()`` for one epoch
     over the scripted expert's turns on ``--sft-goals`` training goals (the cold start's examples).
     Old = TRL's own fused LM head (on CPU it projects every position, prompt included), every row
@@ -260,28 +260,6 @@ def forwarded_by(trainer, episodes, advantages, args) -> tuple[int, int]:
     return total, work
 
 
-def phase_free(args, policy, gflops: list[float]) -> dict:
-    policy.fast = True
-    sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, stop=["</action>"])
-    agent = LLMAgent(policy, config=LLMAgentConfig(sampling=sampling), uses_skills=False)
-    starts = [EpisodeStart("webshop", "test", i, seed=i) for i in range(args.free_episodes)]
-    out = {}
-    for name, parallel in (("batched", len(starts)), ("sequential", 1)):
-        gflops.append(matmul_gflops())
-        if policy.prefix_cache is not None:
-            policy.prefix_cache.clear()  # the same episodes: no side may find the other's
-        engine = RolloutEngine(
-            agent, config=RolloutConfig(max_turns=args.free_turns, max_parallel=parallel)
-        )
-        records = engine.run(starts)
-        out[name] = engine.stats.episodes_per_minute
-        out[name + "_actions"] = [[t.action for t in r.turns] for r in records]
-        print(f"  free {name}: {engine.stats.wall_seconds:.1f}s", flush=True)
-    out["same_actions"] = out["batched_actions"] == out["sequential_actions"]
-    out["ratio"] = out["batched"] / out["sequential"]
-    return out
-
-
 def sft_examples(args, policy, agent, bank) -> list:
     """The cold start's examples: the scripted expert's turns on successful training goals."""
     from trainers.dagger import ExpertLabeller, LabellingAgent, collect_examples, succeeded
@@ -418,8 +396,6 @@ def main() -> None:
     )
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--grad-accum", type=int, default=2)
-    parser.add_argument("--free-episodes", type=int, default=4)
-    parser.add_argument("--free-turns", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--sft-goals", type=int, default=2, help="training goals for SFT turns")
     parser.add_argument("--sft-examples", type=int, default=8, help="most SFT turns per epoch")
@@ -427,7 +403,7 @@ def main() -> None:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma list of phases to skip: rollout, train, free, sft",
+        help="comma list of phases to skip: rollout, train, sft",
     )
     parser.add_argument("--workspace", default=None)
     parser.add_argument(
@@ -486,9 +462,6 @@ def main() -> None:
                     result["factor"] * 2 * params * result["compiled_work_per_s"] / 1e9
                 )
             report[f"train_{mode}"] = result
-    if "free" not in skip:
-        print("(d) free decoding, batched vs sequential", flush=True)
-        report["free"] = phase_free(args, policy, gflops)
     if "sft" not in skip:
         examples = sft_examples(args, policy, agent, bank)
         for mode in ("lora", "full"):
@@ -503,8 +476,6 @@ def main() -> None:
     report["matmul_gflops"] = {"min": min(gflops), "max": max(gflops), "all": gflops}
     print_report(report, len(starts), machine())
     if args.json_path:
-        report.get("free", {}).pop("batched_actions", None)
-        report.get("free", {}).pop("sequential_actions", None)
         write_result(args.json_path, report, name="speed")
 
 
@@ -528,7 +499,7 @@ def rollout_report(args, policy, agent, starts, bank, gflops: list[float], param
     }
 
 
-TARGETS = {"rollout": 2.0, "train_lora": 2.0, "train_full": 2.0, "free": 4.0}
+TARGETS = {"rollout": 2.0, "train_lora": 2.0, "train_full": 2.0}
 TARGETS |= {"sft_lora": 2.0, "sft_full": 2.0}
 """The speed-up each phase is asked for (new / old)."""
 
@@ -568,14 +539,7 @@ def report(results: dict) -> str:
             flops = (f"{r['old_gflops']:.0f}", f"{r['new_gflops']:.0f}")
             label = f"{what}, {'LoRA' if mode == 'lora' else 'full fine-tuning'}"
             row(label, key, r["old_tokens_per_s"], r["new_tokens_per_s"], r["ratio"], flops)
-    if "free" in results:
-        r = results["free"]
-        label = f"free decoding episodes/min ({args['free_episodes']} episodes, batched)"
-        row(label, "free", r["sequential"], r["batched"], r["ratio"])
-    lines += ["", "Same greedy actions old and new: asserted for constrained rollouts"]
-    if "free" in results:
-        lines[-1] += f"; free decoding: {'yes' if results['free']['same_actions'] else 'no'}"
-    lines[-1] += "."
+    lines += ["", "Old and new chose the same greedy actions in every constrained rollout."]
     return "\n".join(lines)
 
 
@@ -617,13 +581,6 @@ def print_report(report: dict, episodes: int, at_end: dict) -> None:
                     f"{'':>10}{tr['compiled_gflops']:>10.1f}   (after "
                     f"{tr['compile_seconds']:.0f} s compiling, in the warm-up step)"
                 )
-    fr = report.get("free")
-    if fr:
-        print(
-            f"{'free decoding episodes/min':<34}{fr['sequential']:>10.2f}{fr['batched']:>10.2f}"
-            f"{fr['ratio']:>8.2f}x   (old = sequential, new = batched; same actions: "
-            f"{fr['same_actions']})"
-        )
     for mode in ("lora", "full"):
         sf = report.get(f"sft_{mode}")
         if sf:
