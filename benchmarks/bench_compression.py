@@ -13,7 +13,7 @@ Run: python benchmarks/bench_compression.py [--train-goals 300] [--eval-goals 40
    cuts each entry to ``max_skill_chars``).
 
 Tokens are counted with the embedded SmolLM2-135M-Instruct tokenizer, read from its GGUF.
-SkillRL reports 10-20% token savings against raw trajectories; the issue's aim is 5x or more.
+SkillRL reports 10-20% token savings against raw trajectories; the aim is 5x or more.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Compute speed: the plain engine (baseline) vs the fast paths, in one run.
 
     python benchmarks/bench_speed.py                      # small: 2 goals x G=4, a few minutes
-    python benchmarks/bench_speed.py --goals 16 --rounds 2 --train-samples 32   # the issue's size
+    python benchmarks/bench_speed.py --goals 16 --rounds 2 --train-samples 32   # the full size
 
 Phases, each old (baseline column) vs new, interleaved A B B A ... over ``--rounds`` so load drift
 on a shared machine hits both sides alike; ratios are total old time / total new time:
