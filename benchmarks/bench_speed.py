@@ -504,6 +504,11 @@ TARGETS |= {"sft_lora": 2.0, "sft_full": 2.0}
 """The speed-up each phase is asked for (new / old)."""
 
 
+def rate(value: float) -> str:
+    """A rate with two decimals below 10, one above."""
+    return f"{value:.2f}" if value < 10 else f"{value:,.1f}"
+
+
 def report(results: dict) -> str:
     """A results file as Markdown: each phase old (baseline) against new, with its target."""
     mm = results["matmul_gflops"]
@@ -520,7 +525,7 @@ def report(results: dict) -> str:
     def row(label: str, key: str, old: float, new: float, ratio: float, flops=("", "")) -> None:
         met = "met" if ratio >= TARGETS[key] else "not met"
         lines.append(
-            f"| {label} | {old:,.2f} | {new:,.2f} | **{ratio:.2f}x** | {flops[0]} | {flops[1]} "
+            f"| {label} | {rate(old)} | {rate(new)} | **{ratio:.2f}x** | {flops[0]} | {flops[1]} "
             f"| >= {TARGETS[key]:g}x: {met} |"
         )
 

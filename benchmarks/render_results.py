@@ -37,6 +37,9 @@ RENDERED = (
     "rollout",
     "train_throughput",
     "retrieval",
+    "speed",
+    "agent_quality",
+    "prompt_budget",
 )
 """Benchmarks whose results files are rendered: ``bench_<name>.report`` renders ``<name>*.json``."""
 
