@@ -4,7 +4,8 @@ same N episodes one after another, same model, same goals, same run.
     python benchmarks/bench_rollout.py --episodes 16 --max-turns 2
 
 Prints episodes/min and generated tokens/s for both and their ratio. Free decoding is used (the
-generation-heavy path batching is for); skills are off so only the policy and env are timed.
+generation-heavy path batching is for); skills are off so only the policy and env are timed. The
+prompt-prefix cache is emptied before each mode, so neither reuses the other's prompts.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: 
 
 
 def measure(agent: LLMAgent, starts: list[EpisodeStart], max_turns: int, parallel: int) -> dict:
+    policy = agent.policy
+    if policy.prefix_cache is not None:
+        policy.prefix_cache.clear()  # the same episodes: no mode may reuse the other's prompts
     engine = RolloutEngine(agent, config=RolloutConfig(max_turns=max_turns, max_parallel=parallel))
     records = engine.run(starts)
     stats = engine.stats.to_dict()
