@@ -40,6 +40,7 @@ RENDERED = (
     "speed",
     "agent_quality",
     "prompt_budget",
+    "dtype",
 )
 """Benchmarks whose results files are rendered: ``bench_<name>.report`` renders ``<name>*.json``."""
 

@@ -21,6 +21,7 @@ from skillrl_cli.options import (
     constrained_from,
     decoding_line,
     decoding_option,
+    dtype_option,
     env_config_from,
     env_option,
     json_option,
@@ -61,6 +62,7 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
 )
 @click.option("--model", default=AUTO_MODEL, show_default=True, help=MODEL_HELP)
 @backend_option
+@dtype_option
 @click.option("--base-url", default=None, help="Server URL for --backend openai.")
 @click.option(
     "--skills",

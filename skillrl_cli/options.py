@@ -33,6 +33,16 @@ backend_option = click.option(
     help="Policy backend.",
 )
 
+dtype_option = click.option(
+    "--dtype",
+    type=click.Choice(["auto", "float32", "bfloat16", "float16"]),
+    default="auto",
+    show_default=True,
+    help="Number format of the transformers policy. auto: bf16 on GPUs and on CPUs with native "
+    "bf16 (AVX512-BF16, AMX), else float32. Training runs evaluate in float32: pass float32 to "
+    "reproduce a run's own figures on such a CPU.",
+)
+
 max_turns_option = click.option(
     "--max-turns",
     type=click.IntRange(1),
@@ -61,8 +71,8 @@ max_prompt_tokens_option = click.option(
 def policy_config_from(o: dict[str, Any]) -> Any:
     """Build the :class:`skillrl.policies.PolicyConfig` of the policy a command plays.
 
-    From ``--backend``, ``--model`` (already resolved), ``--base-url``, ``--threads`` and
-    ``--workspace``; ``train`` and ``sft`` load a policy to train instead
+    From ``--backend``, ``--model`` (already resolved), ``--base-url``, ``--dtype``,
+    ``--threads`` and ``--workspace``; ``train`` and ``sft`` load a policy to train instead
     (``train_session.training_policy_config``).
     """
     from skillrl.policies import PolicyConfig
@@ -72,6 +82,7 @@ def policy_config_from(o: dict[str, Any]) -> Any:
         backend=o["backend"],
         model=o["model"],
         base_url=o["base_url"],
+        dtype=o["dtype"],
         threads=o["threads"],
         workspace=resolve_workspace(o["workspace"]),
     )

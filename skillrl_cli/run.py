@@ -27,6 +27,7 @@ from skillrl_cli.options import (
     constrained_from,
     decoding_line,
     decoding_option,
+    dtype_option,
     env_config_from,
     env_option,
     json_option,
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
 )
 @click.option("--model", default=AUTO_MODEL, show_default=True, help=MODEL_HELP)
 @backend_option
+@dtype_option
 @click.option(
     "--base-url", default=None, help="Server root for --backend openai (e.g. http://host:8000/v1)."
 )

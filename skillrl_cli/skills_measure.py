@@ -20,6 +20,7 @@ from skillrl_cli.options import (
     MODEL_HELP,
     backend_option,
     decoding_option,
+    dtype_option,
     env_config_from,
     env_option,
     json_option,
@@ -73,6 +74,7 @@ from skillrl_core.splits import TRAIN_SPLIT
 )
 @click.option("--model", default=AUTO_MODEL, show_default=True, help=MODEL_HELP)
 @backend_option
+@dtype_option
 @click.option(
     "--base-url", default=None, help="Server root for --backend openai (e.g. http://host:8000/v1)."
 )

@@ -208,3 +208,28 @@ def test_eval_and_run_default_to_the_trained_checkpoint(workspace, monkeypatch):
         assert isinstance(result.exception, Loaded), result.output
         assert str(folder / "checkpoints" / "cycle-0002") in result.output
     assert loaded == [str(folder / "checkpoints" / "cycle-0002")] * 2
+
+
+def test_dtype_reaches_the_policy_of_eval_run_and_skills_measure(workspace, monkeypatch):
+    import skillrl.policies
+
+    loaded = []
+
+    def capture(config, *args, **kwargs):
+        loaded.append(config.dtype)
+        raise Loaded()
+
+    monkeypatch.setattr(skillrl.policies, "load_policy", capture)
+    commands = (
+        ["eval", "--skills", "off", "--model", "base"],
+        ["run", "--no-skills", "--no-record", "--model", "base"],
+        ["skills", "measure", "--model", "base", "--goals", "1"],
+    )
+    for command in commands:
+        result = CliRunner().invoke(main, [*command, "--dtype", "float32"])
+        assert isinstance(result.exception, Loaded), result.output
+    result = CliRunner().invoke(main, ["eval", "--skills", "off", "--model", "base"])
+    assert isinstance(result.exception, Loaded), result.output
+    assert loaded == ["float32", "float32", "float32", "auto"]
+    refused = CliRunner().invoke(main, ["eval", "--dtype", "int4"])
+    assert refused.exit_code == 2 and "'int4' is not one of" in refused.output
