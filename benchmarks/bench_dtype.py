@@ -23,7 +23,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_prompt_budget import play, row  # noqa: E402
+from bench_prompt_budget import paired, play, row  # noqa: E402
 from harness import machine, machine_text, provenance, run_text, write_result  # noqa: E402
 
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
@@ -31,7 +31,6 @@ from skillrl.policies.model_settings import shipped_adapter  # noqa: E402
 from skillrl.policies.transformers_loading import cpu_has_native_bf16  # noqa: E402
 from skillrl.prompts.builder import DEFAULT_MAX_PROMPT_TOKENS  # noqa: E402
 from skillrl_core.records import EpisodeRecord  # noqa: E402
-from trainers.episode_metrics import compare_paired  # noqa: E402
 
 NAME = "dtype"
 
@@ -78,17 +77,10 @@ def main() -> None:
     base = dtypes[0]
     results["paired"] = []
     for dtype in dtypes[1:]:
-        r = compare_paired(played[base], played[dtype])
         results["paired"].append(
             {
                 "dtype": dtype,
-                "successes_baseline": r.successes_before,
-                "successes": r.successes_after,
-                "lost": r.lost,
-                "won": r.won,
-                "mcnemar_p": r.mcnemar_p,
-                "score_difference": r.score_difference,
-                "score_half_width": r.score_half_width,
+                **paired(played[base], played[dtype]),
                 "same_actions": sum(
                     [t.action for t in a.turns] == [t.action for t in b.turns]
                     for a, b in zip(played[base], played[dtype], strict=True)

@@ -76,6 +76,20 @@ def row(budget: int, episodes: list[EpisodeRecord], seconds: float, before: dict
     }
 
 
+def paired(baseline: list[EpisodeRecord], other: list[EpisodeRecord]) -> dict:
+    """Two plays of the same goals compared goal by goal (McNemar on success, score interval)."""
+    r = compare_paired(baseline, other)
+    return {
+        "successes_baseline": r.successes_before,
+        "successes": r.successes_after,
+        "lost": r.lost,
+        "won": r.won,
+        "mcnemar_p": r.mcnemar_p,
+        "score_difference": r.score_difference,
+        "score_half_width": r.score_half_width,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="default: the shipped WebShop adapter")
@@ -119,18 +133,8 @@ def main() -> None:
     for budget in budgets:
         if budget == args.baseline:
             continue
-        r = compare_paired(played[args.baseline], played[budget])
         results["paired"].append(
-            {
-                "budget": budget,
-                "successes_baseline": r.successes_before,
-                "successes": r.successes_after,
-                "lost": r.lost,
-                "won": r.won,
-                "mcnemar_p": r.mcnemar_p,
-                "score_difference": r.score_difference,
-                "score_half_width": r.score_half_width,
-            }
+            {"budget": budget, **paired(played[args.baseline], played[budget])}
         )
     write_result(args.out, results, name=NAME)
 
