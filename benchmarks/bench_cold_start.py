@@ -28,7 +28,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-from harness import Stopwatch, machine, machine_text, provenance, write_result  # noqa: E402
+from harness import (  # noqa: E402
+    Stopwatch,
+    machine,
+    machine_text,
+    provenance,
+    run_text,
+    write_result,
+)
 
 from memory import BankConfig, SkillBank  # noqa: E402
 from skillrl.agents.expert import ExpertAgent  # noqa: E402
@@ -213,6 +220,60 @@ def _line(row: dict[str, Any]) -> str:
         f"{row['seconds_per_turn']:.2f} s/turn  {row['cpu_minutes']:.1f} CPU min  "
         f"[{machine_text(row['machine_before_eval'])}]"
     )
+
+
+SETTING_NAMES = {
+    "expert": "the scripted expert",
+    "base": "base SmolLM2-135M, no skills",
+    "base+skills": "base, with skills",
+    "bc": "behaviour cloning (BC), no skills",
+    "bc+skills": "BC, with skills",
+    "dagger": "BC + DAgger, no skills",
+    "dagger+skills": "BC + DAgger, with skills",
+}
+
+
+def report(results: dict) -> str:
+    """A results file as Markdown: every setting's evaluation, then each cold start's phases."""
+    config = results["config"]
+    lines = [
+        run_text(results),
+        "",
+        f"Test goals 0-{config['goals'] - 1}, greedy, constrained, at most {config['max_turns']} "
+        f"turns, {config['max_prompt_tokens']}-token prompts. BC: {config['sft_goals']} training "
+        f"goals, {config['epochs']:g} epochs, lr {config['lr']:g}; DAgger: "
+        f"{config['dagger_rounds']} round(s) of {config['dagger_goals']} goals.",
+        "",
+        "| setting | success | 95% interval | mean score | mean turns | s/turn "
+        "| evaluation CPU minutes | matmul GFLOP/s, load before |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for setting, row in results["settings"].items():
+        low, high = row["success_ci95"]
+        m = row.get("machine_before_eval", {})
+        machine_cell = f"{m['matmul_gflops']:.0f}, {m['load_average']:.2f}" if m else ""
+        lines.append(
+            f"| {SETTING_NAMES.get(setting, setting)} | {row['successes']}/{row['episodes']} "
+            f"| [{low:.2f}, {high:.2f}] | {row['mean_score']:.3f} | {row['mean_turns']:.1f} "
+            f"| {row['seconds_per_turn']:.2f} | {row['cpu_minutes']:.1f} | {machine_cell} |"
+        )
+    lines += [
+        "",
+        "| cold start | phase | examples | gathering CPU min | fine-tuning CPU min | steps "
+        "| loss | learner's success while gathering |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, phases in results["training"].items():
+        for phase in phases:
+            rate = phase.get("dagger_success_rate")
+            loss = phase.get("train_loss")
+            lines.append(
+                f"| {name} | {phase['phase']} | {phase['examples'] or ''} "
+                f"| {phase['gather_cpu_minutes']:.1f} | {phase['train_cpu_minutes']:.1f} "
+                f"| {phase['train_steps'] or ''} | {'' if loss is None else f'{loss:.3f}'} "
+                f"| {'' if rate is None else f'{rate:.2f}'} |"
+            )
+    return "\n".join(lines)
 
 
 def main() -> None:

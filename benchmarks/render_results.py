@@ -41,6 +41,7 @@ RENDERED = (
     "agent_quality",
     "prompt_budget",
     "dtype",
+    "cold_start",  # after cold_start_curve, which its name also starts
 )
 """Benchmarks whose results files are rendered: ``bench_<name>.report`` renders ``<name>*.json``."""
 
