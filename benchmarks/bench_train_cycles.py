@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import machine, machine_text, provenance, write_result
+from harness import machine, machine_text, provenance, run_text, write_result
 
 CONFIGS = {
     "a: skills + turn-level GRPO (w=1)": ["--skills", "--step-weight", "1.0"],
@@ -172,8 +172,10 @@ def report(summary: dict) -> str:
 
     args = summary["args"]
     m = summary.get("machine_at_summary", {})
+    # Summaries written before provenance was kept carry their command alone.
+    header = run_text(summary) if "provenance" in summary else f"`{summary.get('command', '')}`"
     lines = [
-        f"`{summary.get('command', '')}`",
+        header,
         "",
         f"{args['eval_goals']} {args.get('env', 'webshop')} test goals, greedy, "
         f"{args['max_turns']}-turn cap; "
