@@ -4,8 +4,9 @@
     python benchmarks/render_results.py --check  # exit 1 if a block differs from its JSON
 
 Each block sits between ``<!-- render: NAME -->`` and ``<!-- /render -->``; NAME is a JSON file
-in docs/results/ and a renderer below. The prose around the blocks is written by hand; the
-figures inside them come only from the JSON the benchmark wrote.
+in docs/results/, rendered by the ``report`` of the benchmark that wrote it (``benchmark_of``).
+The prose around the blocks is written by hand; the figures inside them come only from the JSON
+the benchmark wrote.
 """
 
 from __future__ import annotations
@@ -23,37 +24,28 @@ RESULTS = ROOT / "docs" / "results.md"
 BLOCK = re.compile(r"(<!-- render: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /render -->)", re.S)
 
 
-RENDERED = (
-    "cold_start_curve",
-    "skill_presence",
-    "group_signal",
-    "train_cycles",
-    "greedy_rank",
-    "expert",
-    "sokoban_expert",
-    "webshop",
-    "seeding",
-    "compression",
-    "rollout",
-    "train_throughput",
-    "retrieval",
-    "speed",
-    "agent_quality",
-    "prompt_budget",
-    "dtype",
-    "cold_start",  # after cold_start_curve, which its name also starts
-)
-"""Benchmarks whose results files are rendered: ``bench_<name>.report`` renders ``<name>*.json``."""
+HERE = Path(__file__).resolve().parent
+
+
+def benchmark_of(name: str) -> str:
+    """The benchmark that wrote result file ``name``: ``bench_<b>.py`` with the longest ``b``
+    that is ``name`` or starts it followed by ``_`` (``cold_start_curve_rich`` ->
+    ``cold_start_curve``, not ``cold_start``)."""
+    benchmarks = [p.stem.removeprefix("bench_") for p in HERE.glob("bench_*.py")]
+    matches = [b for b in benchmarks if name == b or name.startswith(f"{b}_")]
+    if not matches:
+        raise SystemExit(f"no benchmark wrote docs/results/{name}.json")
+    return max(matches, key=len)
 
 
 def renderer(name: str):
-    """Return the function that renders result file ``name`` as Markdown."""
+    """Return the function that renders result file ``name`` as Markdown (its ``report``)."""
     import importlib
 
-    for benchmark in RENDERED:
-        if name.startswith(benchmark):
-            return importlib.import_module(f"bench_{benchmark}").report
-    raise SystemExit(f"no renderer for docs/results/{name}.json")
+    module = importlib.import_module(f"bench_{benchmark_of(name)}")
+    if not hasattr(module, "report"):
+        raise SystemExit(f"bench_{benchmark_of(name)}.py has no report() for {name}.json")
+    return module.report
 
 
 def render(text: str) -> str:

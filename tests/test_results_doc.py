@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -15,3 +17,15 @@ def test_every_rendered_table_matches_its_json():
     text = RESULTS.read_text()
     assert "<!-- render: " in text
     assert render(text) == text, "run `python benchmarks/render_results.py`"
+
+
+def test_a_results_file_is_rendered_by_the_benchmark_with_the_longest_matching_name():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from render_results import benchmark_of
+
+    assert benchmark_of("cold_start_curve_rich") == "cold_start_curve"
+    assert benchmark_of("cold_start_bc_dagger") == "cold_start"
+    assert benchmark_of("expert") == "expert" and benchmark_of("sokoban_expert") == "sokoban_expert"
+    assert benchmark_of("train_cycles_sokoban") == "train_cycles"
+    with pytest.raises(SystemExit, match="no benchmark wrote"):
+        benchmark_of("cold")
