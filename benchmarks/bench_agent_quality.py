@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import tempfile
 from pathlib import Path
 
@@ -63,32 +62,20 @@ SETTING_NAMES = {
 
 
 def report(results: dict) -> str:
-    """A results file as Markdown: each setting on the same goals, the expert beside them.
-
-    Files written before ``args`` and ``settings`` were keys hold the settings at the top level;
-    their options are read back from the command they record.
-    """
-    args = results.get("args") or vars(
-        options().parse_args(shlex.split(results["provenance"]["command"])[4:])
-    )
-    settings = results.get("settings") or {k: v for k, v in results.items() if k in SETTING_NAMES}
-    goals = args["goals"]
-    bank = (
-        f"{results['bank_entries']} entries"
-        if "bank_entries" in results
-        else "the seeded starting bank"
-    )
+    """A results file as Markdown: each setting on the same goals, the expert beside them."""
+    args, goals = results["args"], results["args"]["goals"]
     lines = [
         run_text(results),
         "",
         f"{args['env']} test goals 0-{goals - 1}, at most {args['max_turns']} turns, greedy, "
-        f"prompts of at most {args['max_prompt_tokens']} tokens; the bank: {bank}.",
+        f"prompts of at most {args['max_prompt_tokens']} tokens; the bank held "
+        f"{results['bank_entries']} entries.",
         "",
         "| setting | success | 95% interval | mean score | mean turns | invalid-action rate "
         "| ended by the agent | seconds |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for setting, row in settings.items():
+    for setting, row in results["settings"].items():
         wins = round(row["success_rate"] * goals)
         low, high = wilson_interval(wins, goals)
         lines.append(
@@ -99,8 +86,7 @@ def report(results: dict) -> str:
     return "\n".join(lines)
 
 
-def options() -> argparse.ArgumentParser:
-    """The command-line options."""
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="webshop", help="environment id")
     parser.add_argument("--goals", type=int, default=50, help="test goals 0..N-1")
@@ -120,11 +106,7 @@ def options() -> argparse.ArgumentParser:
     )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--max-prompt-tokens", type=int, default=900, help="prompt budget")
-    return parser
-
-
-def main() -> None:
-    args = options().parse_args()
+    args = parser.parse_args()
     run = provenance("agent_quality")
     if args.threads:
         import torch
