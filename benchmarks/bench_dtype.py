@@ -23,8 +23,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_prompt_budget import paired, play, row  # noqa: E402
-from harness import machine, machine_text, provenance, run_text, write_result  # noqa: E402
+from bench_prompt_budget import paired, paired_cells, timed_play, warm_up  # noqa: E402
+from harness import provenance, run_text, write_result  # noqa: E402
 
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.policies.model_settings import shipped_adapter  # noqa: E402
@@ -56,22 +56,9 @@ def main() -> None:
         policy = load_policy(
             PolicyConfig(backend="transformers", model=model, dtype=dtype, threads=args.threads)
         )
-        warm = argparse.Namespace(**{**vars(args), "eval_goals": 1, "max_turns": 2})
-        play(policy, DEFAULT_MAX_PROMPT_TOKENS, warm)  # first-call costs untimed
-        if policy.prefix_cache is not None:
-            policy.prefix_cache.clear()
-        before = machine()
-        episodes, seconds = play(policy, DEFAULT_MAX_PROMPT_TOKENS, args)
-        played[dtype] = episodes
-        results["rows"].append(
-            {"dtype": dtype, **row(DEFAULT_MAX_PROMPT_TOKENS, episodes, seconds, before)}
-        )
-        r = results["rows"][-1]
-        print(
-            f"{dtype}: {r['successes']}/{r['goals']}, score {r['mean_score']:.3f}, "
-            f"{r['seconds_per_turn']:.2f} s/turn ({machine_text(before)} before)",
-            flush=True,
-        )
+        warm_up(policy, args)
+        played[dtype], r = timed_play(policy, DEFAULT_MAX_PROMPT_TOKENS, args, dtype)
+        results["rows"].append({"dtype": dtype, **r})
         write_result(args.out, results, name=NAME)
         del policy
     base = dtypes[0]
@@ -125,12 +112,7 @@ def report(results: dict) -> str:
     ]
     goals = args["eval_goals"]
     for p in results.get("paired", []):
-        lines.append(
-            f"| {p['dtype']} | {p['successes_baseline']} -> {p['successes']} "
-            f"| {p['lost']} / {p['won']} | {p['mcnemar_p']:.3g} "
-            f"| {p['score_difference']:+.3f} +- {p['score_half_width']:.3f} "
-            f"| {p['same_actions']}/{goals} |"
-        )
+        lines.append(f"| {p['dtype']} {paired_cells(p)} {p['same_actions']}/{goals} |")
     return "\n".join(lines)
 
 

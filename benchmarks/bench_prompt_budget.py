@@ -76,6 +76,38 @@ def row(budget: int, episodes: list[EpisodeRecord], seconds: float, before: dict
     }
 
 
+def warm_up(policy: Any, args: argparse.Namespace) -> None:
+    """One short untimed episode: first-call costs (allocations, lazy imports) stay out."""
+    warm = argparse.Namespace(**{**vars(args), "eval_goals": 1, "max_turns": 2})
+    play(policy, DEFAULT_MAX_PROMPT_TOKENS, warm)
+
+
+def timed_play(
+    policy: Any, budget: int, args: argparse.Namespace, label: str
+) -> tuple[list[EpisodeRecord], dict]:
+    """Play the goals with an empty prompt-prefix cache (no variant reuses another's prompts),
+    the machine measured just before; print and return the episodes and their :func:`row`."""
+    if policy.prefix_cache is not None:
+        policy.prefix_cache.clear()
+    before = machine()
+    episodes, seconds = play(policy, budget, args)
+    r = row(budget, episodes, seconds, before)
+    print(
+        f"{label}: {r['successes']}/{r['goals']}, score {r['mean_score']:.3f}, "
+        f"{r['seconds_per_turn']:.2f} s/turn ({machine_text(before)} before)",
+        flush=True,
+    )
+    return episodes, r
+
+
+def paired_cells(p: dict) -> str:
+    """The shared cells of a goal-by-goal comparison row: success, lost / won, p, score."""
+    return (
+        f"| {p['successes_baseline']} -> {p['successes']} | {p['lost']} / {p['won']} "
+        f"| {p['mcnemar_p']:.3g} | {p['score_difference']:+.3f} +- {p['score_half_width']:.3f} |"
+    )
+
+
 def paired(baseline: list[EpisodeRecord], other: list[EpisodeRecord]) -> dict:
     """Two plays of the same goals compared goal by goal (McNemar on success, score interval)."""
     r = compare_paired(baseline, other)
@@ -113,21 +145,10 @@ def main() -> None:
         PolicyConfig(backend="transformers", model=model, dtype="float32", threads=args.threads)
     )
     played: dict[int, list[EpisodeRecord]] = {}
-    warm = argparse.Namespace(**{**vars(args), "eval_goals": 1, "max_turns": 2})
-    play(policy, budgets[0], warm)  # first-call costs (allocations, lazy imports) untimed
+    warm_up(policy, args)
     for budget in budgets:
-        if policy.prefix_cache is not None:
-            policy.prefix_cache.clear()  # no budget may find another's prompts cached
-        before = machine()
-        episodes, seconds = play(policy, budget, args)
-        played[budget] = episodes
-        results["rows"].append(row(budget, episodes, seconds, before))
-        r = results["rows"][-1]
-        print(
-            f"{budget} tokens: {r['successes']}/{r['goals']}, score {r['mean_score']:.3f}, "
-            f"{r['seconds_per_turn']:.2f} s/turn ({machine_text(before)} before)",
-            flush=True,
-        )
+        played[budget], r = timed_play(policy, budget, args, f"{budget} tokens")
+        results["rows"].append(r)
         write_result(args.out, results, name=NAME)
     results["paired"] = []
     for budget in budgets:
@@ -173,13 +194,8 @@ def report(results: dict) -> str:
         "| --- | --- | ---: | ---: | ---: | --- |",
     ]
     for p in results.get("paired", []):
-        resolved = p["mcnemar_p"] < 0.05
-        lines.append(
-            f"| {p['budget']} | {p['successes_baseline']} -> {p['successes']} "
-            f"| {p['lost']} / {p['won']} | {p['mcnemar_p']:.3g} "
-            f"| {p['score_difference']:+.3f} +- {p['score_half_width']:.3f} "
-            f"| {'resolved' if resolved else 'not resolved'} |"
-        )
+        resolved = "resolved" if p["mcnemar_p"] < 0.05 else "not resolved"
+        lines.append(f"| {p['budget']} {paired_cells(p)} {resolved} |")
     return "\n".join(lines)
 
 
