@@ -179,8 +179,16 @@ def _print(console: Any, results: list[Any], config: Any) -> None:
 
     goals = config.goals
     table = Table(title=f"{goals.count} goals ({goals}) of split {config.split!r} (greedy)")
-    columns = ("skills", "success", "95% interval", "score", "turns", "invalid", "tokens/episode")
-    for column in (*columns, "seconds"):
+    for column in (
+        "skills",
+        "success",
+        "95% interval",
+        "score",
+        "turns",
+        "invalid",
+        "tokens/episode",
+        "seconds",
+    ):
         table.add_column(column, justify="right")
     for r in results:
         g = r.greedy

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from envs.registry import DEFAULT_ENV
+from skillrl.policies.config import DTYPES
 from skillrl.prompts.builder import DEFAULT_MAX_PROMPT_TOKENS
 from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_ENV_VAR
 from skillrl_core.errors import ConfigError
@@ -35,7 +36,7 @@ backend_option = click.option(
 
 dtype_option = click.option(
     "--dtype",
-    type=click.Choice(["auto", "float32", "bfloat16", "float16"]),
+    type=click.Choice(DTYPES),
     default="auto",
     show_default=True,
     help="Number format of the transformers policy. auto: bf16 on GPUs and on CPUs with native "
