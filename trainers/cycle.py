@@ -64,7 +64,7 @@ from trainers.run_files import (
     plot_learning_curve,
     write_tensorboard,
 )
-from trainers.run_settings import check_resume_settings, run_settings, saved_options
+from trainers.run_settings import check_resume_settings, run_settings
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank
@@ -176,25 +176,22 @@ class TrainingRun:
         return state
 
     def _prepare_folder(self, resume: bool) -> RunState:
-        # A resume without launch options (a library caller) keeps the ones the run saved.
-        options = self.options
-        if options is None and resume:
-            options = saved_options(self.files)
-        settings = run_settings(self.config, self.grpo, options)
         if not resume:
             if self.files.exists():
                 raise CheckpointError(
                     f"{self.files.root} already holds a run; pass --resume to continue it "
                     "or choose another --run-name"
                 )
-            self.files.save_config(settings)
+            self.files.save_config(run_settings(self.config, self.grpo, self.options))
             state = RunState()
             self.files.save_state(state)
             return state
         state = self.files.load_state()
         self.files.remove_stale_temps()  # e.g. a half-written checkpoint of a killed save
-        check_resume_settings(self.files, self.config, self.grpo)
-        self.files.save_config(settings)
+        saved = check_resume_settings(self.files, self.config, self.grpo)
+        # A resume without launch options (a library caller) keeps the ones the run saved.
+        options = self.options if self.options is not None else saved.get("options")
+        self.files.save_config(run_settings(self.config, self.grpo, options))
         return state
 
     # -- phases ----------------------------------------------------------------------------

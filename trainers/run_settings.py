@@ -52,18 +52,21 @@ def saved_options(files: RunFiles) -> dict[str, Any] | None:
     return dict(options) if isinstance(options, dict) else None
 
 
-def check_resume_settings(files: RunFiles, config: CycleConfig, grpo: GRPOConfig) -> None:
+def check_resume_settings(files: RunFiles, config: CycleConfig, grpo: GRPOConfig) -> dict[str, Any]:
     """Raise CheckpointError unless the run in ``files`` was started with these settings.
 
-    Only ``cycles`` may differ. Cheap (two JSON reads): the CLI calls it before loading a model.
+    Only ``cycles`` may differ. Returns what the run's ``config.json`` holds. Cheap (one JSON
+    read): the CLI calls it before loading a model.
     """
     saved = files.load_config()
-    if _identity(saved) != _identity(run_settings(config, grpo)):
-        changed = _changed(_identity(saved), _identity(run_settings(config, grpo)))
+    before, now = _identity(saved), _identity(run_settings(config, grpo))
+    if before != now:
+        changed = _changed(before, now)
         raise CheckpointError(
             f"--resume with different settings than {files.config_path} ({changed}): "
             "only --cycles may change when resuming"
         )
+    return saved
 
 
 def _changed(saved: dict[str, Any], now: dict[str, Any]) -> str:
