@@ -116,6 +116,14 @@ if TYPE_CHECKING:
     help="Put the skills retrieved at each turn into the examples (run the policy likewise).",
 )
 @click.option(
+    "--skill-withhold",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=0.0,
+    show_default=True,
+    help="With --skills: the fraction of examples whose prompt is built with no entries (drawn "
+    "per turn from --seed), so the policy learns to play with and without retrieved skills.",
+)
+@click.option(
     "--constrained/--free",
     default=True,
     show_default=True,
@@ -325,6 +333,7 @@ def cold_start_config(o: dict[str, Any]) -> ColdStartConfig:
         dagger_keep=o.get("dagger_keep", "all"),
         dagger_replay=o.get("dagger_replay"),
         skills=o["skills"],
+        skill_withhold=o.get("skill_withhold", 0.0),
         constrained=o["constrained"],
         max_turns=o["max_turns"],
         max_new_tokens=o["max_new_tokens"],

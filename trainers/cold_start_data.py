@@ -163,6 +163,8 @@ class ExampleGatherer:
             max_parallel=self.config.max_parallel,
             keep=keep,
             on_episode=self.on_episode,
+            skill_withhold=self.config.skill_withhold,
+            seed=self.config.seed,
         )
 
     def _starts(self, goals: list[int]) -> list[EpisodeStart]:

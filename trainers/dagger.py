@@ -19,9 +19,10 @@ policy only.
 from __future__ import annotations
 
 import logging
+import zlib
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from skillrl.agents.base import Agent, AgentDecision, AgentState
@@ -184,12 +185,15 @@ def collect_examples(
     max_parallel: int = 16,
     keep: Callable[[EpisodeRecord], bool] = lambda record: True,
     on_episode: Callable[[int, int], None] | None = None,
+    skill_withhold: float = 0.0,
+    seed: int = 0,
 ) -> Labelled:
     """Play ``starts`` through ``agent`` and return the examples of the episodes ``keep`` accepts.
 
     Demonstration sources pass ``keep=succeeded`` and drop turns whose action was invalid;
     DAgger keeps every state (``source == "dagger"``), failures included: those are the states
-    behaviour cloning never shows.
+    behaviour cloning never shows. ``skill_withhold``: the fraction of examples whose prompt is
+    built from the same state with no entries (:func:`withholds_skills` draws which).
     """
     config = RolloutConfig(
         max_turns=max_turns, max_parallel=max_parallel, record=False, count_retrievals=False
@@ -214,6 +218,11 @@ def collect_examples(
         ):
             if source != "dagger" and not turn.action_valid:
                 continue
+            goal_index = start.goal_index if start.goal_index is not None else -1
+            if state.skills is not None and withholds_skills(
+                skill_withhold, seed, source, round_index, goal_index, state.turn
+            ):
+                state = replace(state, skills=None)
             examples.append(
                 build_example(
                     agent.prompt_agent,
@@ -223,7 +232,7 @@ def collect_examples(
                     source=source,
                     round_index=round_index,
                     episode=index,
-                    goal_index=start.goal_index if start.goal_index is not None else -1,
+                    goal_index=goal_index,
                     split=record.split,
                     thought=thought,
                     learner_action=turn.action if source == "dagger" else "",
@@ -231,6 +240,21 @@ def collect_examples(
             )
         agent.turns.pop(record.episode_id, None)
     return Labelled(examples, episodes)
+
+
+def withholds_skills(
+    fraction: float, seed: int, source: str, round_index: int, goal_index: int, turn: int
+) -> bool:
+    """Whether this turn's example is built with its entries withheld.
+
+    A hash of the turn's coordinates, not a shared random stream: the draw does not depend on
+    the order in which the batched engine finishes episodes, so a rerun or a resumed round
+    withholds the same turns.
+    """
+    if fraction <= 0.0:
+        return False
+    key = f"{seed}:{source}:{round_index}:{goal_index}:{turn}".encode()
+    return zlib.crc32(key) / 2**32 < fraction
 
 
 def succeeded(record: EpisodeRecord) -> bool:

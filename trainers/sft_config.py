@@ -66,6 +66,11 @@ class ColdStartConfig:
     to round, so the replay only guards against forgetting; a round's cost stays flat)."""
     skills: bool = True
     """Examples carry the skills retrieved at their turn (the policy is then run with skills)."""
+    skill_withhold: float = 0.0
+    """With ``skills``: the fraction of examples whose prompt is built with no entries, as the
+    agent builds it when retrieval is off (drawn per turn from ``seed``, so a resumed run draws
+    the same). Trained on both, the policy can neither ignore the entries nor depend on them to
+    act at all."""
     constrained: bool = True
     """Targets in the constrained agent's format (query / click); else thought + action."""
     max_turns: int = 15
@@ -146,6 +151,10 @@ class ColdStartConfig:
             raise ConfigError(f"dagger_replay ({self.dagger_replay}) must be >= 0 or None")
         if self.lora_layers is not None and self.lora_layers < 1:
             raise ConfigError(f"lora_layers ({self.lora_layers}) must be >= 1 or None")
+        if not 0.0 <= self.skill_withhold < 1.0:
+            raise ConfigError(f"skill_withhold ({self.skill_withhold}) must be in [0, 1)")
+        if self.skill_withhold and not self.skills:
+            raise ConfigError("skill_withhold needs skills: without them no entry is withheld")
         if self.dagger_temperature < 0:
             raise ConfigError(f"dagger_temperature ({self.dagger_temperature}) must be >= 0")
         if not 0 <= self.lora_dropout < 1:
