@@ -43,6 +43,9 @@ PARTS: tuple[str, ...] = ("system", "format", "task", "skills", "history", "obse
 """The prompt's parts, in prompt order: the fixed ones first, the per-turn ones after."""
 
 
+SKILL_FORMS: tuple[str, ...] = ("title", "full")
+"""How entries are written into prompts (:attr:`PromptConfig.skill_form`)."""
+
 DEFAULT_MAX_PROMPT_TOKENS = 512
 """The embedded model's prompt budget. Measured on the cold-started policy (BC + DAgger with
 skills, 50 test goals, docs/results.md "Prompt budget at run time"): 384 / 512 / 900 tokens
@@ -63,6 +66,15 @@ class PromptConfig:
     """The observation is cut to this many tokens before the budget is applied."""
     max_actions: int = 40
     """At most this many admissible actions are listed."""
+    max_skills: int = 3
+    """Most entries a prompt holds (0: no cap). Past the cap a turn keeps the best entry of each
+    kind first (task skill, mistake note, general skill), then the next best by kind, so the
+    entries that differ from goal to goal are the ones kept. Three short entries cost about 40
+    tokens: a turn's compute grows by about a tenth, not a third (``bench_skill_value``)."""
+    skill_form: str = "title"
+    """How an entry is written into the prompt: ``title`` (its one-line title, which names the
+    decision: "Select the requested size before Buy Now"; the full text stays in the bank) or
+    ``full`` (title, principle and a note's correction, cut to :attr:`max_skill_chars`)."""
     max_skill_chars: int = 220
     """Each skill's text is cut to this many characters."""
     min_skills: int = 1
@@ -75,12 +87,15 @@ class PromptConfig:
 
     def __post_init__(self) -> None:
         check_finite_fields(self)
+        if self.skill_form not in SKILL_FORMS:
+            raise ConfigError(f"skill_form ({self.skill_form!r}) must be one of {SKILL_FORMS}")
         if self.max_prompt_tokens < 16:
             raise ConfigError(f"max_prompt_tokens ({self.max_prompt_tokens}) must be at least 16")
         for name in (
             "history_turns",
             "max_observation_tokens",
             "max_actions",
+            "max_skills",
             "max_skill_chars",
             "min_skills",
             "short_skill_chars",
@@ -118,7 +133,7 @@ def build_prompt(
     ``adapter``: the environment's (default: the one registered for ``state.env_id``).
     """
     adapter = adapter if adapter is not None else envs.adapter_for(state.env_id)
-    skills = list(state.skills.all) if state.skills is not None else []
+    skills = _capped(state.skills.all, config.max_skills) if state.skills is not None else []
     history = state.history[-config.history_turns :] if config.history_turns else []
     cleaned = adapter.clean_observation(state.observation, state.instruction)
     observation = _cut_tokens(cleaned, config.max_observation_tokens, count)
@@ -134,7 +149,9 @@ def build_prompt(
     skill_chars = config.max_skill_chars
     while True:
         parts = dict(fixed)
-        parts["skills"] = count(_skills_text(skills, skill_chars)) if skills else 0
+        parts["skills"] = (
+            count(_skills_text(skills, skill_chars, config.skill_form)) if skills else 0
+        )
         parts["history"] = count(_history_text(history)) if history else 0
         parts["observation"] = count(observation)
         excess = sum(parts.values()) - config.max_prompt_tokens
@@ -154,7 +171,7 @@ def build_prompt(
             break
     sections = [_task_text(state)]
     if skills:
-        sections.append(_skills_text(skills, skill_chars))
+        sections.append(_skills_text(skills, skill_chars, config.skill_form))
     if history:
         sections.append(_history_text(history))
     # A multi-line observation (a grid, a rich page) starts on its own line, rows intact.
@@ -167,6 +184,33 @@ def build_prompt(
     ]
     counts = {name: parts.get(name, 0) for name in PARTS}
     return BuiltPrompt(messages, counts, [r.entry.id for r in skills], len(history))
+
+
+KEEP_ORDER: tuple[str, ...] = ("task", "mistake", "general")
+"""Which kind's best entry a capped prompt keeps first: what differs from goal to goal first."""
+
+
+def _capped(skills: list[RetrievedEntry], limit: int) -> list[RetrievedEntry]:
+    """Return at most ``limit`` entries (0: all), kept in retrieval order.
+
+    The best of each kind in :data:`KEEP_ORDER` first, then the next best of each, and so on.
+    """
+    if not limit or len(skills) <= limit:
+        return list(skills)
+    by_kind = {
+        kind: [i for i, r in enumerate(skills) if r.entry.kind == kind] for kind in KEEP_ORDER
+    }
+    others = [i for i, r in enumerate(skills) if r.entry.kind not in KEEP_ORDER]
+    kept: list[int] = []
+    rank = 0
+    while len(kept) < limit:
+        round_ = [by_kind[k][rank] for k in KEEP_ORDER if rank < len(by_kind[k])]
+        if not round_:
+            break
+        kept.extend(round_[: limit - len(kept)])
+        rank += 1
+    kept.extend(others[: limit - len(kept)])
+    return [skills[i] for i in sorted(kept)]
 
 
 def _drop_one_skill(skills: list[RetrievedEntry]) -> list[RetrievedEntry]:
@@ -182,7 +226,7 @@ def _task_text(state: AgentState) -> str:
     return f"Task: {state.instruction}"
 
 
-def _skills_text(skills: list[RetrievedEntry], max_chars: int) -> str:
+def _skills_text(skills: list[RetrievedEntry], max_chars: int, form: str) -> str:
     labels = {"general": "tip", "task": "tip", "mistake": "avoid"}
     lines = ["Skills:"]
     for retrieved in skills:
@@ -190,7 +234,8 @@ def _skills_text(skills: list[RetrievedEntry], max_chars: int) -> str:
         body = entry.principle
         if entry.kind == "mistake" and entry.correction:
             body = f"{entry.principle} Instead: {entry.correction}"
-        text = f"{entry.title}: {body}"[:max_chars]
+        full = f"{entry.title}: {body}" if form == "full" or not entry.title else entry.title
+        text = full[:max_chars]
         lines.append(f"- ({labels.get(entry.kind, entry.kind)}) {text}")
     return "\n".join(lines)
 

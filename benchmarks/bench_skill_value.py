@@ -1,0 +1,249 @@
+"""What retrieved skills carry: a skill-augmented policy with its entries, placebo entries, none.
+
+    python -m benchmarks skill_value --model SKILL_ADAPTER --baseline-model NO_SKILL_ADAPTER \
+        --eval-goals 300 --out F.json
+
+Four arms on the same test goals (0..N-1), greedy, constrained, the same turn cap, page mode and
+prompt budget, each played exactly as ``skillrl eval`` plays (``PolicyRollouts``, fp32):
+
+- ``skills``: the skill-augmented policy (``--model``, default the shipped adapter) with the
+  entries retrieved from the seeded starting bank at every turn;
+- ``placebo``: the same policy with placebo entries (``memory.placebo``): the same count per
+  turn, retrieved for a training goal of another category, never one retrieved for the
+  episode's own goal;
+- ``none``: the same policy with no entries;
+- ``baseline``: ``--baseline-model`` (the no-skill adapter that shipped before) with none.
+
+Skills carry information only if ``skills`` beats ``placebo``; ``none`` says what the entries'
+presence is worth and ``baseline`` what the skill-augmented cold start is worth against the one
+it replaces. Every pair is compared goal by goal (exact McNemar); each arm reports wall and
+process-CPU seconds per turn and prompt tokens per turn, beside the machine's matmul rate and
+load average. The file is written after every arm; ``--resume`` skips the arms it holds (their
+episodes are kept in it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_prompt_budget import paired, paired_cells, row  # noqa: E402
+from harness import Stopwatch, machine, machine_text, provenance, run_text, write_result  # noqa: E402
+
+import envs  # noqa: E402
+from memory import BankConfig, SkillBank  # noqa: E402
+from memory.placebo import DonorTask, PlaceboRetrieval  # noqa: E402
+from skillrl.distill.seeding import seed_bank_if_empty  # noqa: E402
+from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
+from skillrl.policies.model_settings import shipped_adapter  # noqa: E402
+from skillrl.prompts import PromptConfig  # noqa: E402
+from skillrl_core.records import EpisodeRecord  # noqa: E402
+from skillrl_core.splits import TRAIN_SPLIT  # noqa: E402
+from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
+
+NAME = "skill_value"
+ARMS: tuple[str, ...] = ("skills", "placebo", "none", "baseline")
+LABELS = {
+    "skills": "(a) skill-augmented policy, its retrieved entries",
+    "placebo": "(b) same policy, placebo entries (another goal's)",
+    "none": "(c) same policy, no entries",
+    "baseline": "(d) no-skill adapter, no entries",
+}
+PAIRS: tuple[tuple[str, str], ...] = (
+    ("placebo", "skills"),
+    ("none", "skills"),
+    ("baseline", "skills"),
+    ("baseline", "none"),
+    ("none", "placebo"),
+)
+"""(baseline, other) comparisons, goal by goal."""
+
+
+def donor_tasks(count: int, env_config: dict[str, Any]) -> list[DonorTask]:
+    """Training goals' instructions and categories (placebo entries are retrieved for them)."""
+    env = envs.make("webshop", **env_config)
+    donors = []
+    for index in range(count):
+        _, info = env.reset(seed=index, options={"split": TRAIN_SPLIT, "goal_index": index})
+        donors.append(DonorTask(str(info["instruction"]), str(info.get("category") or "") or None))
+    return donors
+
+
+def play(policy: Any, bank: Any, args: argparse.Namespace) -> tuple[list[EpisodeRecord], Stopwatch]:
+    """The test goals, greedy and constrained, with ``bank`` (None: no entries)."""
+    runner = PolicyRollouts(
+        policy,
+        env_id="webshop",
+        bank=bank,
+        max_turns=args.max_turns,
+        max_new_tokens=args.max_new_tokens,
+        constrained=True,
+        env_config={"observation_mode": args.observation_mode},
+        prompt_config=PromptConfig(max_prompt_tokens=args.max_prompt_tokens),
+        count_retrievals=False,
+        repair_queries=True,
+    )
+    starts = [runner.start("test", i, seed=args.seed + i) for i in range(args.eval_goals)]
+    if policy.prefix_cache is not None:
+        policy.prefix_cache.clear()
+    with Stopwatch() as clock:
+        episodes = runner.run(starts, temperature=0.0, sampling_seed=args.seed)
+    return episodes, clock
+
+
+def arm_row(arm: str, episodes: list[EpisodeRecord], clock: Stopwatch, before: dict) -> dict:
+    r = row(0, episodes, clock.wall, before)
+    del r["budget"]
+    turns = sum(e.num_turns for e in episodes)
+    skill_turns = [len(t.retrieved_ids) for e in episodes for t in e.turns]
+    return {
+        "arm": arm,
+        **r,
+        "cpu_seconds_per_turn": clock.cpu / max(turns, 1),
+        "entries_per_turn": sum(skill_turns) / max(len(skill_turns), 1),
+        "turns_with_an_entry": sum(n > 0 for n in skill_turns) / max(len(skill_turns), 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="default: the shipped WebShop adapter")
+    parser.add_argument("--baseline-model", required=True, help="the no-skill adapter, arm (d)")
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"any of {','.join(ARMS)}")
+    parser.add_argument("--observation-mode", default="text_rich", help="WebShop page text")
+    parser.add_argument("--eval-goals", type=int, default=300, help="test goals 0..N-1")
+    parser.add_argument("--donors", type=int, default=200, help="training goals placebo draws on")
+    parser.add_argument("--max-turns", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--max-prompt-tokens", type=int, default=512)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--workspace", default=None, help="bank folder (default: a fresh one)")
+    parser.add_argument("--out", required=True, help="results JSON (written after each arm)")
+    parser.add_argument("--resume", action="store_true", help="skip the arms --out holds")
+    args = parser.parse_args()
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    unknown = sorted(set(arms) - set(ARMS))
+    if unknown:
+        raise SystemExit(f"--arms: unknown {unknown}; choose from {list(ARMS)}")
+    model = args.model or str(shipped_adapter("webshop"))
+    out = Path(args.out)
+    if args.resume and out.exists():
+        results = json.loads(out.read_text(encoding="utf-8"))
+    else:
+        results = {"provenance": provenance(NAME), "args": vars(args), "rows": [], "episodes": {}}
+    results["model"] = model
+    workspace = Path(args.workspace or tempfile.mkdtemp(prefix="skill-value-"))
+    bank = SkillBank.open(BankConfig(workspace=workspace))
+    seed_bank_if_empty(bank, "webshop")
+    results["bank_entries"] = bank.count()
+    env_config = {"observation_mode": args.observation_mode}
+    placebo = PlaceboRetrieval(bank, donor_tasks(args.donors, env_config))
+    loaded: dict[str, Any] = {}
+    for arm in arms:
+        if arm in results["episodes"]:
+            continue
+        path = args.baseline_model if arm == "baseline" else model
+        if path not in loaded:
+            loaded.clear()  # one policy in memory at a time
+            loaded[path] = load_policy(
+                PolicyConfig(
+                    backend="transformers", model=path, dtype="float32", threads=args.threads
+                )
+            )
+            warm = argparse.Namespace(**{**vars(args), "eval_goals": 1, "max_turns": 2})
+            play(loaded[path], bank, warm)
+        source = {"skills": bank, "placebo": placebo, "none": None, "baseline": None}[arm]
+        before = machine()
+        episodes, clock = play(loaded[path], source, args)
+        r = arm_row(arm, episodes, clock, before)
+        if arm == "placebo":
+            r["placebo_shortfall"] = placebo.shortfall
+        print(
+            f"{arm}: {r['successes']}/{r['goals']}, score {r['mean_score']:.3f}, "
+            f"{r['seconds_per_turn']:.2f} s/turn wall, {r['cpu_seconds_per_turn']:.2f} CPU, "
+            f"{r['entries_per_turn']:.2f} entries/turn ({machine_text(before)} before)",
+            flush=True,
+        )
+        results["rows"] = [x for x in results["rows"] if x["arm"] != arm] + [r]
+        results["episodes"][arm] = [_compact(e) for e in episodes]
+        write_result(out, results, name=NAME)
+    bank.close()
+    played = {arm: [_record(e) for e in eps] for arm, eps in results["episodes"].items()}
+    results["paired"] = [
+        {"baseline": a, "other": b, **paired(played[a], played[b])}
+        for a, b in PAIRS
+        if a in played and b in played
+    ]
+    write_result(out, results, name=NAME)
+
+
+def _compact(episode: EpisodeRecord) -> dict:
+    """The episode without its token ids and log-probs (what a comparison needs, kept small)."""
+    data = episode.to_dict()
+    for turn in data["turns"]:
+        for key in ("prompt_token_ids", "completion_token_ids", "completion_logprobs"):
+            turn[key] = None
+    return data
+
+
+def _record(data: dict) -> EpisodeRecord:
+    return EpisodeRecord.from_dict(data)
+
+
+def report(results: dict) -> str:
+    """A results file as Markdown: each arm's figures, then the goal-by-goal comparisons."""
+    args = results["args"]
+    rows = {r["arm"]: r for r in results["rows"]}
+    none = rows.get("none")
+    lines = [
+        run_text(results),
+        "",
+        f"Test goals 0-{args['eval_goals'] - 1}, greedy, constrained, fp32, at most "
+        f"{args['max_turns']} turns, `observation_mode={args['observation_mode']}`, "
+        f"{args['max_prompt_tokens']}-token prompts; the bank: the seeded starting bank "
+        f"({results['bank_entries']} entries); placebo entries drawn for {args['donors']} "
+        "training goals of other categories.",
+        "",
+        "| arm | success | 95% interval | mean score | mean turns | entries/turn "
+        "| prompt tokens/turn | s/turn (wall / CPU) | CPU vs (c) | matmul GFLOP/s, load before |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for arm in ARMS:
+        r = rows.get(arm)
+        if r is None:
+            continue
+        m = r["machine"]
+        ratio = f"{r['cpu_seconds_per_turn'] / none['cpu_seconds_per_turn']:.2f}x" if none else "-"
+        lines.append(
+            f"| {LABELS[arm]} | {r['successes']}/{r['goals']} "
+            f"| [{r['interval'][0]:.2f}, {r['interval'][1]:.2f}] | {r['mean_score']:.3f} "
+            f"| {r['mean_turns']:.1f} | {r['entries_per_turn']:.2f} "
+            f"| {r['prompt_tokens_per_turn']:.0f} "
+            f"| {r['seconds_per_turn']:.2f} / {r['cpu_seconds_per_turn']:.2f} | {ratio} "
+            f"| {m['matmul_gflops']:.0f}, {m['load_average']:.2f} |"
+        )
+    lines += [
+        "",
+        "| goal by goal | success | lost / won | McNemar p | score difference (95%) | |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for p in results.get("paired", []):
+        resolved = "resolved" if p["mcnemar_p"] < 0.05 else "not resolved"
+        name = f"({LABELS[p['baseline']][1]}) -> ({LABELS[p['other']][1]})"
+        lines.append(f"| {name} {paired_cells(p)} {resolved} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Placebo retrieval: entries as many as the real ones, retrieved for another goal.
+
+The control that tells whether retrieved skills carry information (``bench_skill_value``): a
+policy trained with entries in its prompts may do better with them only because a prompt with
+entries looks like its training prompts. With placebo entries the prompt keeps that look (the
+same count of entries, of the same kinds where the bank allows, at the same place) and loses
+what the entries say about this goal: each is retrieved for a *donor* task (another goal's
+instruction and category, with the same page), and no entry retrieved for the episode's own
+goal at that turn is ever served.
+
+:class:`PlaceboRetrieval` stands where the rollout engine expects a bank: it answers
+``retrieve`` and nothing else, and it never records a retrieval (a control must not change the
+bank's usage statistics).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from memory.config import RetrievalConfig
+from memory.types import RetrievalQuery, RetrievedEntry, RetrievedSkills
+from skillrl_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from memory.bank import SkillBank
+
+KINDS: tuple[str, ...] = ("general", "task", "mistakes")
+
+OVERFETCH = 4
+"""The donor query fetches this many times each kind's k, so that enough are left once the
+episode's own entries are taken out."""
+
+
+@dataclass(frozen=True)
+class DonorTask:
+    """A task placebo entries are retrieved for: another goal's instruction and category."""
+
+    instruction: str
+    category: str | None
+
+
+class PlaceboRetrieval:
+    """Serves each query entries retrieved for a donor task instead of its own.
+
+    ``donors``: the tasks to draw from (training goals, so no test goal's text is involved). A
+    query's donor is fixed by a hash of its instruction (every turn of an episode gets the same
+    donor, and a rerun the same entries) and has another category when any donor does.
+    """
+
+    def __init__(self, bank: SkillBank, donors: list[DonorTask]) -> None:
+        if not donors:
+            raise ConfigError("placebo retrieval needs at least one donor task")
+        self.bank = bank
+        self.donors = list(donors)
+        self.shortfall = 0
+        """Entries the placebo could not match (the bank held too few entries that were not
+        retrieved for the episode's own goal); 0 means every count matched."""
+
+    def retrieve(
+        self,
+        queries: list[RetrievalQuery],
+        config: RetrievalConfig | None = None,
+        *,
+        record: bool = False,
+    ) -> list[RetrievedSkills]:
+        """Return, per query, as many entries as its own retrieval holds, drawn for its donor.
+
+        ``record`` is accepted for the engine's sake and ignored: placebo retrievals are never
+        recorded.
+        """
+        config = config or RetrievalConfig()
+        own = self.bank.retrieve(queries, config, record=False)
+        wide = RetrievalConfig(
+            k_general=config.k_general * OVERFETCH,
+            k_task=config.k_task * OVERFETCH,
+            k_mistakes=config.k_mistakes * OVERFETCH,
+            min_similarity=-1.0,
+        )
+        donor_queries = [self._donor_query(q) for q in queries]
+        drawn = self.bank.retrieve(donor_queries, wide, record=False)
+        return [self._match(mine, theirs) for mine, theirs in zip(own, drawn, strict=True)]
+
+    def donor_for(self, query: RetrievalQuery) -> DonorTask:
+        """Return ``query``'s donor: another category's task when there is one, else another."""
+        others = [d for d in self.donors if d.category != query.category] or [
+            d for d in self.donors if d.instruction != query.instruction
+        ]
+        if not others:
+            raise ConfigError("placebo retrieval needs a donor task other than the episode's own")
+        return others[zlib.crc32(query.instruction.encode()) % len(others)]
+
+    def _donor_query(self, query: RetrievalQuery) -> RetrievalQuery:
+        donor = self.donor_for(query)
+        return replace(query, instruction=donor.instruction, category=donor.category)
+
+    def _match(self, mine: RetrievedSkills, theirs: RetrievedSkills) -> RetrievedSkills:
+        """Take per kind as many donor entries as ``mine`` holds, none of ``mine``.
+
+        The slots a kind cannot fill are filled from the other kinds' leftovers, so the total
+        count matches.
+        """
+        own_ids = set(mine.ids)
+        pools = {
+            kind: [r for r in getattr(theirs, kind) if r.entry.id not in own_ids] for kind in KINDS
+        }
+        chosen: dict[str, list[RetrievedEntry]] = {}
+        missing = 0
+        for kind in KINDS:
+            want = len(getattr(mine, kind))
+            chosen[kind] = pools[kind][:want]
+            pools[kind] = pools[kind][want:]
+            missing += want - len(chosen[kind])
+        taken = {r.entry.id for hits in chosen.values() for r in hits}
+        for kind in KINDS:
+            while missing and pools[kind]:
+                extra = pools[kind].pop(0)
+                if extra.entry.id in taken:
+                    continue
+                chosen[kind].append(extra)
+                taken.add(extra.entry.id)
+                missing -= 1
+        self.shortfall += missing
+        return RetrievedSkills(chosen["general"], chosen["task"], chosen["mistakes"])
