@@ -205,3 +205,31 @@ def test_a_grid_observation_keeps_its_rows_and_drops_the_repeated_legend():
     user = build_prompt(env_state("sokoban", 0), PromptConfig(), count).messages[1]["content"]
     assert "Observation:\n######\n#P___#\n#_X__#" in user
     assert "Legend:" not in user  # the system prompt holds it once
+
+
+def test_a_capped_prompt_keeps_the_best_entry_of_each_kind_first():
+    from dataclasses import replace
+
+    from skillrl_core.errors import ConfigError
+
+    def hit(kind, n, similarity):
+        return RetrievedEntry(entry(f"{kind}{n}", kind, f"{kind} entry {n}"), similarity)
+
+    skills = RetrievedSkills(
+        general=[hit("general", 1, 0.2), hit("general", 2, 0.1)],
+        task=[hit("task", 1, 0.9), hit("task", 2, 0.8), hit("task", 3, 0.7)],
+        mistakes=[hit("mistake", 1, 0.6), hit("mistake", 2, 0.5)],
+    )
+    turn = replace(state(), skills=skills)
+    capped = build_prompt(turn, PromptConfig(max_skills=3), count)
+    assert capped.skill_ids == ["general1", "task1", "mistake1"]
+    four = build_prompt(turn, PromptConfig(max_skills=4), count)
+    assert four.skill_ids == ["general1", "task1", "task2", "mistake1"]
+    roomy = PromptConfig(max_skills=0, max_prompt_tokens=4000)
+    assert len(build_prompt(turn, roomy, count).skill_ids) == 7
+    user = capped.messages[1]["content"]
+    assert "- (tip) task entry 1\n" in user
+    full = build_prompt(turn, PromptConfig(max_skills=3, skill_form="full"), count)
+    assert "task entry 1: " in full.messages[1]["content"]
+    with pytest.raises(ConfigError, match="skill_form"):
+        PromptConfig(skill_form="poem")

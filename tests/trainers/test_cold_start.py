@@ -420,3 +420,50 @@ def test_targets_rebuild_the_assistant_message(value):
     search = AgentState("e", "webshop", "t", "c", "o", ["search[<query>]"], 0)
     prefix, target = action_target(f"search[{value}]", search, constrained=True)
     assert prefix + target == f"<action>search[{value}]"
+
+
+def expert_prompts(policy, bank, withhold):
+    agent = LabellingAgent(
+        LLMAgent(policy, PROMPT, constrained=True),
+        actor=None,
+        labeller=ExpertLabeller(6),
+        skills=bank is not None,
+        constrained=True,
+    )
+    labelled = collect_examples(
+        agent,
+        [train_start(g, 6) for g in (3, 4, 5, 6)],
+        bank=bank,
+        source="expert",
+        round_index=0,
+        max_turns=6,
+        keep=succeeded,
+        skill_withhold=withhold,
+        seed=0,
+    )
+    return [(e.prompt[1]["content"], e.skill_ids, e.action) for e in labelled.examples]
+
+
+def test_withheld_examples_are_the_prompts_the_agent_builds_without_entries(tiny_folder, bank):
+    policy = tiny_policy(tiny_folder)
+    with_entries = expert_prompts(policy, bank, 0.0)
+    without = expert_prompts(policy, None, 0.0)
+    mixed = expert_prompts(policy, bank, 0.5)
+    assert mixed == expert_prompts(policy, bank, 0.5)  # the same turns withheld on a rerun
+    assert len(mixed) == len(with_entries) == len(without) >= 8
+    withheld = 0
+    for got, full, bare in zip(mixed, with_entries, without, strict=True):
+        assert got[2] == full[2] == bare[2]  # the expert's label does not depend on entries
+        if got == full:
+            assert full[1]
+        else:
+            assert got == bare and not got[1] and "Skills:" not in got[0]
+            withheld += 1
+    assert 0 < withheld < len(mixed)
+
+
+def test_withholding_needs_skills():
+    with pytest.raises(ConfigError, match="skill_withhold"):
+        ColdStartConfig(skills=False, skill_withhold=0.3)
+    with pytest.raises(ConfigError, match="skill_withhold"):
+        ColdStartConfig(skill_withhold=1.0)
