@@ -19,6 +19,13 @@ from skillrl_core.validation import check_finite_fields, check_number
 from trainers.episode_metrics import EpisodeSummary, pass_at_k_t, summarise
 from trainers.policy_rollouts import PolicyRollouts, Timings
 
+EVAL_DTYPE = "float32"
+"""The number format ``skillrl eval`` plays in unless told otherwise. In bf16, left-padding a
+prompt into a batch moved its last-token logits by up to 0.5 (4e-5 in fp32), so greedy play
+parted ways with one-at-a-time play in 10 of 16 episodes and a figure could move with the batch
+size alone; in fp32 the same goals take the same actions at batch sizes 1, 7 and 32
+(tests/trainers/test_eval_batch_invariance.py). Training runs evaluate in fp32 too."""
+
 
 @dataclass
 class EvalConfig:

@@ -4,7 +4,8 @@ What stays the same leads, so that a KV cache can share it: the system message h
 the environment's role and grammar and the reply format (the same for every episode of an
 environment), the user message opens with the task (the same on every turn of an episode); then
 come the per-turn parts: this turn's retrieved skills (general, task-specific, mistakes to
-avoid), a short window of recent turns, the current observation and the admissible actions.
+avoid; at most :attr:`PromptConfig.max_skills` of them, each as its one-line title), a short
+window of recent turns, the current observation and the admissible actions.
 Everything environment-specific comes from the environment's :class:`envs.adapter.AgentAdapter`
 (looked up by ``state.env_id``). The policy is small (135M parameters on two CPU cores), so
 every part is kept short and the whole is capped at :attr:`PromptConfig.max_prompt_tokens`: when

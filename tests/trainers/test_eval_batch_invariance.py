@@ -1,0 +1,42 @@
+"""`skillrl eval`'s figures do not move with how its episodes are batched.
+
+SkillRL's users saw its released checkpoint score 0.77 or 0.52 depending only on the evaluation
+batch size. Here the shipped adapter plays the same test goals, greedy and constrained, in the
+number format evaluation uses (``EVAL_DTYPE``), at batch sizes 1, 7 and 32, and every episode
+takes the same actions.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from skillrl.policies import PolicyConfig, load_policy
+from skillrl.policies.model_settings import shipped_adapter
+from trainers.evaluate import EVAL_DTYPE
+from trainers.policy_rollouts import PolicyRollouts
+
+GOALS = 32
+
+
+@pytest.mark.slow
+def test_the_same_goals_take_the_same_actions_at_batch_sizes_1_7_and_32():
+    adapter = shipped_adapter("webshop")
+    assert adapter is not None
+    policy = load_policy(PolicyConfig(model=str(adapter), dtype=EVAL_DTYPE, threads=2))
+    actions = {}
+    for parallel in (1, 7, 32):
+        runner = PolicyRollouts(
+            policy,
+            max_turns=5,
+            max_new_tokens=24,
+            constrained=True,
+            env_config={"observation_mode": "text_rich"},
+            max_parallel=parallel,
+            count_retrievals=False,
+        )
+        starts = [runner.start("test", i, seed=i) for i in range(GOALS)]  # as evaluate() does
+        episodes = runner.run(starts, temperature=0.0)
+        actions[parallel] = [[t.action for t in e.turns] for e in episodes]
+    assert len(actions[1]) == GOALS
+    assert actions[7] == actions[1]
+    assert actions[32] == actions[1]
