@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from envs.registry import DEFAULT_ENV
+from skillrl.policies.config import DTYPES
 from skillrl_cli.bank_access import open_bank
 from skillrl_cli.options import (
     AUTO_MODEL,
@@ -21,7 +22,6 @@ from skillrl_cli.options import (
     constrained_from,
     decoding_line,
     decoding_option,
-    dtype_option,
     env_config_from,
     env_option,
     json_option,
@@ -37,6 +37,7 @@ from skillrl_cli.options import (
 from skillrl_cli.upfront_checks import check_prompt_budget, goal_range
 from skillrl_core.goal_range import FORMS
 from skillrl_core.splits import TEST_SPLIT
+from trainers.evaluate import EVAL_DTYPE
 
 
 def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
@@ -62,7 +63,16 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
 )
 @click.option("--model", default=AUTO_MODEL, show_default=True, help=MODEL_HELP)
 @backend_option
-@dtype_option
+@click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    default=EVAL_DTYPE,
+    show_default=True,
+    help="Number format of the transformers policy. Evaluation plays float32 unless told "
+    "otherwise: in bf16 the batch a prompt is padded into moved greedy actions, so a figure "
+    "could change with the batch size alone; in float32 it does not. auto: bf16 on GPUs and "
+    "on CPUs with native bf16, else float32 (faster, not batch-invariant).",
+)
 @click.option("--base-url", default=None, help="Server URL for --backend openai.")
 @click.option(
     "--skills",
