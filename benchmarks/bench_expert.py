@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from harness import Stopwatch, machine_text, provenance, write_result
+from harness import Stopwatch, machine_text, portable_command, provenance, write_result
 
 import envs
 from envs.webshop.expert import WebShopExpert, search_query
@@ -113,7 +113,8 @@ if __name__ == "__main__":
 def report(results: dict) -> str:
     """A results file as Markdown: each policy's success, score and turns on the same goals."""
     lines = [
-        f"`{results['provenance']['command']}` (commit {results['provenance']['commit']}); "
+        f"`{portable_command(results['provenance']['command'])}` "
+        f"(commit {results['provenance']['commit']}); "
         f"{results['goals']} {results['args']['split']} goals, {results['args']['mode']} pages",
         "",
         "| policy | success | mean score | mean turns |",

@@ -32,7 +32,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import Stopwatch, machine, machine_text, provenance, write_result  # noqa: E402
+from harness import Stopwatch, machine, machine_text, portable_command, provenance, write_result  # noqa: E402
 
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
@@ -186,7 +186,8 @@ def main() -> None:
 def report(results: dict) -> str:
     """A results file as Markdown: each model under each rank, then the paired comparisons."""
     lines = [
-        f"`{results['provenance']['command']}` (commit {results['provenance']['commit']})",
+        f"`{portable_command(results['provenance']['command'])}` "
+        f"(commit {results['provenance']['commit']})",
         "",
         "| model | greedy rank | test success | 95% interval | mean score | mean turns "
         "| seconds | matmul GFLOP/s, load |",

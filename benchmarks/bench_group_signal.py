@@ -29,7 +29,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import Stopwatch, machine, provenance, write_result  # noqa: E402
+from harness import Stopwatch, machine, portable_command, provenance, write_result  # noqa: E402
 
 import envs  # noqa: E402
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
@@ -103,7 +103,7 @@ def report(data: dict[str, Any]) -> str:
     """The rows of a results file as a Markdown table (``render_results.py`` calls this)."""
     goals, size = len(data["goals"]), data["group_size"]
     lines = [
-        f"`{data['command']}`",
+        f"`{portable_command(data['command'])}`",
         "",
         f"{goals} training goals x G = {size}, environment {data['env_config']}; greedy plays "
         "each goal once.",

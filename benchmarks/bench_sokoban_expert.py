@@ -14,7 +14,7 @@ import argparse
 import random
 import statistics
 
-from harness import Stopwatch, machine_text, provenance, write_result
+from harness import Stopwatch, machine_text, portable_command, provenance, write_result
 
 import envs
 from envs.sokoban.config import DEFAULT_CATEGORIES
@@ -143,7 +143,8 @@ def report(results: dict) -> str:
     policies = results["policies"]
     categories = list(next(iter(policies.values()))["categories"])
     lines = [
-        f"`{results['provenance']['command']}` (commit {results['provenance']['commit']}); "
+        f"`{portable_command(results['provenance']['command'])}` "
+        f"(commit {results['provenance']['commit']}); "
         f"{results['args']['split']} split, {results['args']['max_turns']}-move cap",
         "",
         "| category | " + " | ".join(policies) + " | optimal moves (mean / max) |",

@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import machine, machine_text, provenance, run_text, write_result
+from harness import machine, machine_text, portable_command, provenance, run_text, write_result
 
 CONFIGS = {
     "a: skills + turn-level GRPO (w=1)": ["--skills", "--step-weight", "1.0"],
@@ -173,7 +173,11 @@ def report(summary: dict) -> str:
     args = summary["args"]
     m = summary.get("machine_at_summary", {})
     # Summaries written before provenance was kept carry their command alone.
-    header = run_text(summary) if "provenance" in summary else f"`{summary.get('command', '')}`"
+    header = (
+        run_text(summary)
+        if "provenance" in summary
+        else f"`{portable_command(summary.get('command', ''))}`"
+    )
     lines = [
         header,
         "",

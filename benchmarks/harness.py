@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -64,7 +65,8 @@ def run_text(results: dict[str, Any]) -> str:
     """A results file's provenance as one Markdown line: command, commit, machine at both ends."""
     run = results["provenance"]
     commit_id = (run.get("commit") or "unknown")[:7]
-    text = f"`{run['command']}` (commit `{commit_id}`, {run['started'][:10]}); machine at start: "
+    text = f"`{portable_command(run['command'])}` (commit `{commit_id}`, {run['started'][:10]}); "
+    text += "machine at start: "
     text += machine_text(run["machine_at_start"])
     if "machine_at_end" in results:
         text += f", at the end: {machine_text(results['machine_at_end'])}"
@@ -72,8 +74,36 @@ def run_text(results: dict[str, Any]) -> str:
 
 
 def command(name: str) -> str:
-    """The command line that runs benchmark ``name`` with this process's options."""
-    return " ".join(["python -m benchmarks", name, *map(shlex.quote, sys.argv[1:])])
+    """The command line that runs benchmark ``name`` with this process's options (portable)."""
+    args = " ".join(["python -m benchmarks", name, *map(shlex.quote, sys.argv[1:])])
+    return portable_command(args)
+
+
+REPOSITORY_TOP = ("skillrl/", "benchmarks/", "docs/", "envs/", "memory/", "trainers/", "tests/")
+"""Top-level folders of this repository: an absolute path through one of them is written from
+there on (a checkout's own location is the machine's, not the command's)."""
+
+ABSOLUTE_PATH = re.compile(r"(?<![\w.])/(?:[^\s/'\"=]+/)*[^\s/'\"=]*")
+
+
+def portable_command(text: str) -> str:
+    """``text`` with every absolute path made machine-neutral.
+
+    A path through a repository folder keeps its part from that folder on (``/x/wt/skillrl/
+    adapters/webshop`` -> ``skillrl/adapters/webshop``); any other keeps its last component under
+    ``out/`` (``/work/evidence/grpo/arms`` -> ``out/arms``), as the run's output folder.
+    """
+
+    def neutral(match: re.Match[str]) -> str:
+        path = match.group(0)
+        for top in REPOSITORY_TOP:
+            at = path.find("/" + top)
+            if at >= 0:
+                return path[at + 1 :]
+        last = path.rstrip("/").rsplit("/", 1)[-1]
+        return f"out/{last}" if last else path
+
+    return ABSOLUTE_PATH.sub(neutral, text)
 
 
 def commit() -> str | None:

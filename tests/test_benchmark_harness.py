@@ -157,3 +157,15 @@ def test_run_text_names_command_commit_day_and_the_machine_at_both_ends():
     del results["machine_at_end"], results["provenance"]["commit"]
     assert "(commit `unknown`" in harness.run_text(results)
     assert harness.run_text(results).endswith("load 0.50")
+
+
+def test_portable_command_keeps_no_machine_path():
+    text = (
+        "python -m benchmarks x --model /w/wt-a/skillrl/adapters/webshop --out /w/ev/arms "
+        "--reference start=/w/ev/arms/d/eval.json --env-option data_dir=/home/u/data --lr 1e-4"
+    )
+    assert harness.portable_command(text) == (
+        "python -m benchmarks x --model skillrl/adapters/webshop --out out/arms "
+        "--reference start=out/eval.json --env-option data_dir=out/data --lr 1e-4"
+    )
+    assert harness.portable_command("--out out/x.json --ratio 1/2") == "--out out/x.json --ratio 1/2"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -29,3 +30,9 @@ def test_a_results_file_is_rendered_by_the_benchmark_with_the_longest_matching_n
     assert benchmark_of("train_cycles_sokoban") == "train_cycles"
     with pytest.raises(SystemExit, match="no benchmark wrote"):
         benchmark_of("cold")
+
+
+def test_no_rendered_command_or_prose_names_a_machines_absolute_path():
+    text = (ROOT / "docs" / "results.md").read_text()
+    found = re.findall(r"(?<![\w.])/(?:work|root|home|tmp|Users)/\S*", text)
+    assert not found, found[:3]
