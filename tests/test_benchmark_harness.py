@@ -168,4 +168,6 @@ def test_portable_command_keeps_no_machine_path():
         "python -m benchmarks x --model skillrl/adapters/webshop --out out/arms "
         "--reference start=out/eval.json --env-option data_dir=out/data --lr 1e-4"
     )
-    assert harness.portable_command("--out out/x.json --ratio 1/2") == "--out out/x.json --ratio 1/2"
+    assert (
+        harness.portable_command("--out out/x.json --ratio 1/2") == "--out out/x.json --ratio 1/2"
+    )

@@ -60,26 +60,29 @@ def test_bad_options_fail_with_a_clear_message(workspace):
     assert result.exit_code == 1 and "base_url is required" in result.output
 
 
-def test_every_option_has_help():
-    result = CliRunner().invoke(main, ["run", "--help"])
-    for option in (
-        "--episodes",
-        "--split",
-        "--goal",
-        "--seed",
-        "--model",
-        "--backend",
-        "--base-url",
-        "--no-skills",
-        "--constrained",
-        "--max-turns",
-        "--step",
-        "--json",
-        "--workspace",
-        "--policy",
-        "--no-seed-bank",
-    ):
-        assert option in result.output
+def every_option(command=None, path=("skillrl",)):
+    """(command path, option) for every option of every command and subcommand."""
+    import click
+
+    command = command or main
+    if isinstance(command, click.Group):
+        context = click.Context(command)
+        for name in command.list_commands(context):
+            yield from every_option(command.get_command(context, name), (*path, name))
+    for param in command.params:
+        if isinstance(param, click.Option) and not param.hidden:
+            yield " ".join(path), param
+
+
+def test_every_option_of_every_command_has_help_that_is_shown():
+    options = list(every_option())
+    assert len(options) > 100
+    for path, option in options:
+        assert (option.help or "").strip(), f"{path} {option.opts[0]} has no help"
+    for path in sorted({p for p, _ in options}):
+        shown = CliRunner().invoke(main, [*path.split()[1:], "--help"]).output
+        for _, option in (o for o in options if o[0] == path):
+            assert any(name in shown for name in option.opts), f"{path} hides {option.opts}"
 
 
 @pytest.mark.slow
