@@ -21,6 +21,7 @@ from skillrl_cli.options import (
     resolve_model,
 )
 from skillrl_core.errors import ConfigError
+from trainers.evaluate import EVAL_DTYPE
 
 
 def invoke(*args: str):
@@ -228,8 +229,10 @@ def test_dtype_reaches_the_policy_of_eval_run_and_skills_measure(workspace, monk
     for command in commands:
         result = CliRunner().invoke(main, [*command, "--dtype", "float32"])
         assert isinstance(result.exception, Loaded), result.output
-    result = CliRunner().invoke(main, ["eval", "--skills", "off", "--model", "base"])
-    assert isinstance(result.exception, Loaded), result.output
-    assert loaded == ["float32", "float32", "float32", "auto"]
+    # Unset, eval plays in fp32 (scores must not move with the batch) and run keeps 'auto'.
+    for command in (["eval", "--skills", "off"], ["run", "--no-skills", "--no-record"]):
+        result = CliRunner().invoke(main, [*command, "--model", "base"])
+        assert isinstance(result.exception, Loaded), result.output
+    assert loaded == ["float32", "float32", "float32", EVAL_DTYPE, "auto"]
     refused = CliRunner().invoke(main, ["eval", "--dtype", "int4"])
     assert refused.exit_code == 2 and "'int4' is not one of" in refused.output
