@@ -94,8 +94,11 @@ if TYPE_CHECKING:
 @click.option(
     "--skills/--no-skills",
     default=None,
-    help="Retrieve skills into every prompt, or not (measure their effect). Default: as the "
-    "model was trained (its recorded settings), else with skills.",
+    help="Retrieve skills into every prompt, or not. --no-skills plays the same model with "
+    "prompts that carry no entry and leaves the bank unread: a measure of what the entries "
+    "add (the shipped WebShop adapter was trained with entries withheld from a quarter of "
+    "its prompts, so it plays either way). Default: as the model was trained (its recorded "
+    "settings), else with skills.",
 )
 @decoding_option
 @max_turns_option

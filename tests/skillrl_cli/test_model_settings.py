@@ -197,6 +197,7 @@ def test_the_shipped_adapter_loads_offline_and_plays_from_a_fresh_workspace(work
     assert (adapter / "adapter_model.safetensors").stat().st_size <= 20 * 2**20
     settings = ModelSettings.load(adapter)
     assert settings is not None and settings.recipe and settings.figures
+    assert settings.skills, "the shipped adapter must be the skill-augmented policy"
     args = ["run", "--env", "webshop", "--episodes", "1", "--max-turns", "6", "--no-record",
             "--threads", "1", "--json"]  # fmt: skip
     result = CliRunner().invoke(main, args)
@@ -204,3 +205,5 @@ def test_the_shipped_adapter_loads_offline_and_plays_from_a_fresh_workspace(work
     assert "adapter shipped with skillrl" in " ".join(result.stderr.split())
     episode = json.loads(result.stdout)["episodes"][0]
     assert all(step["valid"] for step in episode["steps"])
+    assert episode["skills_enabled"]
+    assert all(step["retrieved_ids"] for step in episode["steps"]), "a turn without an entry"
