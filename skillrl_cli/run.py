@@ -96,8 +96,8 @@ if TYPE_CHECKING:
     default=None,
     help="Retrieve skills into every prompt, or not. --no-skills plays the same model with "
     "prompts that carry no entry and leaves the bank unread: a measure of what the entries "
-    "add (the shipped WebShop adapter was trained with entries withheld from a quarter of "
-    "its prompts, so it plays either way). Default: as the model was trained (its recorded "
+    "add (the shipped adapters are trained with entries withheld from a quarter of "
+    "their prompts, so they play either way). Default: as the model was trained (its recorded "
     "settings), else with skills.",
 )
 @decoding_option
