@@ -89,6 +89,9 @@ class PolicyRollouts:
     length_normalize: bool = True
     """Constrained decoding, greedy turns: rank candidates by mean log-prob per token (True) or
     by the summed log-prob (``skillrl.agents.llm.LLMAgentConfig.length_normalize``)."""
+    skip_no_op_repeats: bool = True
+    """Constrained decoding: leave out an action already taken at the same observation that
+    changed nothing (``skillrl.agents.llm.LLMAgentConfig.skip_no_op_repeats``)."""
     timings: Timings = field(default_factory=Timings)
     on_episode: Callable[[int, int], None] | None = None
     """Called as ``on_episode(finished, total)`` whenever an episode of a ``run`` ends."""
@@ -172,6 +175,7 @@ class PolicyRollouts:
                 repair_queries=self.repair_queries,
                 sampling_scores=self.sampling_scores,
                 length_normalize=self.length_normalize,
+                skip_no_op_repeats=self.skip_no_op_repeats,
             ),
             uses_skills=self.bank is not None,
         )
