@@ -9,8 +9,9 @@ import click
 
 from envs.registry import DEFAULT_ENV
 from skillrl.policies.config import DTYPES
+from skillrl.policies.model_cache import CACHE_ENV_VAR
 from skillrl.prompts.builder import DEFAULT_MAX_PROMPT_TOKENS
-from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_ENV_VAR
+from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_CONTENTS, WORKSPACE_ENV_VAR
 from skillrl_core.errors import ConfigError
 
 workspace_option = click.option(
@@ -19,7 +20,8 @@ workspace_option = click.option(
     envvar=WORKSPACE_ENV_VAR,
     default=DEFAULT_WORKSPACE,
     show_default=True,
-    help=f"Workspace folder (skill bank, model cache, runs); also ${WORKSPACE_ENV_VAR}.",
+    help=f"Workspace folder ({WORKSPACE_CONTENTS}); also ${WORKSPACE_ENV_VAR}. Converted "
+    f"models are cached per user, not here (${CACHE_ENV_VAR}, else ~/.cache/skillrl).",
 )
 
 json_option = click.option(

@@ -195,7 +195,7 @@ class PlaySettings:
     parallel: int
     """Episodes played at once (one when a person acts or reviews)."""
     workspace: Path
-    """The workspace folder (skill bank, model cache)."""
+    """The workspace folder (skill bank, runs)."""
     record: bool
     """Save the episodes and count their retrievals (training goals only)."""
     seed_bank: bool

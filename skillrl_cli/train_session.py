@@ -55,7 +55,7 @@ class TrainSettings:
 
     @property
     def workspace(self) -> Path:
-        """The workspace folder (skill bank, model cache, runs)."""
+        """The workspace folder (skill bank, runs)."""
         return self.policy.workspace
 
 
