@@ -4,7 +4,7 @@
 # or if no test ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh dev
+SKILLRL_INSTALL_QUIET=1 bash scripts/install.sh dev  # CI logs: no pip progress
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
 start_test_services
