@@ -296,6 +296,46 @@ def test_model_text_with_brackets_is_shown_not_read_as_markup():
     assert " 1. ginger" in out and " 2. b0abc12345" in out and " 3. buy now" in out
 
 
+def test_a_person_reads_webshop_pages_in_the_models_readable_layout(workspace):
+    args = ["run", "--policy", "human", "--no-skills", "--no-record", "--max-turns", "2"]
+    played = CliRunner().invoke(main, args, input="herbal tea\nq\n", env={"COLUMNS": "200"})
+    assert played.exit_code == 0, played.output
+    assert "pages for a person: observation_mode=text_rich" in played.output
+    assert "[button] Search [button_]" in played.output and " [SEP] " not in played.output
+    assert "[button] Back to Search [button_]" in played.output  # the results page too
+    chosen = CliRunner().invoke(main, [*args, "--env-option", "observation_mode=text"], input="q\n")
+    assert chosen.exit_code == 0, chosen.output
+    assert " [SEP] " in chosen.output and "pages for a person" not in chosen.output
+
+
+def test_retrieved_skills_show_the_highest_score_first():
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from memory.types import RetrievedEntry, RetrievedSkills
+    from skillrl.agents.base import AgentState
+    from skillrl_cli.run_display import show_page, skills_table
+
+    def retrieved(title: str, kind: str, score: float) -> RetrievedEntry:
+        return RetrievedEntry(SimpleNamespace(id=title, title=title, kind=kind), score)
+
+    skills = RetrievedSkills(
+        general=[retrieved("low general", "general", 0.31)],
+        task=[retrieved("mid task", "task", 0.52)],
+        mistakes=[retrieved("top mistake", "mistake", 0.77)],
+    )
+    console = Console(width=200, record=True)
+    console.print(skills_table(skills.all, {"mid task"}))
+    lines = [line for line in console.export_text().splitlines() if "0." in line]
+    assert [line.split()[0] for line in lines] == ["top", "mid", "low"]
+    state = AgentState("e", "webshop", "buy tea", "grocery", "a page", ["click[buy now]"], 0,
+                       history=[], skills=skills, info={})  # fmt: skip
+    show_page(console, state)
+    page = console.export_text()
+    assert page.index("top mistake") < page.index("mid task") < page.index("low general")
+
+
 @pytest.mark.parametrize(
     ("backend", "choice", "constrained"),
     [
