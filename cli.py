@@ -119,7 +119,8 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except SkillRLError as error:
-            raise click.ClickException(str(error)) from error
+            # The problem in words: the class name only when the message is empty.
+            raise click.ClickException(str(error) or type(error).__name__) from error
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List subcommands with their one-line help."""

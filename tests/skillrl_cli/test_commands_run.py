@@ -169,9 +169,32 @@ def test_eval_skills_default_is_the_models_recorded_setting_as_its_help_says(
         assert result.exit_code == 0, result.output
         return list(with_skills)
 
-    assert evaluated() == [False]  # the shipped WebShop adapter records skills: false
+    from skillrl.policies.model_settings import ModelSettings, shipped_adapter
+
+    recorded = ModelSettings.load(shipped_adapter("webshop")).skills
+    assert evaluated() == [recorded]  # auto plays the shipped WebShop adapter: its setting only
     assert evaluated("--model", "base") == [True, False]  # no recorded settings: both
     assert evaluated("--skills", "both") == [True, False]  # an option given wins
+
+
+def test_run_skills_default_is_the_models_recorded_setting_as_its_help_says(workspace, monkeypatch):
+    import skillrl_cli.run
+    from skillrl.policies.model_settings import ModelSettings, shipped_adapter
+
+    shown = shown_help("run")
+    assert "Default: as the model was trained (its recorded settings), else with skills" in shown
+    settled = []
+
+    def capture(settings, console):
+        settled.append(settings.skills)
+        raise Evaluated()
+
+    monkeypatch.setattr(skillrl_cli.run, "play", capture)
+    for args in ([], ["--model", "base"], ["--skills"], ["--no-skills"]):
+        result = CliRunner().invoke(main, ["run", "--no-record", *args])
+        assert isinstance(result.exception, Evaluated), result.output
+    recorded = ModelSettings.load(shipped_adapter("webshop")).skills
+    assert settled == [recorded, True, True, False]
 
 
 def test_workspace_help_names_what_the_workspace_holds_and_not_the_model_cache(
