@@ -319,9 +319,9 @@ def _shipped_model(workspace: str | None, env_id: str, console: Any) -> str | No
     settings = ModelSettings.load(shipped)
     made = _figures_text(settings.figures) if settings else ""
     console.print(
-        f"[cyan]model: the cold-started SmolLM2-135M-Instruct adapter shipped with skillrl for "
-        f"{env_id!r}{made} (--model base for the untrained model; a checkpoint you train for "
-        f"{env_id!r} in this workspace takes its place)[/]",
+        f"[cyan]model: the cold-started SmolLM2-135M-Instruct adapter shipped with skillrl"
+        f"{made} (--model base for the untrained model; a checkpoint you train for {env_id!r} in "
+        "this workspace takes its place)[/]",
         soft_wrap=True,
     )
     return str(shipped)
