@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import click
@@ -14,49 +15,63 @@ from skillrl_cli.options import json_option, workspace_option
 @workspace_option
 @json_option
 def runs(workspace: str, as_json: bool) -> None:
-    """List training runs: cycles completed, best success, checkpoints (newest run first).
+    """List training runs of `skillrl train` and `skillrl sft`: progress, checkpoints, newest first.
 
-    The run marked with * holds the checkpoint that `skillrl run` and `skillrl eval` use by
-    default (--model auto): the last checkpoint of the most recently updated run.
+    The checkpoint marked with * is what `skillrl run` and `skillrl eval` play by default
+    (--model auto) for its environment: the last checkpoint of the most recently updated run
+    trained on that environment.
     """
     from skillrl.workspace import resolve_workspace
-    from trainers.runs import latest_checkpoint, list_runs
+    from trainers.runs import default_models, list_runs
 
     root = resolve_workspace(workspace)
     found = list_runs(root)
-    chosen = latest_checkpoint(root)
-    default = chosen[1] if chosen else None
+    defaults = default_models(root)
+    chosen = set(defaults.values())
     if as_json:
-        rows = [{**r.to_dict(), "default_model": r.last_checkpoint == default} for r in found]
+        rows = [{**r.to_dict(), "default_model": r.last_checkpoint in chosen} for r in found]
         click.echo(json.dumps(rows, indent=2))
         return
     from rich.console import Console
 
     console = Console()
     if not found:
-        console.print(f"no training runs in {root / 'runs'} yet (start one with `skillrl train`)")
+        console.print(
+            f"no training runs in {root / 'runs'} yet (start one with `skillrl sft --env <env>` "
+            "or `skillrl train --env <env>`)"
+        )
         return
-    console.print(_table(found, default))
-    if default is not None:
-        console.print(f"* default model of `skillrl run` / `skillrl eval`: {default}")
+    console.print(_table(found, chosen))
+    for env_id, path in sorted(defaults.items()):
+        console.print(
+            f"* default model of `skillrl run --env {env_id}` / `skillrl eval --env {env_id}`: "
+            f"{path}",
+            soft_wrap=True,
+        )
 
 
-def _table(found: list[Any], default: Any) -> Any:
+def _table(found: list[Any], chosen: set[Path]) -> Any:
     from rich.table import Table
 
+    from trainers.runs import SFT_RUN
+
     table = Table(title="Training runs (newest first)")
-    for column in ("run", "cycles", "status", "best success", "last success", "checkpoints"):
+    columns = ("run", "env", "kind", "progress", "status", "best success", "last success")
+    for column in (*columns, "checkpoints"):
         table.add_column(column, justify="right" if "success" in column else "left")
     for run in found:
         planned = "?" if run.cycles_planned is None else str(run.cycles_planned)
+        unit = "rounds" if run.kind == SFT_RUN else "cycles"
         best = "-"
         if run.best_success is not None:
             best = f"{run.best_success:.2f} (cycle {run.best_cycle})"
         last = "-" if run.last_success is None else f"{run.last_success:.2f}"
-        marks = [f"{p}{' *' if p == default else ''}" for p in run.checkpoints]
+        marks = [f"{p}{' *' if p in chosen else ''}" for p in run.checkpoints]
         table.add_row(
             run.name,
-            f"{run.cycles_completed}/{planned}",
+            run.env_id or "?",
+            run.kind,
+            f"{run.cycles_completed}/{planned} {unit}",
             "done" if run.done else "unfinished",
             best,
             last,

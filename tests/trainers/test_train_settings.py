@@ -217,7 +217,7 @@ def fake_run(workspace, name, cycles, mtime, done=True):
     rates = [0.2, 0.5, 0.4, 0.6][: cycles + 1]
     history = [{"cycle": c, "eval.success_rate": r} for c, r in enumerate(rates)]
     (folder / "state.json").write_text(json.dumps({"history": history, "done": done}))
-    (folder / "config.json").write_text(json.dumps({"cycle": {"cycles": 3}}))
+    (folder / "config.json").write_text(json.dumps({"cycle": {"cycles": 3, "env_id": "webshop"}}))
     os.utime(folder / "state.json", (mtime, mtime))
     return folder
 
@@ -245,7 +245,7 @@ def test_runs_lists_every_run_newest_first_with_its_checkpoints(workspace):
     ]
     assert rows[0]["default_model"] and not rows[1]["default_model"]
     assert rows[0]["last_checkpoint"] == str(new / "checkpoints" / "cycle-0002")
-    table = CliRunner().invoke(main, ["runs"])
+    table = CliRunner().invoke(main, ["runs"], env={"COLUMNS": "300"})
     assert "new" in table.output and "old" in table.output and "0.60 (cycle 3)" in table.output
 
 
