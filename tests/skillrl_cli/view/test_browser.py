@@ -2,11 +2,13 @@
 
 Marked ``browser``: without /usr/bin/chromium or Playwright these tests fail with the install
 command (``bash scripts/install.sh dev``), they never skip silently. Each page type is saved
-as a screenshot into ``docs/images/`` for the README.
+as a screenshot: into ``docs/images/`` for the README with ``SKILLRL_VIEW_SCREENSHOTS=1``,
+else into a temporary folder (a test run leaves the tracked images alone).
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -24,7 +26,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]  # fmt: skip
-SCREENSHOTS = Path(__file__).resolve().parents[3] / "docs" / "images"
+README_IMAGES = Path(__file__).resolve().parents[3] / "docs" / "images"
 
 
 def _free_port() -> int:
@@ -72,20 +74,30 @@ def page(server) -> Iterator[object]:
         browser.close()
 
 
-def _shot(page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"view-{name}.png"), full_page=True)
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where screenshots go: the README's images when asked for, else a temporary folder."""
+    if os.environ.get("SKILLRL_VIEW_SCREENSHOTS") == "1":
+        return README_IMAGES
+    return tmp_path_factory.mktemp("view-shots")
 
 
-def test_step_through_an_episode_and_see_each_turns_retrieved_entries(page, server, view_workspace):
+def _shot(page, folder: Path, name: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"view-{name}.png"), full_page=True)
+
+
+def test_step_through_an_episode_and_see_each_turns_retrieved_entries(
+    page, server, view_workspace, shots
+):
     page.goto(f"{server}/episodes")
-    _shot(page, "episodes")
+    _shot(page, shots, "episodes")
     page.click(f"a[href='/episodes/{view_workspace.episode_id}']")
     shown = page.locator(".turn.shown")
     assert shown.locator(".action").inner_text() == "search[red shoes]"
     assert shown.locator(".retrieved li").count() == 2
     assert "Pick the" in shown.locator(".retrieved").inner_text()
-    _shot(page, "episode")
+    _shot(page, shots, "episode")
     page.click("#next")
     assert page.locator(".turn.shown .action").inner_text() == "click[b0001]"
     assert page.locator(".turn.shown .retrieved li").count() == 1
@@ -94,7 +106,7 @@ def test_step_through_an_episode_and_see_each_turns_retrieved_entries(page, serv
     assert page.locator("#turn-label").inner_text() == "turn 3 of 3"
 
 
-def test_an_edit_shows_in_the_page_and_in_skills_history(page, server, view_workspace):
+def test_an_edit_shows_in_the_page_and_in_skills_history(page, server, view_workspace, shots):
     from click.testing import CliRunner
 
     from cli import main
@@ -108,7 +120,7 @@ def test_an_edit_shows_in_the_page_and_in_skills_history(page, server, view_work
     assert page.locator("#principle").inner_text() == "Escape everything you show."
     assert page.locator("#revision").inner_text() == "2"
     assert "edited in the browser" in page.locator("#revisions").inner_text()
-    _shot(page, "entry")
+    _shot(page, shots, "entry")
     history = CliRunner().invoke(
         main, ["skills", "history", entry_id, "--workspace", str(view_workspace.root), "--json"]
     )
@@ -116,12 +128,12 @@ def test_an_edit_shows_in_the_page_and_in_skills_history(page, server, view_work
     assert "edited in the browser" in history.output
 
 
-def test_an_entry_holding_a_script_tag_renders_as_text(page, server, view_workspace):
+def test_an_entry_holding_a_script_tag_renders_as_text(page, server, view_workspace, shots):
     page.goto(f"{server}/skills/{view_workspace.script_id}")
     assert page.evaluate("window.pwned") is None
     assert page.locator("#entry-title").inner_text().startswith("<script>")
     page.goto(f"{server}/skills")
     assert page.evaluate("window.pwned") is None
-    _shot(page, "bank")
+    _shot(page, shots, "bank")
     page.goto(f"{server}/runs/r1")
-    _shot(page, "run")
+    _shot(page, shots, "run")

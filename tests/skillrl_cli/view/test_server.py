@@ -97,3 +97,14 @@ def test_episodes_filter_and_runs_draw_curves(client, view_workspace):
     run = client.get("/runs/r1").text
     assert "<polyline" in run and "success" in run
     assert 'http-equiv="refresh"' in run
+
+
+def test_the_command_refuses_another_host_without_a_token_in_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from cli import main
+
+    answer = CliRunner().invoke(main, ["view", "--workspace", str(tmp_path), "--host", "0.0.0.0"])
+    assert answer.exit_code == 2
+    assert "without an access token" in answer.output
+    assert not (tmp_path / "skills.db").exists()  # refused before opening anything
