@@ -108,3 +108,13 @@ def test_the_command_refuses_another_host_without_a_token_in_one_line(tmp_path):
     assert answer.exit_code == 2
     assert "without an access token" in answer.output
     assert not (tmp_path / "skills.db").exists()  # refused before opening anything
+
+
+def test_the_retrieve_box_shows_what_a_turn_would_retrieve_without_recording_it(
+    client, view_workspace
+):
+    before = view_workspace.bank.get(view_workspace.size_id).times_retrieved
+    page = client.get("/retrieve", params={"task": "buy red shoes size 9", "page": "size 9",
+                                           "env": "webshop"}).text  # fmt: skip
+    assert f"/skills/{view_workspace.size_id}" in page
+    assert view_workspace.bank.get(view_workspace.size_id).times_retrieved == before
