@@ -134,6 +134,18 @@ def prepare_workspace(config: BankConfig) -> None:
         raise BankError(f"cannot create the workspace folder {config.workspace}: {reason}") from e
 
 
+def _check_workspace_path(workspace: Path) -> None:
+    """Refuse a workspace that could never be a folder (it, or a folder above it, is a file)."""
+    for path in (workspace, *workspace.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise BankError(
+                    f"cannot create the workspace folder {workspace}: a file is in the way "
+                    "(the path, or one of its folders, is not a folder)"
+                )
+            return
+
+
 def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK)
 
@@ -164,6 +176,7 @@ def open_engine(config: BankConfig) -> tuple[Engine, bool]:
         check_bank_file(database)
     check_chroma_folder(config)
     if config.read_only and database is not None and not database.exists():
+        _check_workspace_path(config.workspace)
         engine = make_engine("sqlite://", busy_timeout_s=config.busy_timeout_s)
         upgrade_schema(engine)  # in memory: the empty bank's tables
         return engine, True

@@ -141,9 +141,10 @@ def _check_counters(data: dict[str, Any], where: str) -> None:
         value = data.get(name, 1 if name in POSITIVE_FIELDS else 0)
         low = 1 if name in POSITIVE_FIELDS else 0
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
-            shown = value if not isinstance(value, int) or value < 10**12 else f"{value:.3g}"
+            big = isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**12
+            shown = f"{value:.3g}" if big else repr(value)
             raise ImportFormatError(
-                f"{where}: field {name!r} ({shown!r}) must be an integer from {low} to "
+                f"{where}: field {name!r} ({shown}) must be an integer from {low} to "
                 f"{MAX_COUNT} (the database's integer column)"
             )
     pairs = data.get("paired_pairs", 0)

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from skillrl_cli.options import json_option, workspace_option
+from skillrl_core.errors import DataFileError
 
 
 @click.command("runs")
@@ -20,29 +21,37 @@ def runs(workspace: str, as_json: bool) -> None:
     default (--model auto): the last checkpoint of the most recently updated run.
     """
     from skillrl.workspace import resolve_workspace
-    from trainers.runs import latest_checkpoint, list_runs
+    from trainers.runs import list_runs, newest_checkpoint
 
     root = resolve_workspace(workspace)
+    if not root.is_dir():  # a typo in --workspace must not read as "no runs yet"
+        raise DataFileError(f"the workspace {root} does not exist (or is not a folder)")
     found = list_runs(root)
-    chosen = latest_checkpoint(root)
+    chosen = newest_checkpoint(found)
     default = chosen[1] if chosen else None
     if as_json:
         rows = [{**r.to_dict(), "default_model": r.last_checkpoint == default} for r in found]
         click.echo(json.dumps(rows, indent=2))
         return
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
     if not found:
-        console.print(f"no training runs in {root / 'runs'} yet (start one with `skillrl train`)")
+        console.print(
+            f"no training runs in {escape(str(root / 'runs'))} yet (start one with `skillrl train`)"
+        )
         return
     console.print(_table(found, default))
     if default is not None:
-        console.print(f"* default model of `skillrl run` / `skillrl eval`: {default}")
+        console.print(f"* default model of `skillrl run` / `skillrl eval`: {escape(str(default))}")
 
 
 def _table(found: list[Any], default: Any) -> Any:
     from rich.table import Table
+    from rich.text import Text
+
+    from skillrl_core.text import visible
 
     table = Table(title="Training runs (newest first)")
     for column in ("run", "cycles", "status", "best success", "last success", "checkpoints"):
@@ -55,11 +64,11 @@ def _table(found: list[Any], default: Any) -> Any:
         last = "-" if run.last_success is None else f"{run.last_success:.2f}"
         marks = [f"{p}{' *' if p == default else ''}" for p in run.checkpoints]
         table.add_row(
-            run.name,
+            Text(visible(run.name)),
             f"{run.cycles_completed}/{planned}",
             "done" if run.done else "unfinished",
             best,
             last,
-            "\n".join(marks) or "-",
+            Text(visible("\n".join(marks) or "-")),
         )
     return table

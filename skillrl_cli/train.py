@@ -23,7 +23,7 @@ from skillrl_cli.options import (
     max_turns_option,
     workspace_option,
 )
-from skillrl_cli.train_config import config_option
+from skillrl_cli.train_config import config_option, option_sources
 from skillrl_cli.train_session import run_with_progress
 from skillrl_cli.train_setup import check_run_folder, settle
 from skillrl_core.splits import TEST_SPLIT
@@ -347,8 +347,16 @@ def train(**options: Any) -> None:
 
     # The main process owns the run folder; every process stops if it refuses it. The run
     # saves its settings (these options with them) when it starts.
+    sources = option_sources(ctx)
     processes.from_main(
-        lambda: check_run_folder(settings.folder, settings.resume, settings.cycle, settings.grpo)
+        lambda: check_run_folder(
+            settings.folder,
+            settings.resume,
+            settings.cycle,
+            settings.grpo,
+            settings.options,
+            sources,
+        )
     )
     state = run_with_progress(settings, processes)
     if settings.as_json and processes.is_main:

@@ -234,10 +234,18 @@ def launched_processes() -> int:
         return 1
 
 
-def check_run_folder(folder: Path, resume: bool, cycle: Any, grpo: Any) -> None:
+def check_run_folder(
+    folder: Path,
+    resume: bool,
+    cycle: Any,
+    grpo: Any,
+    options: dict[str, Any] | None = None,
+    sources: dict[str, str] | None = None,
+) -> None:
     """Refuse, before any model loads, a fresh start over a run or a resume that cannot go on.
 
-    A resume of nothing, or with settings other than the run's (all but --cycles), is refused.
+    A resume of nothing, of a damaged run, or with settings other than the run's (all but
+    --cycles; ``sources`` says where each option came from) is refused.
     """
     from trainers.run_files import RunFiles
     from trainers.run_settings import check_resume_settings
@@ -247,7 +255,8 @@ def check_run_folder(folder: Path, resume: bool, cycle: Any, grpo: Any) -> None:
     if resume and not exists:
         raise CheckpointError(f"--resume: there is no run to continue in {folder}")
     if resume:
-        check_resume_settings(files, cycle, grpo)
+        files.load_state()  # a damaged state.json fails now, not after the model loads
+        check_resume_settings(files, cycle, grpo, options, sources)
     if not resume and exists:
         raise CheckpointError(
             f"{folder} already holds a run; pass --resume to continue it "

@@ -1,18 +1,22 @@
 """The training runs of a workspace, read from their folders (``skillrl runs``, ``--model auto``).
 
 Only JSON files and folder names are read (no torch), so listing runs is instant. The layout is
-:mod:`trainers.run_files`'s; a checkpoint counts once its folder is complete (it is renamed
-into place only then, so a ``cycle-NNNN`` folder with a ``config.json`` is a whole model).
+:mod:`trainers.run_files`'s; a checkpoint counts once its folder holds a whole model (its
+config, weights and tokenizer, checked from file names and safetensors headers): a folder a
+person or a crash left half-filled is never the default model.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from skillrl.policies.model_folders import check_model_folder
+from skillrl_core.errors import CheckpointError, ModelLoadError
+from trainers.run_files import RunFiles
 
 logger = logging.getLogger(__name__)
 
@@ -61,24 +65,32 @@ class RunSummary:
 
 
 def read_run(folder: Path) -> RunSummary | None:
-    """Summarise one run folder (None when it holds no readable ``state.json``)."""
-    state_path = folder / "state.json"
-    try:
-        state = json.loads(state_path.read_text(encoding="utf-8"))
-        updated = state_path.stat().st_mtime
-    except (OSError, json.JSONDecodeError) as error:
-        if state_path.exists():
-            logger.warning("skipping run %s: %s", folder, error)
+    """Summarise one run folder (None, with a warning naming it, when its files are damaged).
+
+    A folder without ``state.json`` is not a run (None, silently). A damaged ``state.json`` or
+    ``config.json`` skips the run with one warning line, so that one damaged folder never stops
+    ``skillrl runs`` or the ``--model auto`` choice.
+    """
+    files = RunFiles(folder)
+    if not files.state_path.exists():
         return None
-    history = [row for row in state.get("history", []) if isinstance(row, dict)]
-    scored = [(row["eval.success_rate"], row["cycle"]) for row in history if _scored(row)]
+    try:
+        state = files.load_state()
+        updated = files.state_path.stat().st_mtime
+        planned = _planned(files)
+    except (CheckpointError, OSError) as error:
+        logger.warning("skipping run %s: %s", folder.name, error)
+        return None
+    scored = [(row["eval.success_rate"], row["cycle"]) for row in state.history if _scored(row)]
     best = max(scored, key=lambda pair: (pair[0], pair[1]), default=None)
     return RunSummary(
         name=folder.name,
         folder=folder,
-        cycles_completed=sum(1 for row in history if row.get("cycle", 0) > 0),
-        cycles_planned=_planned(folder),
-        done=bool(state.get("done")),
+        cycles_completed=sum(
+            1 for row in state.history if isinstance(row.get("cycle"), int) and row["cycle"] > 0
+        ),
+        cycles_planned=planned,
+        done=state.done,
         best_success=best[0] if best else None,
         best_cycle=best[1] if best else None,
         last_success=scored[-1][0] if scored else None,
@@ -102,7 +114,12 @@ def latest_checkpoint(workspace: Path) -> tuple[RunSummary, Path] | None:
     The last checkpoint, not the best-scoring one: the best is picked on the evaluation goals,
     and choosing a model by its score on them would make later measurements on them optimistic.
     """
-    for run in list_runs(workspace):
+    return newest_checkpoint(list_runs(workspace))
+
+
+def newest_checkpoint(runs: list[RunSummary]) -> tuple[RunSummary, Path] | None:
+    """:func:`latest_checkpoint` among runs already listed (newest first)."""
+    for run in runs:
         if run.last_checkpoint is not None:
             return run, run.last_checkpoint
     return None
@@ -113,12 +130,11 @@ def _scored(row: dict[str, Any]) -> bool:
     return isinstance(value, int | float) and isinstance(row.get("cycle"), int)
 
 
-def _planned(folder: Path) -> int | None:
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        return int(config["cycle"]["cycles"])
-    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError):
+def _planned(files: RunFiles) -> int | None:
+    """``--cycles`` of the run's latest start (None: no config.json); damage raises."""
+    if not files.config_path.exists():
         return None
+    return int(files.load_config().get("cycle", {}).get("cycles", 0)) or None
 
 
 def _checkpoints(folder: Path) -> list[Path]:
@@ -127,6 +143,11 @@ def _checkpoints(folder: Path) -> list[Path]:
     found = []
     for path in folder.iterdir():
         match = _CHECKPOINT.match(path.name)
-        if match and (path / "config.json").is_file():
+        if match and path.is_dir():
+            try:
+                check_model_folder(path)
+            except ModelLoadError as error:  # not a whole model: never the default one
+                logger.warning("skipping checkpoint %s: %s", path, error)
+                continue
             found.append((int(match.group(1)), path))
     return [path for _cycle, path in sorted(found)]

@@ -156,12 +156,22 @@ def test_env_options_reach_the_environment(workspace):
 # -- --model auto ---------------------------------------------------------------------------------
 
 
+def whole_checkpoint(folder):
+    """A folder that passes for a model: config, a (tiny) safetensors file and a tokenizer."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "tokenizer.json").write_text("{}")
+    save_file({"weight": np.zeros(1, dtype=np.float32)}, str(folder / "model.safetensors"))
+
+
 def fake_run(workspace, name, cycles, mtime):
     folder = workspace / "runs" / name
     for cycle in range(1, cycles + 1):
         checkpoint = folder / "checkpoints" / f"cycle-{cycle:04d}"
-        checkpoint.mkdir(parents=True)
-        (checkpoint / "config.json").write_text("{}")
+        whole_checkpoint(checkpoint)
     history = [{"cycle": c, "eval.success_rate": 0.1 * c} for c in range(cycles + 1)]
     (folder / "state.json").write_text(json.dumps({"history": history, "done": True}))
     (folder / "config.json").write_text(json.dumps({"cycle": {"cycles": cycles}}))
