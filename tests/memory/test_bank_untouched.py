@@ -93,8 +93,10 @@ NOT_A_BANK = {
 }
 
 
-@pytest.mark.parametrize("command", [("list",), ("search", "shoes"), ("add", "--kind", "general",
-                         "--title", "t", "--principle", "p"), ("reindex",)], ids=" ".join)  # fmt: skip
+ADD = ("add", "--kind", "general", "--title", "t", "--principle", "p")
+
+
+@pytest.mark.parametrize("command", [("list",), ("search", "shoes"), ADD, ("reindex",)], ids=str)
 @pytest.mark.parametrize("kind", sorted(NOT_A_BANK))
 def test_a_file_that_is_not_a_bank_is_refused_untouched(tmp_path, kind, command):
     workspace = tmp_path / "ws"

@@ -95,12 +95,14 @@ BAD_COMMANDS = [
     (("show", "5"), "'5' is too short to pick an entry: give its full id or at least 6"),
     (("history", "abc"), "at least 6 characters"),
     (("revert", "{id}", str(10**23)), "has no revision 1000000000000000000000"),
-    (("search", "shoes", "--k-general", str(10**20)), "k_general (100000000000000000000) must be an integer from 0 to 100"),
+    (("search", "shoes", "--k-general", str(10**20)),
+     "k_general (100000000000000000000) must be an integer from 0 to 100"),
     (("add", "--kind", "general", "--title", "x" * 1_000_000, "--principle", "p"),
      "title is 1000000 characters long (max 300)"),
     (("add", "--kind", "general", "--title", "\udcff", "--principle", "p"),
      "title contains the control character U+DCFF"),
-    (("edit", "{id}", "--title", "see \x1b]8;;http://x\x1b\\link"), "title contains the control character U+001B"),
+    (("edit", "{id}", "--title", "see \x1b]8;;http://x\x1b\\link"),
+     "title contains the control character U+001B"),
 ]  # fmt: skip
 
 

@@ -185,6 +185,34 @@ def test_model_text_with_brackets_is_shown_not_read_as_markup():
     assert " 1. ginger" in out and " 2. b0abc12345" in out and " 3. buy now" in out
 
 
+def test_page_text_with_escape_sequences_is_shown_made_visible():
+    import io
+
+    from rich.console import Console
+
+    from skillrl.agents.base import AgentState
+    from skillrl_cli.run_display import show_page
+
+    out = io.StringIO()
+    console = Console(file=out, width=200)
+    state = AgentState(
+        episode_id="e",
+        env_id="webshop",
+        instruction="buy tea",
+        category="grocery",
+        observation="tea \x1b[2J\x1b]8;;http://x\x1b\\link [/oops]",
+        available_actions=["click[buy now]"],
+        turn=0,
+        history=[],
+        skills=None,
+        info={},
+    )
+    show_page(console, state)
+    text = out.getvalue()
+    assert "\x1b" not in text  # no raw ESC reached the terminal
+    assert "tea \\x1b[2J\\x1b]8;;http://x\\x1b\\link [/oops]" in text
+
+
 @pytest.mark.parametrize(
     ("backend", "choice", "constrained"),
     [
