@@ -86,7 +86,7 @@ def validate_draft(draft: EntryDraft) -> None:
         hidden = hidden_character(value)
         if hidden is not None:  # it would act on a terminal, or hide text from a reader
             raise InvalidEntryError(
-                f"{name} contains the control character {hidden}; entries hold plain text only"
+                f"{name} contains {hidden}; entries hold plain text only"
             )
     if not draft.title.strip():
         raise InvalidEntryError("title must not be empty")

@@ -18,6 +18,7 @@ from envs.registry import DEFAULT_ENV
 from skillrl_cli.options import (
     AUTO_MODEL,
     MODEL_HELP,
+    SEED,
     backend_option,
     decoding_option,
     dtype_option,
@@ -68,7 +69,7 @@ from skillrl_core.splits import TEST_SPLIT, TRAIN_SPLIT
 )
 @click.option(
     "--seed",
-    type=int,
+    type=SEED,
     default=0,
     show_default=True,
     help="Seed of the first goal (goal i plays seed+i); both rollouts of a pair share it.",

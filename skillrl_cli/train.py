@@ -15,6 +15,7 @@ import click
 
 from envs.registry import DEFAULT_ENV
 from skillrl_cli.options import (
+    SEED,
     decoding_option,
     env_option,
     json_option,
@@ -235,7 +236,7 @@ from skillrl_core.splits import TEST_SPLIT
     "environment options) trains under them unless you give those options.",
 )
 @click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of goals and sampling.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of goals and sampling.")
 @click.option(
     "--run-name",
     default=None,

@@ -251,6 +251,7 @@ def check_run_folder(
     from trainers.run_settings import check_resume_settings
 
     files = RunFiles(folder)
+    _check_writable(folder)
     exists = files.exists()
     if resume and not exists:
         raise CheckpointError(f"--resume: there is no run to continue in {folder}")
@@ -262,3 +263,18 @@ def check_run_folder(
             f"{folder} already holds a run; pass --resume to continue it "
             "or choose another --run-name"
         )
+
+
+def _check_writable(folder: Path) -> None:
+    """Refuse, at the start, a run folder whose parent cannot be written (not at the first save)."""
+    import tempfile
+
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder.parent):
+            pass
+    except OSError as error:
+        raise CheckpointError(
+            f"cannot write the run folder {folder}: {error.strerror or error}; training writes "
+            "its state and checkpoints there, so give a writable --workspace"
+        ) from error

@@ -27,14 +27,21 @@ def _hidden(character: str) -> bool:
 
 
 def hidden_character(text: str) -> str | None:
-    """Describe the first character of ``text`` that would act instead of show (None: none).
+    r"""Describe the first character of ``text`` that would act instead of show (None: none).
 
-    The description names the code point and where it is: ``U+001B (ESC) at position 4``.
+    The description names the code point, what it is and where: ``U+001B (\x1b, a control
+    character) at position 4``.
     """
     for position, character in enumerate(text):
-        if _hidden(character):
-            name = unicodedata.name(character, "") or _visible_character(character)
-            return f"U+{ord(character):04X} ({name}) at position {position}"
+        if not _hidden(character):
+            continue
+        if unicodedata.category(character) == "Cs":
+            kind = "a lone surrogate: the text was not valid UTF-8"
+        elif character in BIDI_CONTROLS:
+            kind = f"{unicodedata.name(character)}, a bidirectional control"
+        else:
+            kind = f"{_visible_character(character)}, a control character"
+        return f"U+{ord(character):04X} ({kind}) at position {position}"
     return None
 
 

@@ -91,7 +91,7 @@ def _text_field(record: dict[str, Any], name: str, where: str, *, required: bool
         raise SchemaViolation(f"{where}.{name} is {len(value)} characters; keep it under {limit}")
     hidden = hidden_character(value)
     if hidden is not None:  # the bank refuses it: entries hold plain text only
-        raise SchemaViolation(f"{where}.{name} contains the control character {hidden}")
+        raise SchemaViolation(f"{where}.{name} contains {hidden}; write plain text only")
     return value
 
 

@@ -59,8 +59,8 @@ BAD_RECORDS = [
     ({"times_retrieved": -1}, "'times_retrieved' (-1) must be an integer from 0"),
     ({"times_retrieved": 10**30}, "'times_retrieved' (1e+30) must be an integer from 0 to"),
     ({"title": "a\udc80b"}, "contains a lone surrogate"),
-    ({"title": "red \x1b[2J"}, "title contains the control character U+001B"),
-    ({"principle": "x\u202eevil"}, "principle contains the control character U+202E"),
+    ({"title": "red \x1b[2J"}, "title contains U+001B (\\x1b, a control character) at position 4"),
+    ({"principle": "x\u202eevil"}, "principle contains U+202E (RIGHT-TO-LEFT OVERRIDE, a bidi"),
     ({"id": "   "}, "is not an entry id"),
     ({"id": "\U0001f600" * 40}, "is not an entry id"),
     ({"title": "t" * 1_000_000}, "title is 1000000 characters long (max 300)"),
@@ -100,9 +100,9 @@ BAD_COMMANDS = [
     (("add", "--kind", "general", "--title", "x" * 1_000_000, "--principle", "p"),
      "title is 1000000 characters long (max 300)"),
     (("add", "--kind", "general", "--title", "\udcff", "--principle", "p"),
-     "title contains the control character U+DCFF"),
+     "title contains U+DCFF (a lone surrogate: the text was not valid UTF-8)"),
     (("edit", "{id}", "--title", "see \x1b]8;;http://x\x1b\\link"),
-     "title contains the control character U+001B"),
+     "title contains U+001B (\\x1b, a control character) at position 4"),
 ]  # fmt: skip
 
 

@@ -44,12 +44,13 @@ def assert_shown_literally(text: str, output: str) -> None:
             assert character in output, (character, output)
 
 
+# At most 2 x 30 characters: `skills list` and `search` cut a title at 60 (with "…").
 texts = st.text(alphabet=st.characters(exclude_categories=("Cs",)), min_size=1, max_size=30)
 markup = st.sampled_from(["[/oops]", "click[buy now]", "[link=http://x]y[/link]", "[bold]", "\\["])
 
 
 @settings(max_examples=150, deadline=None)
-@given(text=st.lists(st.one_of(texts, markup), min_size=1, max_size=3).map("".join))
+@given(text=st.lists(st.one_of(texts, markup), min_size=1, max_size=2).map("".join))
 def test_show_list_and_search_print_every_character_and_no_escape_sequence(text):
     shown = entry(text)
     assert_shown_literally(text, printed(skills_view.print_entry, shown, [], "no verdict"))
@@ -65,7 +66,7 @@ def test_visible_spells_out_what_would_act_and_keeps_the_rest():
     assert visible("abc\u202eevil") == "abc\\u202eevil"
     assert visible("\udcff") == "\\udcff"
     assert hidden_character("plain [text]") is None
-    assert hidden_character("a\rb") == "U+000D (\\x0d) at position 1"
+    assert hidden_character("a\rb") == "U+000D (\\x0d, a control character) at position 1"
 
 
 def _set_text(workspace: Path, entry_id: str, **fields: str) -> None:

@@ -142,6 +142,25 @@ def test_an_unknown_env_option_names_the_key_and_the_valid_ones(command, workspa
     assert "unknown option 'colour'" in line and "observation_mode" in line and "data_dir" in line
 
 
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("num_products=1.5", "num_products (1.5) must be an integer"),
+        ("shuffle_seed=abc", "shuffle_seed ('abc') must be an integer"),
+        ("show_attrs=1.5", "show_attrs"),
+    ],
+)
+@pytest.mark.parametrize(
+    "command", [["run", "--no-skills", "--no-record"], ["eval", "--skills", "off"]]
+)
+def test_an_env_option_of_the_wrong_type_is_one_line_naming_it(
+    command, workspace, no_model, option, message
+):
+    result = invoke(*command, "--env-option", option)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and message in result.output
+
+
 def test_env_options_reach_the_environment(workspace):
     result = invoke(
         "run", "--policy", "expert", "--no-record", "--max-turns", "2",

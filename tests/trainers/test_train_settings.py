@@ -405,3 +405,24 @@ def test_a_hand_edited_options_block_is_refused_on_resume(workspace, started):
     assert result.exit_code == 1 and len(lines) == 1, result.output
     assert str(run / "config.json") in lines[0] and "edited after the run saved them" in lines[0]
     assert len(started) == 1
+
+
+@pytest.mark.parametrize("name", ["a\nb", "tab\there", "bell\x07"])
+def test_a_run_name_with_a_control_character_is_refused(workspace, started, name):
+    result = train("--run-name", name)
+    assert result.exit_code == 1 and "--run-name" in result.output, result.output
+    assert not (workspace / "runs").exists() and not started
+
+
+def test_train_on_a_workspace_it_cannot_write_fails_before_the_model_loads(workspace, started):
+    (workspace / "runs").write_text("a file where the runs folder goes")
+    result = train("--run-name", "r")
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert "cannot write the run folder" in lines[0] and not started
+
+
+@pytest.mark.parametrize("command", ["train", "run", "eval", "sft"])
+def test_a_negative_seed_is_refused(workspace, command):
+    result = CliRunner().invoke(main, [command, "--seed", "-1"])
+    assert result.exit_code == 2 and "-1 is not in the range" in result.output, result.output
