@@ -85,9 +85,7 @@ def validate_draft(draft: EntryDraft) -> None:
             raise InvalidEntryError(f"{name} is {len(value)} characters long (max {limit})")
         hidden = hidden_character(value)
         if hidden is not None:  # it would act on a terminal, or hide text from a reader
-            raise InvalidEntryError(
-                f"{name} contains {hidden}; entries hold plain text only"
-            )
+            raise InvalidEntryError(f"{name} contains {hidden}; entries hold plain text only")
     if not draft.title.strip():
         raise InvalidEntryError("title must not be empty")
     if not draft.principle.strip():

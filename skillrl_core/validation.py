@@ -78,8 +78,8 @@ def check_finite_fields(config: Any) -> None:
     """Check that every number field of ``config`` holds a number of its type (or None if typed so).
 
     A float field holds a finite number; an int field an integer (not a bool, not 1.5, not
-    text such as a ``--env-option shuffle_seed=abc``); a bool field true or false. Call it first in ``__post_init__``;
-    range checks then only need to compare.
+    text such as a ``--env-option shuffle_seed=abc``); a bool field true or false. Call it
+    first in ``__post_init__``; range checks then only need to compare.
     """
     for f in float_fields(type(config)):
         value = getattr(config, f.name)
