@@ -81,6 +81,7 @@ COMMANDS: dict[str, str] = {
     "sft": "skillrl_cli.sft:sft",
     "eval": "skillrl_cli.eval:eval_command",
     "runs": "skillrl_cli.runs:runs",
+    "view": "skillrl_cli.view.command:view",
 }
 
 HELP: dict[str, str] = {
@@ -92,7 +93,8 @@ HELP: dict[str, str] = {
     "train": "Run recursive improvement cycles (roll out, distill, GRPO, evaluate, evolve).",
     "sft": "Cold start: fine-tune the policy on expert turns (behaviour cloning + DAgger).",
     "eval": "Evaluate a checkpoint and bank: success, score, Pass@(K,T), timings.",
-    "runs": "List training runs: cycles completed, best success, checkpoints.",
+    "runs": "List training runs (train and sft): progress, best success, checkpoints.",
+    "view": "Open a local web view of episodes, the skill bank and training runs.",
 }
 
 
@@ -119,7 +121,8 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except SkillRLError as error:
-            raise click.ClickException(f"{type(error).__name__}: {error}") from error
+            # The problem in words: the class name only when the message is empty.
+            raise click.ClickException(str(error) or type(error).__name__) from error
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List subcommands with their one-line help."""
@@ -140,8 +143,9 @@ class LazyGroup(click.Group):
 def main(verbose: int) -> None:
     """skillrl: LLM agents that get better through a per-turn skill bank and turn-level GRPO.
 
-    The workspace (skill bank, model cache, checkpoints) defaults to ./.skillrl; set
-    SKILLRL_WORKSPACE or each command's --workspace to move it.
+    The workspace (skill bank, training runs and their checkpoints) defaults to ./.skillrl; set
+    SKILLRL_WORKSPACE or each command's --workspace to move it. Converted models are cached per
+    user, shared by every workspace: $SKILLRL_CACHE, else ~/.cache/skillrl.
     """
     configure_logging(verbose)
     quiet_libraries(verbose)

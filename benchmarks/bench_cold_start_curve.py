@@ -434,7 +434,8 @@ def ship(results: dict[str, Any], folder: Path, rank: int, round_index: int) -> 
     )
     done = export_checkpoint(config["model"], checkpoint, folder, rank=rank, settings=settings)
     return (
-        f"{done.folder}: rank {done.rank}, {done.modules} layers, {done.bytes / 2**20:.1f} MiB, "
+        f"{done.folder}: rank {done.rank}, {done.layers} layers ({done.modules} modules), "
+        f"{done.bytes / 2**20:.1f} MiB, "
         f"keeps {100 * done.kept_energy:.3f}% of the weight change"
     )
 

@@ -12,7 +12,10 @@ prompt budget, each played exactly as ``skillrl eval`` plays (``PolicyRollouts``
   turn, retrieved for a training goal of another category, never one retrieved for the
   episode's own goal;
 - ``none``: the same policy with no entries;
-- ``baseline``: ``--baseline-model`` (the no-skill adapter that shipped before) with none.
+- ``baseline``: ``--baseline-model`` (the no-skill adapter that shipped before) with none;
+- ``repeats``: as ``skills``, but decoding may repeat an action that left the page unchanged
+  (``LLMAgentConfig.skip_no_op_repeats`` off, as decoding was before it): what that rule is
+  worth. Every other arm decodes with the rule on, as ``skillrl eval`` does.
 
 Skills carry information only if ``skills`` beats ``placebo``; ``none`` says what the entries'
 presence is worth and ``baseline`` what the skill-augmented cold start is worth against the one
@@ -52,12 +55,13 @@ from skillrl_core.splits import TRAIN_SPLIT  # noqa: E402
 from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
 
 NAME = "skill_value"
-ARMS: tuple[str, ...] = ("skills", "placebo", "none", "baseline")
+ARMS: tuple[str, ...] = ("skills", "placebo", "none", "baseline", "repeats")
 LABELS = {
     "skills": "(a) skill-augmented policy, its retrieved entries",
     "placebo": "(b) same policy, placebo entries (another goal's)",
     "none": "(c) same policy, no entries",
     "baseline": "(d) no-skill adapter, no entries",
+    "repeats": "(e) as (a), no-op repeats allowed",
 }
 PAIRS: tuple[tuple[str, str], ...] = (
     ("placebo", "skills"),
@@ -65,6 +69,7 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("baseline", "skills"),
     ("baseline", "none"),
     ("none", "placebo"),
+    ("repeats", "skills"),
 )
 """(baseline, other) comparisons, goal by goal."""
 
@@ -79,7 +84,9 @@ def donor_tasks(count: int, env_config: dict[str, Any]) -> list[DonorTask]:
     return donors
 
 
-def play(policy: Any, bank: Any, args: argparse.Namespace) -> tuple[list[EpisodeRecord], Stopwatch]:
+def play(
+    policy: Any, bank: Any, args: argparse.Namespace, *, skip_no_op_repeats: bool = True
+) -> tuple[list[EpisodeRecord], Stopwatch]:
     """The test goals, greedy and constrained, with ``bank`` (None: no entries)."""
     runner = PolicyRollouts(
         policy,
@@ -92,6 +99,7 @@ def play(policy: Any, bank: Any, args: argparse.Namespace) -> tuple[list[Episode
         prompt_config=PromptConfig(max_prompt_tokens=args.max_prompt_tokens),
         count_retrievals=False,
         repair_queries=True,
+        skip_no_op_repeats=skip_no_op_repeats,
     )
     starts = [runner.start("test", i, seed=args.seed + i) for i in range(args.eval_goals)]
     if policy.prefix_cache is not None:
@@ -142,6 +150,7 @@ def main() -> None:
         results = json.loads(out.read_text(encoding="utf-8"))
     else:
         results = {"provenance": provenance(NAME), "args": vars(args), "rows": [], "episodes": {}}
+        results["no_op_repeats_skipped"] = True
     results["model"] = model
     workspace = Path(args.workspace or tempfile.mkdtemp(prefix="skill-value-"))
     bank = SkillBank.open(BankConfig(workspace=workspace))
@@ -163,9 +172,9 @@ def main() -> None:
             )
             warm = argparse.Namespace(**{**vars(args), "eval_goals": 1, "max_turns": 2})
             play(loaded[path], bank, warm)
-        source = {"skills": bank, "placebo": placebo, "none": None, "baseline": None}[arm]
+        source = {"skills": bank, "repeats": bank, "placebo": placebo}.get(arm)
         before = machine()
-        episodes, clock = play(loaded[path], source, args)
+        episodes, clock = play(loaded[path], source, args, skip_no_op_repeats=arm != "repeats")
         r = arm_row(arm, episodes, clock, before)
         if arm == "placebo":
             r["placebo_shortfall"] = placebo.shortfall
@@ -211,7 +220,13 @@ def report(results: dict) -> str:
         "",
         f"Test goals 0-{args['eval_goals'] - 1}, greedy, constrained, fp32, at most "
         f"{args['max_turns']} turns, `observation_mode={args['observation_mode']}`, "
-        f"{args['max_prompt_tokens']}-token prompts; the bank: the seeded starting bank "
+        f"{args['max_prompt_tokens']}-token prompts; "
+        + (
+            "decoding leaves out a repeated no-op (arms a-d); "
+            if results.get("no_op_repeats_skipped")
+            else "decoding may repeat a no-op (run before that rule); "
+        )
+        + "the bank: the seeded starting bank "
         f"({results['bank_entries']} entries); placebo entries drawn for {args['donors']} "
         "training goals of other categories.",
         "",

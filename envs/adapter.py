@@ -18,7 +18,8 @@ says:
 - **episodes**: the episode score (always in [0, 1]) and success, split sizes, task categories,
   a scripted expert when the environment has one, and a short reason for an expert action
   (cold-start examples that think before acting);
-- **human play**: how a person's typed shorthand becomes an action and how actions are shown.
+- **human play**: how a person's typed shorthand becomes an action, how actions are shown, and
+  the environment settings a person plays under (a readable page).
 
 :class:`ActionListAdapter` implements the protocol for environments whose every action is one
 of a listed set of strings (Sokoban's four moves, a toy environment); an environment with richer
@@ -161,6 +162,10 @@ class AgentAdapter(Protocol):
         """One line telling a person what they may type this turn."""
         ...
 
+    def human_env_options(self) -> Mapping[str, Any]:
+        """Environment settings a person plays under unless told otherwise (a readable page)."""
+        ...
+
 
 class ActionListAdapter:
     """An adapter for environments whose actions are a listed set of strings.
@@ -287,6 +292,10 @@ class ActionListAdapter:
     def play_help(self, available_actions: Sequence[str]) -> str:
         """Numbers or the action's words."""
         return "type a number or an action from the list; q quits"
+
+    def human_env_options(self) -> Mapping[str, Any]:
+        """None: a person sees the pages the model sees."""
+        return {}
 
 
 def _find_word(text: str, word: str) -> int:

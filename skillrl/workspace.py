@@ -17,6 +17,8 @@ from pathlib import Path
 
 WORKSPACE_ENV_VAR = "SKILLRL_WORKSPACE"
 DEFAULT_WORKSPACE = ".skillrl"
+WORKSPACE_CONTENTS = "skill bank, training runs and their checkpoints"
+"""What a workspace holds, as help text says it (converted models are in the per-user cache)."""
 
 
 def resolve_workspace(path: str | os.PathLike[str] | None = None) -> Path:

@@ -1,8 +1,9 @@
 """``skillrl eval``: success, score, turns, validity, tokens, Pass@(K,T) and timings of a policy.
 
-Evaluates a checkpoint (by default the workspace's newest trained one, else the embedded model)
-with the workspace's skill bank, with and without skills, and prints one table of figures, one
-Pass@(K,T) table per setting and a timing table.
+Evaluates a model (by default the one ``--model auto`` picks: see
+:data:`skillrl_cli.options.AUTO_MODEL_ORDER`) with the workspace's skill bank, with skills,
+without, or both, and prints one table of figures, one Pass@(K,T) table per setting and a timing
+table.
 """
 
 from __future__ import annotations
@@ -39,6 +40,16 @@ from skillrl_cli.upfront_checks import check_prompt_budget, goal_range
 from skillrl_core.goal_range import FORMS
 from skillrl_core.splits import TEST_SPLIT
 from trainers.evaluate import EVAL_DTYPE
+
+SKILL_MODES: dict[str, tuple[bool, ...]] = {"both": (True, False), "on": (True,), "off": (False,)}
+"""``--skills`` choices and the settings each evaluates (skills on, off), in order."""
+UNRECORDED_SKILL_MODE = "both"
+"""What an unset ``--skills`` evaluates when the model records no settings."""
+
+
+def skill_modes(chosen: str | None) -> tuple[bool, ...]:
+    """Return the settings to evaluate for ``--skills`` after the model's settings applied."""
+    return SKILL_MODES[chosen or UNRECORDED_SKILL_MODE]
 
 
 def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
@@ -78,10 +89,10 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
 @click.option(
     "--skills",
     "skills_mode",
-    type=click.Choice(["both", "on", "off"]),
-    default="both",
-    show_default=True,
-    help="Evaluate with skills, without, or both.",
+    type=click.Choice(list(SKILL_MODES)),
+    default=None,
+    help="Evaluate with skills, without, or both. Default: as the model was trained (on or off, "
+    f"from its recorded settings), else {UNRECORDED_SKILL_MODE}.",
 )
 @click.option(
     "--samples",
@@ -123,10 +134,10 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
 @workspace_option
 @json_option
 def eval_command(**o: Any) -> None:
-    """Evaluate a checkpoint and bank: success, score, turns, Pass@(K,T), timings.
+    """Evaluate a model and bank: success, score, turns, Pass@(K,T), timings.
 
-    Without --model, the newest checkpoint `skillrl train` saved in the workspace is evaluated
-    (the embedded base model when there is none); the command says which.
+    Without --model, the model that --model auto names (see --model below) is evaluated; the
+    command says which.
     """
     from rich.console import Console
 
@@ -142,6 +153,7 @@ def eval_command(**o: Any) -> None:
         env_config = env_config_from(o["env_id"], o["env_options"])
     o["constrained"] = constrained_from(o)  # an impossible choice is refused before loading
     check_prompt_budget(o["env_id"], o["max_prompt_tokens"])  # as the model's settings say
+    modes = skill_modes(o["skills_mode"])
     config = EvalConfig(
         split=o["split"],
         goals=goals,
@@ -155,7 +167,6 @@ def eval_command(**o: Any) -> None:
     from skillrl.policies import load_policy
 
     policy = load_policy(policy_config_from(o))
-    modes = {"both": (True, False), "on": (True,), "off": (False,)}[o["skills_mode"]]
     bank = open_bank(o["workspace"], o["env_id"]) if True in modes else None
     results = []
     try:

@@ -9,8 +9,9 @@ import click
 
 from envs.registry import DEFAULT_ENV
 from skillrl.policies.config import DTYPES
+from skillrl.policies.model_cache import CACHE_ENV_VAR
 from skillrl.prompts.builder import DEFAULT_MAX_PROMPT_TOKENS
-from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_ENV_VAR
+from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_CONTENTS, WORKSPACE_ENV_VAR
 from skillrl_core.errors import ConfigError
 
 workspace_option = click.option(
@@ -19,7 +20,8 @@ workspace_option = click.option(
     envvar=WORKSPACE_ENV_VAR,
     default=DEFAULT_WORKSPACE,
     show_default=True,
-    help=f"Workspace folder (skill bank, model cache, runs); also ${WORKSPACE_ENV_VAR}.",
+    help=f"Workspace folder ({WORKSPACE_CONTENTS}); also ${WORKSPACE_ENV_VAR}. Converted "
+    f"models are cached per user, not here (${CACHE_ENV_VAR}, else ~/.cache/skillrl).",
 )
 
 json_option = click.option(
@@ -230,11 +232,24 @@ SEED = click.IntRange(0, 2**32 - 1)
 
 AUTO_MODEL = "auto"
 BASE_MODEL = "base"
+
+AUTO_MODEL_ORDER: tuple[tuple[str, str], ...] = (
+    (
+        "trained",
+        "the newest checkpoint that `skillrl train` or `skillrl sft` saved in this workspace for "
+        "the environment played (see `skillrl runs`; runs of other environments are skipped)",
+    ),
+    ("shipped", "the cold-started adapter shipped for that environment"),
+    ("base", "the embedded base model"),
+)
+"""Where ``--model auto`` looks, in order, as (source, how help names it): :func:`resolve_model`
+tries the sources in this order and ``--model``'s help is written from the same tuple."""
+
 MODEL_HELP = (
-    "'auto': the newest checkpoint that `skillrl train` or `skillrl sft` saved in this workspace "
-    "(see `skillrl runs`), else the cold-started adapter shipped for the environment, else the "
-    "embedded base model; 'base' or 'embedded': SmolLM2-135M-Instruct as shipped, untrained; or a "
-    "checkpoint or LoRA adapter folder, a .gguf file or a hub id."
+    "'auto': "
+    + ", else ".join(text for _source, text in AUTO_MODEL_ORDER)
+    + "; 'base' or 'embedded': SmolLM2-135M-Instruct as shipped, untrained; or a checkpoint or "
+    "LoRA adapter folder, a .gguf file or a hub id."
 )
 
 
@@ -243,11 +258,11 @@ def resolve_model(
 ) -> str:
     """Turn ``--model auto`` / ``base`` into a checkpoint path or ``embedded``, saying which.
 
-    ``auto`` picks the workspace's newest trained checkpoint, else the adapter the package
-    ships for ``env_id``, else the embedded base model. Servers (``--backend openai``) name
-    their own models, so there 'auto' means 'embedded', the name skillrl always sent. A model
-    path that cannot load (a folder without weights, a corrupt file) raises ModelLoadError
-    here, before anything loads.
+    ``auto`` tries :data:`AUTO_MODEL_ORDER`: the workspace's newest checkpoint trained on
+    ``env_id``, else the adapter the package ships for ``env_id``, else the embedded base model.
+    Servers (``--backend openai``) name their own models, so there 'auto' means 'embedded', the
+    name skillrl always sent. A model path that cannot load (a folder without weights, a
+    corrupt file) raises ModelLoadError here, before anything loads.
     """
     from skillrl.policies.config import EMBEDDED_MODEL
     from skillrl.policies.model_folders import check_model_path
@@ -261,33 +276,67 @@ def resolve_model(
         return model
     if backend == "openai":
         return EMBEDDED_MODEL
-    from skillrl.policies.model_settings import ModelSettings, shipped_adapter
+    finders = {"trained": _trained_model, "shipped": _shipped_model, "base": _base_model}
+    for source, _help in AUTO_MODEL_ORDER:
+        chosen = finders[source](workspace, env_id, console)
+        if chosen is not None:
+            return chosen
+    raise AssertionError("AUTO_MODEL_ORDER ends with the base model, which is always there")
+
+
+def _trained_model(workspace: str | None, env_id: str, console: Any) -> str | None:
     from skillrl.workspace import resolve_workspace
     from trainers.runs import latest_checkpoint
 
-    found = latest_checkpoint(resolve_workspace(workspace))
-    if found is not None:
-        run, path = found
+    root = resolve_workspace(workspace)
+    found = latest_checkpoint(root, env_id)
+    skipped = found.skipped if found is not None else _other_env_runs(root, env_id)
+    if skipped:
+        names = ", ".join(f"{r.name!r} ({r.env_id or 'environment unknown'})" for r in skipped)
         console.print(
-            f"[cyan]model: {path} (the newest trained checkpoint, run {run.name!r}; "
-            "--model base for the untrained model)[/]",
-            soft_wrap=True,  # a wrapped path cannot be copied
-        )
-        return str(path)
-    shipped = shipped_adapter(env_id)
-    if shipped is not None:
-        settings = ModelSettings.load(shipped)
-        made = _figures_text(settings.figures) if settings else ""
-        console.print(
-            f"[cyan]model: the cold-started SmolLM2-135M-Instruct adapter shipped with skillrl"
-            f"{made} (--model base for the untrained model; a checkpoint you train in this "
-            "workspace takes its place)[/]",
+            f"[dim]skipped newer runs trained for another environment than {env_id!r}: {names}[/]",
             soft_wrap=True,
         )
-        return str(shipped)
+    if found is None:
+        return None
     console.print(
-        "[cyan]model: the embedded SmolLM2-135M-Instruct, untrained (no checkpoint in this "
-        "workspace yet; `skillrl train --cold-start` makes one, and later runs use it)[/]",
+        f"[cyan]model: {found.checkpoint} (the newest checkpoint trained for {env_id!r}, "
+        f"run {found.run.name!r}; --model base for the untrained model)[/]",
+        soft_wrap=True,  # a wrapped path cannot be copied
+    )
+    return str(found.checkpoint)
+
+
+def _other_env_runs(root: Any, env_id: str) -> list[Any]:
+    from trainers.runs import list_runs
+
+    return [r for r in list_runs(root) if r.last_checkpoint is not None and r.env_id != env_id]
+
+
+def _shipped_model(workspace: str | None, env_id: str, console: Any) -> str | None:
+    from skillrl.policies.model_settings import ModelSettings, shipped_adapter
+
+    shipped = shipped_adapter(env_id)
+    if shipped is None:
+        return None
+    settings = ModelSettings.load(shipped)
+    made = _figures_text(settings.figures) if settings else ""
+    console.print(
+        f"[cyan]model: the cold-started SmolLM2-135M-Instruct adapter shipped with skillrl"
+        f"{made} (--model base for the untrained model; a checkpoint you train for {env_id!r} in "
+        "this workspace takes its place)[/]",
+        soft_wrap=True,
+    )
+    return str(shipped)
+
+
+def _base_model(workspace: str | None, env_id: str, console: Any) -> str:
+    from skillrl.policies.config import EMBEDDED_MODEL
+
+    console.print(
+        f"[cyan]model: the embedded SmolLM2-135M-Instruct, untrained (no checkpoint trained for "
+        f"{env_id!r} in this workspace and none ships for it; `skillrl sft --env {env_id}` or "
+        f"`skillrl train --env {env_id} --cold-start` makes one, and later runs use it)[/]",
         soft_wrap=True,
     )
     return EMBEDDED_MODEL

@@ -97,8 +97,8 @@ if TYPE_CHECKING:
     default=None,
     help="Retrieve skills into every prompt, or not. --no-skills plays the same model with "
     "prompts that carry no entry and leaves the bank unread: a measure of what the entries "
-    "add (the shipped WebShop adapter was trained with entries withheld from a quarter of "
-    "its prompts, so it plays either way). Default: as the model was trained (its recorded "
+    "add (the shipped adapters are trained with entries withheld from a quarter of "
+    "their prompts, so they play either way). Default: as the model was trained (its recorded "
     "settings), else with skills.",
 )
 @decoding_option
@@ -196,7 +196,7 @@ class PlaySettings:
     parallel: int
     """Episodes played at once (one when a person acts or reviews)."""
     workspace: Path
-    """The workspace folder (skill bank, model cache)."""
+    """The workspace folder (skill bank, runs)."""
     record: bool
     """Save the episodes and count their retrievals (training goals only)."""
     seed_bank: bool
@@ -219,6 +219,8 @@ def settle(ctx: click.Context, o: dict[str, Any], console: Console) -> PlaySetti
     settings fill the options left at their defaults, which may change the environment's.
     """
     env_config = env_config_from(o["env_id"], o["env_options"])
+    if o["policy_kind"] == "human":
+        env_config = _pages_for_a_person(o, console)
     goals = _goal_range(ctx, o, env_config)
     model = None
     if o["policy_kind"] == "model":
@@ -241,6 +243,20 @@ def settle(ctx: click.Context, o: dict[str, Any], console: Console) -> PlaySetti
         step=o["step"],
         as_json=o["as_json"],
     )
+
+
+def _pages_for_a_person(o: dict[str, Any], console: Console) -> dict[str, Any]:
+    """Add the environment's settings for a person (a readable page) under ``--env-option``."""
+    import envs
+
+    given = o["env_options"] or {}
+    readable = envs.adapter_for(o["env_id"]).human_env_options()
+    added = {key: value for key, value in readable.items() if key not in given}
+    if added:
+        o["env_options"] = {**added, **given}
+        said = ", ".join(f"{key}={value}" for key, value in sorted(added.items()))
+        console.print(f"[dim]pages for a person: {said} (--env-option sets another)[/]")
+    return env_config_from(o["env_id"], o["env_options"])
 
 
 def model_play(o: dict[str, Any], *, temperature: float, seed: int) -> ModelPlay:

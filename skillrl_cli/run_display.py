@@ -31,20 +31,8 @@ def turn_panel(event: TurnEvent, *, with_observation: bool = True) -> Panel:
     """One turn: retrieved skills, thinking, action, reward and the new observation."""
     parts: list[Any] = []
     skills = event.skills.all if event.skills is not None else []
-    shown = set(event.turn.retrieved_ids)
     if skills:
-        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        table.add_column("skill")
-        table.add_column("kind")
-        table.add_column("score", justify="right")
-        for retrieved in skills:
-            style = "" if retrieved.entry.id in shown else "dim strike"
-            table.add_row(
-                Text(visible(retrieved.entry.title), style=style),
-                Text(retrieved.entry.kind),
-                f"{retrieved.similarity:.2f}",
-            )
-        parts.append(table)
+        parts.append(skills_table(skills, set(event.turn.retrieved_ids)))
     elif event.record.skills_enabled:
         parts.append(Text("no skills retrieved", style="dim"))
     think = split_thinking(event.turn.model_output)[0]
@@ -76,6 +64,25 @@ def turn_panel(event: TurnEvent, *, with_observation: bool = True) -> Panel:
     return Panel(Group(*parts), title=title, title_align="left")
 
 
+def skills_table(skills: list[Any], in_prompt: set[str] | None = None) -> Table:
+    """Return the retrieved skills, highest score first; those not in the prompt struck out.
+
+    ``in_prompt``: ids of the entries the prompt held (None: every entry counts as shown).
+    """
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("skill")
+    table.add_column("kind")
+    table.add_column("score", justify="right")
+    for retrieved in sorted(skills, key=lambda r: -r.similarity):
+        shown = in_prompt is None or retrieved.entry.id in in_prompt
+        table.add_row(
+            Text(visible(retrieved.entry.title), style="" if shown else "dim strike"),
+            Text(visible(retrieved.entry.kind)),
+            f"{retrieved.similarity:.2f}",
+        )
+    return table
+
+
 def header(record_instruction: str, goal_id: str) -> Text:
     """Return the line shown when an episode starts."""
     instruction = visible(record_instruction)
@@ -101,8 +108,7 @@ def show_page(console: Console, state: AgentState) -> None:
         Panel(Text(visible(state.observation)), title=f"turn {state.turn + 1}", title_align="left")
     )
     if state.skills is not None and state.skills.all:
-        titles = visible(", ".join(r.entry.title for r in state.skills.all))
-        console.print(Text.assemble(("skills: ", "bold"), titles))
+        console.print(skills_table(state.skills.all))
     console.print(action_list(state))
     help_text = envs.adapter_for(state.env_id).play_help(state.available_actions)
     console.print(Text(help_text, style="dim"))

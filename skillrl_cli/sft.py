@@ -314,7 +314,8 @@ def _export_adapter(job: ColdStartJob, checkpoint: Path, rank: int) -> None:
             job.model, checkpoint, job.folder / "adapter", rank=rank, settings=settings
         )
     console.print(
-        f"[green]adapter[/]: {done.folder} (rank {done.rank}, {done.modules} layers, "
+        f"[green]adapter[/]: {done.folder} (rank {done.rank}, {done.layers} decoder layers, "
+        f"{done.modules} linear modules, "
         f"{done.bytes / 2**20:.1f} MiB, keeps {100 * done.kept_energy:.2f}% of the weight change); "
         f"play it with `skillrl run --model {done.folder}`"
     )
@@ -394,12 +395,27 @@ def run_cold_start(job: ColdStartJob) -> Path:
         )
         _run_with_bars(run, console, job.resume)
         console.print(
-            f"[green]cold start done[/]: {run.final_checkpoint}, dataset {run.dataset_path}"
+            f"[green]cold start done[/]: {done_figures(run.load_state().history)}; model "
+            f"{run.final_checkpoint}, dataset {run.dataset_path}",
+            soft_wrap=True,
         )
         return run.final_checkpoint
     finally:
         if bank is not None:
             bank.close()
+
+
+def done_figures(history: list[dict[str, Any]]) -> str:
+    """Say how many rounds trained, on how many examples the last did and its mean loss."""
+    if not history:
+        return "no round trained"
+    last = history[-1]
+    rounds = f"{len(history)} round{'s' if len(history) != 1 else ''}"
+    said = f"{rounds}; the last trained on {last.get('train.examples', '?')} examples"
+    loss = last.get("train.loss")
+    if not isinstance(loss, int | float) or loss != loss:  # NaN: resumed after its last step
+        return f"{said} (its loss is not recorded: resumed after its last step)"
+    return f"{said} at a mean loss of {loss:.4f}"
 
 
 def _needs_bank(config: Any) -> bool:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig
     from skillrl.prompts import PromptConfig
     from trainers.config import CycleConfig, GRPOConfig
+    from trainers.policy_rollouts import RolloutProgress
     from trainers.processes import Processes
     from trainers.run_files import RunState
 
@@ -55,7 +56,7 @@ class TrainSettings:
 
     @property
     def workspace(self) -> Path:
-        """The workspace folder (skill bank, model cache, runs)."""
+        """The workspace folder (skill bank, runs)."""
         return self.policy.workspace
 
 
@@ -122,6 +123,30 @@ class PhaseBars:
 
         return update
 
+    def show_rollout(self, label: str) -> Callable[[RolloutProgress], None]:
+        """Return an ``on_progress`` callback that shows a rollout's episodes and turns.
+
+        The detail bar runs over the rollout's turn budget; its text gives the episodes and
+        turns played, turns/s and at most how long is left (off a terminal: a plain line at
+        most every :attr:`interval` seconds, and one at the end).
+        """
+
+        def update(progress: RolloutProgress) -> None:
+            text = rollout_text(progress)
+            self.progress.update(
+                self._detail,
+                description=f"{label} {text}",
+                completed=progress.budget_spent,
+                total=progress.turn_budget,
+                visible=True,
+            )
+            now = time.monotonic()
+            ended = progress.episodes_done == progress.episodes
+            if self.plain and (now - self._last_line >= self.interval or ended):
+                self._line(f"{label.strip()} {text}")
+
+        return update
+
     def hide_detail(self) -> None:
         """Hide the detail bar (a phase ended)."""
         self.progress.update(self._detail, visible=False, completed=0)
@@ -137,6 +162,17 @@ class PhaseBars:
 
     def __exit__(self, *exc: object) -> None:
         self.progress.__exit__(*exc)
+
+
+def rollout_text(progress: RolloutProgress) -> str:
+    """``episodes 3/16, turns 45, 2.10 turns/s, at most 0:01:10 left`` for a rollout."""
+    text = f"episodes {progress.episodes_done}/{progress.episodes}, turns {progress.turns}"
+    if progress.turns_per_second > 0:
+        text += f", {progress.turns_per_second:.2f} turns/s"
+    left = progress.seconds_left
+    if left is not None and progress.episodes_done < progress.episodes:
+        text += f", at most {_clock(left)} left"
+    return text
 
 
 def _clock(seconds: float) -> str:
@@ -205,7 +241,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
         )
         distiller = make_distiller() if bank is not None else None
         with PhaseBars(console, "starting (phases)", phases_total(cycle)) as bars:
-            runner.on_episode = bars.show("  episodes")
+            runner.on_progress = bars.show_rollout("  rollout:")
 
             def hook(index: int, point: str) -> None:
                 phase, _, when = point.partition(":")

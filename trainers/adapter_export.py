@@ -39,7 +39,9 @@ class AdapterExport:
     folder: Path
     rank: int
     modules: int
-    """Linear layers whose weights changed (and got an adapter)."""
+    """Linear modules whose weights changed (and got an adapter): several per decoder layer."""
+    layers: int
+    """Decoder layers holding those modules (what ``--lora-layers`` counts)."""
     kept_energy: float
     """Share of the change's squared Frobenius norm the rank-``rank`` factors keep (1.0: all)."""
     bytes: int
@@ -131,6 +133,7 @@ def export_adapter(
         folder=folder,
         rank=rank,
         modules=len(deltas),
+        layers=len(layers),
         kept_energy=kept / total if total else 1.0,
         bytes=(folder / "adapter_model.safetensors").stat().st_size,
     )

@@ -282,6 +282,8 @@ class ColdStartRun:
         if path.exists():  # written before a kill: kept, not gathered again
             examples = read_examples(path)
         else:
+            # The callback may be set after construction (the CLI's bars are): pass it on now.
+            self._gatherer.on_episode = self.on_episode
             gathered = self._gatherer.gather(round_index, self.goals_of(round_index))
             examples, metrics = gathered.examples, gathered.metrics
             write_examples(path, examples)

@@ -10,6 +10,7 @@ batched turn and per episode turn.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,40 @@ class Timings:
         return {"model": self.model_s / n, "env": self.env_s / n, "retrieval": self.retrieval_s / n}
 
 
+@dataclass(frozen=True)
+class RolloutProgress:
+    """Where one batched rollout stands, after an episode turn (``PolicyRollouts.on_progress``).
+
+    Episodes run side by side and mostly end together, so finished episodes alone say little
+    until the end; turns say how far the rollout is. The turn budget (every episode at its turn
+    limit) bounds what is left: an episode that ends early frees the turns it did not need.
+    """
+
+    episodes_done: int
+    episodes: int
+    turns: int
+    """Episode turns played so far."""
+    turn_budget: int
+    """Turns the rollout plays at most: ``episodes`` times the turn limit."""
+    budget_spent: int
+    """Turns played plus the turns finished episodes left unused (reaches ``turn_budget``)."""
+    seconds: float
+    """Wall time since the rollout started."""
+
+    @property
+    def turns_per_second(self) -> float:
+        """Episode turns per second so far (0 before the first turn)."""
+        return self.turns / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def seconds_left(self) -> float | None:
+        """At most this many seconds remain at the rate so far (None before a rate exists)."""
+        rate = self.turns_per_second
+        if rate <= 0:
+            return None
+        return (self.turn_budget - self.budget_spent) / rate
+
+
 @dataclass
 class PolicyRollouts:
     """Plays batches of episodes with one policy, with or without the skill bank."""
@@ -89,9 +124,14 @@ class PolicyRollouts:
     length_normalize: bool = True
     """Constrained decoding, greedy turns: rank candidates by mean log-prob per token (True) or
     by the summed log-prob (``skillrl.agents.llm.LLMAgentConfig.length_normalize``)."""
+    skip_no_op_repeats: bool = True
+    """Constrained decoding: leave out an action already taken at the same observation that
+    changed nothing (``skillrl.agents.llm.LLMAgentConfig.skip_no_op_repeats``)."""
     timings: Timings = field(default_factory=Timings)
     on_episode: Callable[[int, int], None] | None = None
     """Called as ``on_episode(finished, total)`` whenever an episode of a ``run`` ends."""
+    on_progress: Callable[[RolloutProgress], None] | None = None
+    """Called after every episode turn of a ``run`` with where the rollout stands."""
 
     def start(
         self, split: str, goal_index: int, *, seed: int | None = None, group_id: str | None = None
@@ -130,12 +170,27 @@ class PolicyRollouts:
                 self.count_retrievals if count_retrievals is None else count_retrievals
             ),
         )
-        finished = [0]
+        finished, turns, unused = [0], [0], [0]
+        started = time.monotonic()
 
         def on_turn(event: TurnEvent) -> None:
-            if event.done and self.on_episode is not None:
+            turns[0] += 1
+            if event.done:
                 finished[0] += 1
-                self.on_episode(finished[0], len(starts))
+                unused[0] += max(self.max_turns - event.record.num_turns, 0)
+                if self.on_episode is not None:
+                    self.on_episode(finished[0], len(starts))
+            if self.on_progress is not None:
+                self.on_progress(
+                    RolloutProgress(
+                        episodes_done=finished[0],
+                        episodes=len(starts),
+                        turns=turns[0],
+                        turn_budget=len(starts) * self.max_turns,
+                        budget_spent=turns[0] + unused[0],
+                        seconds=time.monotonic() - started,
+                    )
+                )
 
         engine = RolloutEngine(
             agent,
@@ -172,6 +227,7 @@ class PolicyRollouts:
                 repair_queries=self.repair_queries,
                 sampling_scores=self.sampling_scores,
                 length_normalize=self.length_normalize,
+                skip_no_op_repeats=self.skip_no_op_repeats,
             ),
             uses_skills=self.bank is not None,
         )

@@ -218,6 +218,14 @@ class WebShopAgentAdapter:
             return "type the words to search for (or 1, then the words); q quits"
         return "type a number, or the words of a button (e.g. buy now); q quits"
 
+    def human_env_options(self) -> Mapping[str, Any]:
+        """Show a person the ``text_rich`` layout (a text per line, buttons marked).
+
+        The default ``text`` page is every text joined by `` [SEP] `` on one wrapped line; the
+        shipped adapter plays ``text_rich`` too, so a person sees at least the model's layout.
+        """
+        return {"observation_mode": "text_rich"}
+
 
 def _is_product_id(label: str) -> bool:
     """Tell an ASIN as the pages show it: ten letters and digits, at least one a digit."""

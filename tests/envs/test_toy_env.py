@@ -110,6 +110,19 @@ def test_the_trainer_plays_its_own_starts_with_its_turn_limit():
     assert long.group_id == "g"
 
 
+def test_the_trainer_reports_turns_and_the_turn_budget_left_as_it_plays():
+    seen = []
+    runner = PolicyRollouts(policy=CounterPolicy(), env_id="counter", max_turns=5)
+    runner.on_progress = seen.append
+    runner.run([runner.start("test", i) for i in (0, 4)], temperature=0.0)  # 1 turn, 5 turns
+    assert [p.turns for p in seen] == list(range(1, 7))  # one report per episode turn
+    first, last = seen[0], seen[-1]
+    # The short episode ended at once: its 4 unused turns leave the budget, not the rollout.
+    assert (first.episodes_done, first.budget_spent, first.turn_budget) == (1, 5, 10)
+    assert (last.episodes_done, last.episodes, last.budget_spent) == (2, 2, 10)
+    assert all(p.seconds_left is None or p.seconds_left >= 0 for p in seen)
+
+
 def test_the_trainer_refuses_a_start_of_another_environment():
     runner = PolicyRollouts(policy=CounterPolicy(), env_id="counter")
     with pytest.raises(ConfigError, match="'webshop'.*'counter'"):

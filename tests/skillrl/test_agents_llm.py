@@ -9,10 +9,11 @@ import envs
 from skillrl.agents.base import AgentState
 from skillrl.agents.expert import ExpertAgent
 from skillrl.agents.human import HumanAgent
-from skillrl.agents.llm import LLMAgent, LLMAgentConfig
+from skillrl.agents.llm import LLMAgent, LLMAgentConfig, no_op_actions
 from skillrl.policies.base import SamplingConfig, ScoredContinuation
 from skillrl.rollout import EpisodeStart, RolloutEngine
 from skillrl_core.errors import ConfigError
+from skillrl_core.records import TurnRecord
 
 RESULTS = ["click[back to search]", "click[red ball]", "click[blue kite]"]
 
@@ -261,3 +262,49 @@ def test_a_sampled_click_keeps_its_scores_as_pi_old_only_at_temperature_one(temp
         assert decision.completion_logprobs is None  # the update takes pi_old from the model
     (greedy,) = LLMAgent(ScriptedPolicy(), constrained=True).act([state(RESULTS)])
     assert len(greedy.completion_logprobs) == len(greedy.completion_token_ids)
+
+
+def turn_at(observation: str, action: str, turn: int = 0) -> TurnRecord:
+    return TurnRecord(turn, observation, list(RESULTS), action, True, 0.0)
+
+
+def after(history: list[TurnRecord], observation: str, actions: list[str]) -> AgentState:
+    s = state(actions, turn=len(history))
+    s.observation, s.history = observation, history
+    return s
+
+
+def test_an_action_that_left_the_page_unchanged_is_not_chosen_again_there():
+    page = state(RESULTS).observation
+    looped = after([turn_at(page, "click[blue kite]")], page, RESULTS)
+    (decision,) = LLMAgent(ScriptedPolicy(), constrained=True).act([looped])
+    assert decision.action != "click[blue kite]" and decision.action in RESULTS
+    assert no_op_actions(looped) == {"click[blue kite]"}
+    # The same action is chosen again where it changed the page, or with the rule off.
+    moved = after([turn_at("Search page", "click[blue kite]")], page, RESULTS)
+    (again,) = LLMAgent(ScriptedPolicy(), constrained=True).act([moved])
+    assert again.action == "click[blue kite]" and no_op_actions(moved) == set()
+    allowed = LLMAgentConfig(skip_no_op_repeats=False)
+    (repeated,) = LLMAgent(ScriptedPolicy(), constrained=True, config=allowed).act([looped])
+    assert repeated.action == "click[blue kite]"
+
+
+def test_a_no_op_that_is_the_only_admissible_action_is_still_taken():
+    page = state(RESULTS).observation
+    only = ["click[blue kite]"]
+    (decision,) = LLMAgent(ScriptedPolicy(), constrained=True).act(
+        [after([turn_at(page, "click[blue kite]")], page, only)]
+    )
+    assert decision.action == "click[blue kite]"
+
+
+def test_a_no_op_is_recognised_from_an_earlier_turn_at_the_same_page():
+    page = state(RESULTS).observation
+    history = [
+        turn_at(page, "click[red ball]", 0),
+        turn_at(page, "click[< prev]", 1),
+        turn_at("Item page", "click[back to search]", 2),
+    ]
+    # red ball left `page` unchanged; < prev led from it to the item page.
+    assert no_op_actions(after(history, page, RESULTS)) == {"click[red ball]"}
+    assert no_op_actions(after(history, "Another page", RESULTS)) == set()

@@ -186,14 +186,15 @@ def whole_checkpoint(folder):
     save_file({"weight": np.zeros(1, dtype=np.float32)}, str(folder / "model.safetensors"))
 
 
-def fake_run(workspace, name, cycles, mtime):
+def fake_run(workspace, name, cycles, mtime, env_id="webshop"):
     folder = workspace / "runs" / name
     for cycle in range(1, cycles + 1):
         checkpoint = folder / "checkpoints" / f"cycle-{cycle:04d}"
         whole_checkpoint(checkpoint)
     history = [{"cycle": c, "eval.success_rate": 0.1 * c} for c in range(cycles + 1)]
     (folder / "state.json").write_text(json.dumps({"history": history, "done": True}))
-    (folder / "config.json").write_text(json.dumps({"cycle": {"cycles": cycles}}))
+    config = {"cycle": {"cycles": cycles, "env_id": env_id}}
+    (folder / "config.json").write_text(json.dumps(config))
     os.utime(folder / "state.json", (mtime, mtime))
     return folder
 
@@ -216,6 +217,75 @@ def test_auto_is_the_newest_runs_last_checkpoint_and_says_so(workspace, monkeypa
     assert resolve_model("embedded", "transformers", str(workspace), console) == "embedded"
     assert resolve_model("base", "transformers", str(workspace), console) == "embedded"
     assert resolve_model("auto", "openai", str(workspace), console) == "embedded"
+
+
+def fake_sft_run(workspace, name, env_id, mtime):
+    """What ``skillrl sft --run-name <name>`` leaves: its files in ``runs/<name>/sft``."""
+    root = workspace / "runs" / name / "sft"
+    checkpoint = root / "checkpoints" / "round-0000"
+    whole_checkpoint(checkpoint)
+    state = {"round": 1, "phase": "", "done": True, "history": [{"round": 0}], "current": {}}
+    (root / "state.json").write_text(json.dumps(state))
+    config = {"cold_start": {"env_id": env_id, "dagger_rounds": 0}}
+    (root / "config.json").write_text(json.dumps(config))
+    os.utime(root / "state.json", (mtime, mtime))
+    return checkpoint
+
+
+def test_auto_plays_the_environments_own_model_and_says_which_runs_it_skipped(workspace):
+    shop = fake_run(workspace, "shop", 2, mtime=1_000)
+    boxes = fake_run(workspace, "boxes", 1, mtime=2_000, env_id="sokoban")
+    out = io.StringIO()
+    console = Console(file=out, width=300)
+    chosen = resolve_model("auto", "transformers", str(workspace), console, "webshop")
+    assert chosen == str(shop / "checkpoints" / "cycle-0002")
+    assert "skipped newer runs trained for another environment than 'webshop': 'boxes'" in (
+        out.getvalue()
+    )
+    out.truncate(0)
+    chosen = resolve_model("auto", "transformers", str(workspace), console, "sokoban")
+    assert chosen == str(boxes / "checkpoints" / "cycle-0001")
+    assert "skipped" not in out.getvalue()
+
+
+def test_base_model_hint_names_the_environment(workspace, monkeypatch):
+    import skillrl.policies.model_settings as model_settings
+
+    monkeypatch.setattr(model_settings, "shipped_adapter", lambda env_id: None)
+    fake_run(workspace, "shop", 1, mtime=1_000)
+    out = io.StringIO()
+    chosen = resolve_model("auto", "transformers", str(workspace), Console(file=out), "sokoban")
+    assert chosen == "embedded"
+    text = " ".join(out.getvalue().split())
+    assert "skillrl sft --env sokoban" in text and "skillrl train --env sokoban" in text
+    assert "'shop' (webshop)" in text  # said, not played
+
+
+def test_an_sft_run_is_listed_by_runs_and_played_by_auto(workspace, monkeypatch):
+    import skillrl.policies
+
+    fake_run(workspace, "shop", 1, mtime=1_000)
+    checkpoint = fake_sft_run(workspace, "tiny-sft", "webshop", mtime=2_000)
+    listed = CliRunner().invoke(main, ["runs", "--json"])
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.stdout)
+    assert [(r["name"], r["kind"], r["default_model"]) for r in rows] == [
+        ("tiny-sft", "sft", True),
+        ("shop", "train", False),
+    ]
+    assert rows[0]["last_checkpoint"] == str(checkpoint)
+    table = CliRunner().invoke(main, ["runs"], env={"COLUMNS": "300"})
+    assert "tiny-sft" in table.output and "1/1 rounds" in table.output
+    loaded = []
+
+    def capture(config, *args, **kwargs):
+        loaded.append(config.model)
+        raise Loaded()
+
+    monkeypatch.setattr(skillrl.policies, "load_policy", capture)
+    played = CliRunner().invoke(main, ["run", "--no-skills", "--no-record"])
+    assert isinstance(played.exception, Loaded), played.output
+    assert loaded == [str(checkpoint)]
 
 
 class Loaded(Exception):

@@ -85,6 +85,141 @@ def test_every_option_of_every_command_has_help_that_is_shown():
             assert any(name in shown for name in option.opts), f"{path} hides {option.opts}"
 
 
+def shown_help(*command: str) -> str:
+    """The --help of a command, on one line (no wrapping to a terminal's width)."""
+    result = CliRunner().invoke(main, [*command, "--help"], env={"COLUMNS": "2000"})
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+def test_model_help_lists_the_sources_auto_tries_in_the_order_it_tries_them(workspace):
+    import io
+
+    from rich.console import Console
+
+    from skillrl.policies.config import EMBEDDED_MODEL
+    from skillrl.policies.model_settings import shipped_adapter
+    from skillrl_cli.options import AUTO_MODEL_ORDER, resolve_model
+
+    texts = [" ".join(text.split()) for _source, text in AUTO_MODEL_ORDER]
+    for command in (("run",), ("eval",), ("skills", "measure")):
+        shown = shown_help(*command)
+        places = [shown.find(text) for text in texts]
+        assert -1 not in places and places == sorted(places), (command, places)
+    assert "(the embedded base model when there is none)" not in shown_help("eval")
+
+    def played(env_id: str) -> str:
+        return resolve_model("auto", "transformers", str(workspace), Console(file=io.StringIO()),
+                             env_id)  # fmt: skip
+
+    # Behaviour, source by source: what the help names first wins whenever it is there.
+    assert [source for source, _ in AUTO_MODEL_ORDER] == ["trained", "shipped", "base"]
+    assert shipped_adapter("sokoban") is None  # so Sokoban falls through to the base model
+    assert played("webshop") == str(shipped_adapter("webshop"))
+    assert played("sokoban") == EMBEDDED_MODEL
+    folder = workspace / "runs" / "shop"
+    from test_commands_options import whole_checkpoint
+
+    whole_checkpoint(folder / "checkpoints" / "cycle-0001")
+    (folder / "state.json").write_text(json.dumps({"history": [], "done": True}))
+    (folder / "config.json").write_text(json.dumps({"cycle": {"cycles": 1, "env_id": "webshop"}}))
+    assert played("webshop") == str(folder / "checkpoints" / "cycle-0001")
+    assert played("sokoban") == EMBEDDED_MODEL  # WebShop's model never plays Sokoban
+
+
+class Evaluated(Exception):
+    pass
+
+
+def test_eval_skills_default_is_the_models_recorded_setting_as_its_help_says(
+    workspace, monkeypatch
+):
+    import skillrl.policies
+    import skillrl_cli.eval
+    import trainers.evaluate
+    import trainers.policy_rollouts
+
+    shown = shown_help("eval")
+    assert "[default: both]" not in shown
+    assert (
+        "Default: as the model was trained (on or off, from its recorded settings), else both"
+        in (shown)
+    )
+    with_skills = []
+
+    class Rollouts:
+        def __init__(self, policy, *, bank, **options):
+            with_skills.append(bank is not None)
+
+    class Closed:
+        def close(self):
+            pass
+
+    class Result:
+        def to_dict(self):
+            return {}
+
+    monkeypatch.setattr(skillrl.policies, "load_policy", lambda config, *a, **k: object())
+    monkeypatch.setattr(skillrl_cli.eval, "open_bank", lambda *a, **k: Closed())
+    monkeypatch.setattr(trainers.policy_rollouts, "PolicyRollouts", Rollouts)
+    monkeypatch.setattr(trainers.evaluate, "evaluate", lambda runner, config: Result())
+
+    def evaluated(*args: str) -> list[bool]:
+        with_skills.clear()
+        result = CliRunner().invoke(main, ["eval", "--goals", "1", "--json", *args])
+        assert result.exit_code == 0, result.output
+        return list(with_skills)
+
+    from skillrl.policies.model_settings import ModelSettings, shipped_adapter
+
+    recorded = ModelSettings.load(shipped_adapter("webshop")).skills
+    assert evaluated() == [recorded]  # auto plays the shipped WebShop adapter: its setting only
+    assert evaluated("--model", "base") == [True, False]  # no recorded settings: both
+    assert evaluated("--skills", "both") == [True, False]  # an option given wins
+
+
+def test_run_skills_default_is_the_models_recorded_setting_as_its_help_says(workspace, monkeypatch):
+    import skillrl_cli.run
+    from skillrl.policies.model_settings import ModelSettings, shipped_adapter
+
+    shown = shown_help("run")
+    assert "Default: as the model was trained (its recorded settings), else with skills" in shown
+    settled = []
+
+    def capture(settings, console):
+        settled.append(settings.skills)
+        raise Evaluated()
+
+    monkeypatch.setattr(skillrl_cli.run, "play", capture)
+    for args in ([], ["--model", "base"], ["--skills"], ["--no-skills"]):
+        result = CliRunner().invoke(main, ["run", "--no-record", *args])
+        assert isinstance(result.exception, Evaluated), result.output
+    recorded = ModelSettings.load(shipped_adapter("webshop")).skills
+    assert settled == [recorded, True, True, False]
+
+
+def test_workspace_help_names_what_the_workspace_holds_and_not_the_model_cache(
+    workspace, tmp_path, monkeypatch
+):
+    from skillrl.policies.model_cache import cache_dir
+    from skillrl.workspace import WORKSPACE_CONTENTS
+
+    top = shown_help()
+    assert "model cache" not in top.split("Converted models")[0]
+    assert "cached per user" in top
+    commands = sorted({path for path, option in every_option() if "--workspace" in option.opts})
+    assert len(commands) > 10
+    for path in commands:
+        shown = shown_help(*path.split()[1:])
+        assert f"Workspace folder ({WORKSPACE_CONTENTS})" in shown, path
+        assert "model cache" not in shown and "cached per user, not here" in shown, path
+    # As said: the converted models' cache is the user's, wherever the workspace is.
+    monkeypatch.delenv("SKILLRL_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    assert cache_dir() == (tmp_path / "user-cache" / "skillrl").resolve()
+    assert workspace not in cache_dir().parents
+
+
 @pytest.mark.slow
 def test_subprocess_expert_run_records_into_a_seeded_bank(workspace):
     env = {**os.environ, "SKILLRL_WORKSPACE": str(workspace), "HF_HUB_OFFLINE": "1"}
@@ -211,6 +346,46 @@ def test_page_text_with_escape_sequences_is_shown_made_visible():
     text = out.getvalue()
     assert "\x1b" not in text  # no raw ESC reached the terminal
     assert "tea \\x1b[2J\\x1b]8;;http://x\\x1b\\link [/oops]" in text
+
+
+def test_a_person_reads_webshop_pages_in_the_models_readable_layout(workspace):
+    args = ["run", "--policy", "human", "--no-skills", "--no-record", "--max-turns", "2"]
+    played = CliRunner().invoke(main, args, input="herbal tea\nq\n", env={"COLUMNS": "200"})
+    assert played.exit_code == 0, played.output
+    assert "pages for a person: observation_mode=text_rich" in played.output
+    assert "[button] Search [button_]" in played.output and " [SEP] " not in played.output
+    assert "[button] Back to Search [button_]" in played.output  # the results page too
+    chosen = CliRunner().invoke(main, [*args, "--env-option", "observation_mode=text"], input="q\n")
+    assert chosen.exit_code == 0, chosen.output
+    assert " [SEP] " in chosen.output and "pages for a person" not in chosen.output
+
+
+def test_retrieved_skills_show_the_highest_score_first():
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from memory.types import RetrievedEntry, RetrievedSkills
+    from skillrl.agents.base import AgentState
+    from skillrl_cli.run_display import show_page, skills_table
+
+    def retrieved(title: str, kind: str, score: float) -> RetrievedEntry:
+        return RetrievedEntry(SimpleNamespace(id=title, title=title, kind=kind), score)
+
+    skills = RetrievedSkills(
+        general=[retrieved("low general", "general", 0.31)],
+        task=[retrieved("mid task", "task", 0.52)],
+        mistakes=[retrieved("top mistake", "mistake", 0.77)],
+    )
+    console = Console(width=200, record=True)
+    console.print(skills_table(skills.all, {"mid task"}))
+    lines = [line for line in console.export_text().splitlines() if "0." in line]
+    assert [line.split()[0] for line in lines] == ["top", "mid", "low"]
+    state = AgentState("e", "webshop", "buy tea", "grocery", "a page", ["click[buy now]"], 0,
+                       history=[], skills=skills, info={})  # fmt: skip
+    show_page(console, state)
+    page = console.export_text()
+    assert page.index("top mistake") < page.index("mid task") < page.index("low general")
 
 
 @pytest.mark.parametrize(

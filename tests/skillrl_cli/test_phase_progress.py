@@ -7,7 +7,8 @@ import io
 
 from rich.console import Console
 
-from skillrl_cli.train_session import PhaseBars
+from skillrl_cli.train_session import PhaseBars, rollout_text
+from trainers.policy_rollouts import RolloutProgress
 
 
 def bars(terminal: bool, interval: float) -> tuple[PhaseBars, io.StringIO, io.StringIO]:
@@ -53,3 +54,41 @@ def test_on_a_terminal_the_bars_draw_and_no_line_prints():
     progress, screen, lines = bars(terminal=True, interval=0.0)
     play(progress)
     assert lines.getvalue() == "" and "fine-tuning" in screen.getvalue()
+
+
+def rollout(episodes_done: int, turns: int, spent: int, seconds: float) -> RolloutProgress:
+    return RolloutProgress(episodes_done, 4, turns, 40, spent, seconds)
+
+
+def test_a_rollout_shows_episodes_turns_rate_and_time_left():
+    assert rollout_text(rollout(0, 0, 0, 0.0)) == "episodes 0/4, turns 0"
+    assert rollout_text(rollout(1, 20, 26, 10.0)) == (
+        "episodes 1/4, turns 20, 2.00 turns/s, at most 0:00:07 left"
+    )
+    assert rollout_text(rollout(4, 30, 40, 15.0)) == "episodes 4/4, turns 30, 2.00 turns/s"
+
+
+def test_a_piped_rollout_prints_lines_within_the_phase_and_at_its_end():
+    progress, screen, lines = bars(terminal=False, interval=3600.0)
+    with progress:
+        progress.phase("cycle 1: rolling out groups")
+        show = progress.show_rollout("  rollout:")
+        for turns in range(1, 30):
+            show(rollout(0, turns, turns, turns / 2))
+        show(rollout(4, 30, 40, 15.0))
+    out = lines.getvalue().splitlines()
+    assert out[1:] == ["rollout: episodes 4/4, turns 30, 2.00 turns/s"]  # interval: only the end
+    progress, screen, lines = bars(terminal=False, interval=0.0)
+    with progress:
+        progress.show_rollout("  rollout:")(rollout(1, 20, 26, 10.0))
+    assert lines.getvalue().splitlines() == [
+        "rollout: episodes 1/4, turns 20, 2.00 turns/s, at most 0:00:07 left"
+    ]
+    assert screen.getvalue() == ""
+
+
+def test_on_a_terminal_the_rollout_bar_carries_the_turns():
+    progress, screen, lines = bars(terminal=True, interval=0.0)
+    with progress:
+        progress.show_rollout("  rollout:")(rollout(1, 20, 26, 10.0))
+    assert lines.getvalue() == "" and "turns 20, 2.00 turns/s" in screen.getvalue()

@@ -138,6 +138,7 @@ def test_a_low_rank_change_exports_exactly_and_loads_back(three_layers, tmp_path
     done = export_adapter(base, tuned, tmp_path / "adapter", rank=2, base_name=str(three_layers),
                           dtype=torch.float32)  # fmt: skip
     assert done.modules == 2 and done.kept_energy == pytest.approx(1.0)
+    assert done.layers == 1  # q_proj and down_proj of one decoder layer
     _, loaded = load_causal_lm(str(tmp_path / "adapter"), torch.float32)
     ids = torch.tensor([[5, 9, 30, 41, 7]])
     with torch.no_grad():

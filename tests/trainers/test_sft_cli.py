@@ -55,6 +55,12 @@ def test_sft_then_train_from_it(tmp_path, tiny_model_dir):
     assert first.exit_code == 0, first.output
     history = json.loads(first.stdout)
     assert [row["round"] for row in history] == [0] and history[0]["train.global_step"] >= 1
+    screen = " ".join(first.stderr.split())
+    assert "episodes 2/2" in screen  # gathering showed its episodes as they finished
+    examples, loss = history[0]["train.examples"], history[0]["train.loss"]
+    assert (
+        f"1 round; the last trained on {examples} examples at a mean loss of {loss:.4f}" in screen
+    )
     folder = tmp_path / "ws" / "runs" / "s" / "sft"
     checkpoint = folder / "checkpoints" / "round-0000"
     AutoModelForCausalLM.from_pretrained(checkpoint)  # a plain from_pretrained checkpoint

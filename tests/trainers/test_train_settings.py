@@ -229,7 +229,7 @@ def fake_run(workspace, name, cycles, mtime, done=True):
     rates = [0.2, 0.5, 0.4, 0.6][: cycles + 1]
     history = [{"cycle": c, "eval.success_rate": r} for c, r in enumerate(rates)]
     (folder / "state.json").write_text(json.dumps({"history": history, "done": done}))
-    (folder / "config.json").write_text(json.dumps({"cycle": {"cycles": 3}}))
+    (folder / "config.json").write_text(json.dumps({"cycle": {"cycles": 3, "env_id": "webshop"}}))
     os.utime(folder / "state.json", (mtime, mtime))
     return folder
 
@@ -257,7 +257,7 @@ def test_runs_lists_every_run_newest_first_with_its_checkpoints(workspace):
     ]
     assert rows[0]["default_model"] and not rows[1]["default_model"]
     assert rows[0]["last_checkpoint"] == str(new / "checkpoints" / "cycle-0002")
-    table = CliRunner().invoke(main, ["runs"])
+    table = CliRunner().invoke(main, ["runs"], env={"COLUMNS": "300"})
     assert "new" in table.output and "old" in table.output and "0.60 (cycle 3)" in table.output
 
 
@@ -265,13 +265,17 @@ def test_the_shipped_adapter_trains_under_the_settings_it_records(workspace, sta
     result = train("--model", "shipped", "--run-name", "rl")
     assert isinstance(result.exception, Started), result.output
     cycle, _, settings = started[0]
+    from skillrl.policies.model_settings import ModelSettings, shipped_adapter
+
+    recorded = ModelSettings.load(shipped_adapter("webshop"))
     assert settings.policy.model.endswith("adapters/webshop")
-    assert not cycle.skills  # it was cold-started without skills
+    assert cycle.skills == recorded.skills  # whichever adapter ships, its own setting
     assert cycle.env_config == {"observation_mode": "text_rich"}
     assert "settings the model was trained under" in result.output
-    given = train("--model", "shipped", "--run-name", "rl-skills", "--skills")
+    flag = "--no-skills" if recorded.skills else "--skills"
+    given = train("--model", "shipped", "--run-name", "rl-skills", flag)
     assert isinstance(given.exception, Started), given.output
-    assert started[1][0].skills  # an option the user gives wins
+    assert started[1][0].skills != recorded.skills  # an option the user gives wins
     refused = train("--model", "shipped", "--env", "sokoban", "--run-name", "s")
     assert refused.exit_code == 1
     assert "no adapter ships for environment 'sokoban'" in refused.output

@@ -1,0 +1,1 @@
+"""``skillrl view``: a local, offline web app over episodes, the skill bank and training runs."""

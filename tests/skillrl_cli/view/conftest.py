@@ -1,0 +1,65 @@
+"""A small workspace for the view: a bank of three entries, two episodes of one group, one run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from memory import BankConfig, EntryDraft, SkillBank
+from memory.embedding import shared_embedder
+from skillrl_core.records import EpisodeRecord, TurnRecord
+
+SCRIPT_TITLE = "<script>window.pwned = 1</script> never run this"
+
+
+@dataclass
+class ViewWorkspace:
+    """What the fixture made, by id."""
+
+    root: Path
+    bank: SkillBank
+    size_id: str
+    script_id: str
+    episode_id: str
+
+
+def _turn(turn: int, observation: str, action: str, retrieved: list[str]) -> TurnRecord:
+    return TurnRecord(turn=turn, observation=observation, available_actions=[action],
+                      action=action, action_valid=True, reward=0.0,
+                      model_output=f"<think>step {turn}</think> {action}",
+                      retrieved_ids=retrieved)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def view_workspace(tmp_path_factory) -> Iterator[ViewWorkspace]:
+    """A workspace with a bank, stored episodes and a ``runs/r1/metrics.jsonl``."""
+    root = tmp_path_factory.mktemp("view-ws")
+    bank = SkillBank.open(BankConfig(workspace=root), embedder=shared_embedder())
+    size = bank.add(EntryDraft(kind="task", title="Pick the shoe size asked for",
+                               principle="Click the size in the instruction before buying.",
+                               env="webshop", category="footwear")).entry  # fmt: skip
+    script_draft = EntryDraft(kind="general", title=SCRIPT_TITLE,
+                              principle="<b>bold?</b> <img src=x onerror=alert(1)>")  # fmt: skip
+    script = bank.add(script_draft).entry
+    turns = [
+        _turn(0, "WebShop search page <i>", "search[red shoes]", [size.id, script.id]),
+        _turn(1, "Results: red shoes size 9", "click[b0001]", [size.id]),
+        _turn(2, "Product page: size 9, $20", "click[buy now]", []),
+    ]
+    winner = EpisodeRecord("webshop", "goal-7", "buy red shoes size 9", "footwear", turns=turns,
+                           success=True, score=1.0, reward_breakdown={"r_att": 1.0}, split="test",
+                           group_id="grp-1", agent="expert")  # fmt: skip
+    loser = EpisodeRecord("webshop", "goal-7", "buy red shoes size 9", "footwear",
+                          turns=turns[:1], success=False, score=0.0, split="test",
+                          group_id="grp-1", agent="expert")  # fmt: skip
+    bank.trajectories.save_episodes([winner, loser])
+    run = root / "runs" / "r1"
+    run.mkdir(parents=True)
+    rows = [{"cycle": i, "success": 0.2 + 0.1 * i, "score": 0.4 + 0.05 * i} for i in range(4)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    yield ViewWorkspace(root, bank, size.id, script.id, winner.episode_id)
+    bank.close()

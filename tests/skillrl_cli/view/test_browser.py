@@ -1,0 +1,139 @@
+"""The view in Debian's headless chromium: step through an episode, edit an entry, escaping.
+
+Marked ``browser``: without /usr/bin/chromium or Playwright these tests fail with the install
+command (``bash scripts/install.sh dev``), they never skip silently. Each page type is saved
+as a screenshot: into ``docs/images/`` for the README with ``SKILLRL_VIEW_SCREENSHOTS=1``,
+else into a temporary folder (a test run leaves the tracked images alone).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from skillrl_cli.view.app import ViewConfig, build_app
+from skillrl_cli.view.security import ViewSecurity
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]  # fmt: skip
+README_IMAGES = Path(__file__).resolve().parents[3] / "docs" / "images"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(view_workspace) -> Iterator[str]:
+    """The view on a free loopback port, served by uvicorn in a thread."""
+    import uvicorn
+
+    app = build_app(
+        view_workspace.bank, ViewConfig(runs_dir=view_workspace.root / "runs"), ViewSecurity()
+    )
+    port = _free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    running = uvicorn.Server(config)
+    thread = threading.Thread(target=running.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not running.started:
+        if time.monotonic() > deadline:
+            pytest.fail("the view's server did not start within 30 s")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    running.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def page(server) -> Iterator[object]:
+    """One chromium page for the module (Debian's chromium, never a downloaded browser)."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: run `bash scripts/install.sh dev` (apt chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as error:
+        pytest.fail(f"playwright is missing: pip install -e '.[dev]' ({error})")
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        opened = browser.new_page(viewport={"width": 1200, "height": 900})
+        yield opened
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where screenshots go: the README's images when asked for, else a temporary folder."""
+    if os.environ.get("SKILLRL_VIEW_SCREENSHOTS") == "1":
+        return README_IMAGES
+    return tmp_path_factory.mktemp("view-shots")
+
+
+def _shot(page, folder: Path, name: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"view-{name}.png"), full_page=True)
+
+
+def test_step_through_an_episode_and_see_each_turns_retrieved_entries(
+    page, server, view_workspace, shots
+):
+    page.goto(f"{server}/episodes")
+    _shot(page, shots, "episodes")
+    page.click(f"a[href='/episodes/{view_workspace.episode_id}']")
+    shown = page.locator(".turn.shown")
+    assert shown.locator(".action").inner_text() == "search[red shoes]"
+    assert shown.locator(".retrieved li").count() == 2
+    assert "Pick the" in shown.locator(".retrieved").inner_text()
+    _shot(page, shots, "episode")
+    page.click("#next")
+    assert page.locator(".turn.shown .action").inner_text() == "click[b0001]"
+    assert page.locator(".turn.shown .retrieved li").count() == 1
+    page.click("#next")
+    assert page.locator(".turn.shown .action").inner_text() == "click[buy now]"
+    assert page.locator("#turn-label").inner_text() == "turn 3 of 3"
+
+
+def test_an_edit_shows_in_the_page_and_in_skills_history(page, server, view_workspace, shots):
+    from click.testing import CliRunner
+
+    from cli import main
+
+    entry_id = view_workspace.script_id
+    page.goto(f"{server}/skills/{entry_id}")
+    page.fill("textarea[name=principle]", "Escape everything you show.")
+    page.fill("input[name=reason]", "edited in the browser")
+    page.click("#save")
+    page.wait_for_url(f"{server}/skills/{entry_id}")
+    assert page.locator("#principle").inner_text() == "Escape everything you show."
+    assert page.locator("#revision").inner_text() == "2"
+    assert "edited in the browser" in page.locator("#revisions").inner_text()
+    _shot(page, shots, "entry")
+    history = CliRunner().invoke(
+        main, ["skills", "history", entry_id, "--workspace", str(view_workspace.root), "--json"]
+    )
+    assert history.exit_code == 0, history.output
+    assert "edited in the browser" in history.output
+
+
+def test_an_entry_holding_a_script_tag_renders_as_text(page, server, view_workspace, shots):
+    page.goto(f"{server}/skills/{view_workspace.script_id}")
+    assert page.evaluate("window.pwned") is None
+    assert page.locator("#entry-title").inner_text().startswith("<script>")
+    page.goto(f"{server}/skills")
+    assert page.evaluate("window.pwned") is None
+    _shot(page, shots, "bank")
+    page.goto(f"{server}/runs/r1")
+    _shot(page, shots, "run")
