@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import func, select
+from sqlalchemy.exc import DatabaseError
 from sqlalchemy.orm import Session
 
 import memory.consistency as consistency
 from memory.bank_files import open_engine
 from memory.config import BankConfig, RetrievalConfig
-from memory.db import read_session, upgrade_schema
+from memory.db import damaged_bank, read_session, upgrade_schema
 from memory.embedding import Embedder
 from memory.entries import (
     EDITABLE_FIELDS,
@@ -93,6 +94,9 @@ class SkillBank:
                 consistency.check_embedder(store)
             if verify and config.on_mismatch != "ignore":
                 consistency.check_on_open(store, repair=config.on_mismatch == "repair")
+        except DatabaseError as e:  # a damaged file the header check could not see
+            engine.dispose()
+            raise damaged_bank(engine, e) from e
         except BaseException:
             engine.dispose()
             raise

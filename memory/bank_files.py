@@ -9,15 +9,109 @@ database`` deep inside a transaction.
 from __future__ import annotations
 
 import os
+import sqlite3
+import struct
 from pathlib import Path
 
 from sqlalchemy import Engine
 
 from memory.config import BankConfig
-from memory.db import make_engine, read_only_sqlite_url, upgrade_schema
+from memory.db import make_engine, read_only_sqlite_uri, read_only_sqlite_url, upgrade_schema
 from skillrl_core.errors import BankError
 
 SQLITE_FILE = "bank.sqlite"
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
+BANK_TABLE = "entries"
+"""A table every skillrl bank has, whatever its schema revision."""
+_LEAVE_IT = "nothing was changed; move it away (or restore a copy) to use this workspace"
+
+
+def _database_pages(header: bytes) -> int | None:
+    """Pages the database header says the file holds (None where the header does not say)."""
+    (page_size,) = struct.unpack(">H", header[16:18])
+    page_size = 65536 if page_size == 1 else page_size
+    (pages,) = struct.unpack(">I", header[28:32])
+    # The in-header size is valid only where "version-valid-for" equals the change counter.
+    if header[92:96] != header[24:28] or pages == 0:
+        return None
+    return pages * page_size
+
+
+def check_bank_file(path: Path) -> None:
+    """Refuse, untouched, a file at ``path`` that is not a readable skillrl bank.
+
+    Reads the header and the list of tables only (read-only, no lock taken, nothing written):
+    an empty file, another kind of file, a truncated database and another program's SQLite
+    database each fail with one :class:`BankError` line naming the file.
+    """
+    if not path.exists():
+        return
+    if path.is_dir():
+        raise BankError(f"the skill bank {path} is a folder, not a database file; {_LEAVE_IT}")
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as file:
+            header = file.read(100)
+    except OSError as e:
+        raise BankError(f"cannot read the skill bank {path}: {e.strerror or e}") from e
+    if size == 0:
+        raise BankError(f"the skill bank {path} is an empty file (0 bytes); {_LEAVE_IT}")
+    if len(header) < 100 or not header.startswith(SQLITE_HEADER):
+        raise BankError(
+            f"the skill bank {path} is not an SQLite database (damaged, or another kind of "
+            f"file); {_LEAVE_IT}"
+        )
+    expected = _database_pages(header)
+    if expected is not None and size < expected:
+        raise BankError(
+            f"the skill bank {path} is truncated ({size} of {expected} bytes); {_LEAVE_IT}"
+        )
+    try:
+        connection = sqlite3.connect(read_only_sqlite_uri(path), uri=True)
+        try:
+            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+        finally:
+            connection.close()
+    except sqlite3.Error as e:
+        raise BankError(f"the skill bank {path} cannot be read ({e}); {_LEAVE_IT}") from e
+    if BANK_TABLE not in tables:
+        raise BankError(
+            f"{path} is an SQLite database but not a skillrl skill bank (it has no "
+            f"{BANK_TABLE!r} table); {_LEAVE_IT}"
+        )
+
+
+def _create_bank_file(path: Path, busy_timeout_s: float) -> None:
+    """Build a new, empty bank beside ``path`` and move it into place whole.
+
+    Another process creating the same bank at the same time wins or loses the move; either way
+    ``path`` ends up a complete bank, never a half-created one.
+    """
+    partial = path.with_name(f".{path.name}.{os.getpid()}.new")
+    engine = make_engine(f"sqlite:///{partial}", busy_timeout_s=busy_timeout_s)
+    try:
+        upgrade_schema(engine)
+    finally:
+        engine.dispose()
+    try:
+        os.link(partial, path)  # unlike a rename, never replaces a bank created meanwhile
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise BankError(f"cannot create the skill bank {path}: {e.strerror or e}") from e
+    finally:
+        for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+def check_chroma_folder(config: BankConfig) -> None:
+    """Refuse an embedded index path that is not a folder (nothing is changed)."""
+    path = config.chroma_path
+    if config.chroma_url is None and path.exists() and not path.is_dir():
+        raise BankError(
+            f"the skill bank's index {config.chroma_path} is a file, not a folder; {_LEAVE_IT}"
+        )
 
 
 def sqlite_path(config: BankConfig) -> Path | None:
@@ -38,6 +132,18 @@ def prepare_workspace(config: BankConfig) -> None:
         if isinstance(e, (FileExistsError, NotADirectoryError)):
             reason = "a file is in the way (the path, or one of its folders, is not a folder)"
         raise BankError(f"cannot create the workspace folder {config.workspace}: {reason}") from e
+
+
+def _check_workspace_path(workspace: Path) -> None:
+    """Refuse a workspace that could never be a folder (it, or a folder above it, is a file)."""
+    for path in (workspace, *workspace.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise BankError(
+                    f"cannot create the workspace folder {workspace}: a file is in the way "
+                    "(the path, or one of its folders, is not a folder)"
+                )
+            return
 
 
 def _writable(path: Path) -> bool:
@@ -66,11 +172,17 @@ def open_engine(config: BankConfig) -> tuple[Engine, bool]:
     bank in memory, which is read like any other.
     """
     database = sqlite_path(config)
+    if database is not None:
+        check_bank_file(database)
+    check_chroma_folder(config)
     if config.read_only and database is not None and not database.exists():
+        _check_workspace_path(config.workspace)
         engine = make_engine("sqlite://", busy_timeout_s=config.busy_timeout_s)
         upgrade_schema(engine)  # in memory: the empty bank's tables
         return engine, True
     prepare_workspace(config)
+    if database is not None and not database.exists():
+        _create_bank_file(database, config.busy_timeout_s)
     read_only = config.read_only or local_files_read_only(config)
     url = config.resolved_database_url
     if read_only and database is not None:

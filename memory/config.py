@@ -13,6 +13,8 @@ from skillrl_core.validation import check_finite_fields
 DATABASE_URL_ENV_VAR = "SKILLRL_DATABASE_URL"
 CHROMA_URL_ENV_VAR = "SKILLRL_CHROMA_URL"
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+MAX_K = 100
+"""Most entries of one kind a query may ask for (each one is prompt text)."""
 
 
 @dataclass
@@ -93,7 +95,7 @@ class RetrievalConfig:
         check_finite_fields(self)
         for name in ("k_general", "k_task", "k_mistakes"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{name} ({value!r}) must be an integer >= 0")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_K:
+                raise ConfigError(f"{name} ({value!r}) must be an integer from 0 to {MAX_K}")
         if not -1.0 <= self.min_similarity <= 1.0:
             raise ConfigError(f"min_similarity ({self.min_similarity}) must be in [-1, 1]")

@@ -100,7 +100,11 @@ def check_on_open(store: BankStore, *, repair: bool) -> None:
         if not report.ok and not repair:
             raise _disagreement(report)
         if not report.ok:
-            logger.warning("the read-only skill bank's index disagrees: %s", report.summary())
+            logger.warning(
+                "the skill bank's index disagrees with SQL (%s), so searches may miss entries; "
+                "left as it is (opened read-only): run `skillrl skills reindex` to rebuild it",
+                report.summary(),
+            )
         return
     for attempt in range(2):
         with store.transaction() as (session, _undo):

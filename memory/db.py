@@ -25,7 +25,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
 
 from skillrl_core.errors import BankError, ConfigError, DependencyNotInstalled
@@ -46,8 +46,8 @@ LOCK_ATTEMPTS = 3
 _PG_LOCK_KEY = 0x5C111B4A
 
 
-def read_only_sqlite_url(path: Path) -> str:
-    """URL opening the SQLite file at ``path`` without ever writing it (nor its folder).
+def read_only_sqlite_uri(path: Path) -> str:
+    """SQLite URI (for ``sqlite3.connect(..., uri=True)``) that never writes ``path`` or its folder.
 
     ``mode=ro`` still needs the ``-shm`` file of a WAL database, which a read-only folder cannot
     get; when no ``-wal`` file is there, every change is in the main file, so ``immutable=1``
@@ -55,7 +55,12 @@ def read_only_sqlite_url(path: Path) -> str:
     """
     wal = Path(f"{path}-wal")
     flags = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
-    return f"sqlite:///file:{quote(str(path))}?{flags}&uri=true"
+    return f"file:{quote(str(path))}?{flags}"
+
+
+def read_only_sqlite_url(path: Path) -> str:
+    """SQLAlchemy URL of :func:`read_only_sqlite_uri`."""
+    return f"sqlite:///{read_only_sqlite_uri(path)}&uri=true"
 
 
 def make_engine(url: str, *, busy_timeout_s: float = 30.0, read_only: bool = False) -> Engine:
@@ -116,6 +121,16 @@ def store_error(engine: Engine, error: OperationalError) -> BankError:
     return BankError(f"the skill-bank database {engine.url!r} failed: {error.orig}")
 
 
+def damaged_bank(engine: Engine, error: DatabaseError) -> BankError:
+    """Return a one-line :class:`BankError` for a database SQLite cannot read (damaged)."""
+    if isinstance(error, OperationalError) and (_busy(error) or _read_only(error)):
+        return store_error(engine, error)
+    return BankError(
+        f"the skill bank {engine.url.database} is damaged ({error.orig}); nothing was changed: "
+        "restore it from a copy, or move it away to start a new bank"
+    )
+
+
 def _begin_write(engine: Engine) -> tuple[Session, SessionTransaction]:
     """Open a session holding the write lock, waiting up to ``LOCK_ATTEMPTS`` busy timeouts."""
     bind = engine.execution_options(**{_WRITE: True})
@@ -174,8 +189,9 @@ def upgrade_schema(engine: Engine, *, read_only: bool = False) -> None:
             return
         if read_only:
             raise BankError(
-                f"the skill bank {engine.url.database} is read-only and its schema ({current}) "
-                f"needs migrating to {head}; open it once from a writable copy"
+                f"the skill bank {engine.url.database} was opened read-only and its schema "
+                f"({current}) needs migrating to {head}; run a command that changes the bank "
+                "(e.g. `skillrl skills reindex`) from a writable workspace first"
             )
         with engine.execution_options(**{_WRITE: True}).begin() as connection:
             if engine.dialect.name == "postgresql":

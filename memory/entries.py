@@ -12,6 +12,7 @@ from memory.db import read_session
 from memory.models import EntryRow, ProvenanceRow
 from memory.types import ENTRY_KINDS, Entry, EntryDraft
 from skillrl_core.errors import InvalidEntryError
+from skillrl_core.text import hidden_character
 
 CONTENT_FIELDS: tuple[str, ...] = (
     "kind",
@@ -48,7 +49,23 @@ MISTAKE_ONLY: tuple[str, ...] = ("failure_point", "flawed_action", "correction")
 """Fields only a counterfactual note has (a skill's text would silently never show them)."""
 MAX_TITLE = 300
 MAX_TEXT = 8000
+MAX_ID = 32
+"""Characters of an entry id (the width of the id column)."""
 _OPTIONAL_STR = ("env", "category", "external_id")
+
+
+def check_entry_id(text: str, *, option: str = "id") -> None:
+    """Refuse an entry id (or prefix) no bank can hold: empty, blank, too long, or unprintable.
+
+    The id column is ``MAX_ID`` characters (PostgreSQL enforces it; SQLite would not), and an
+    id is typed on command lines, so it holds no whitespace or control character.
+    """
+    if not text or len(text) > MAX_ID or not text.isprintable() or any(c.isspace() for c in text):
+        raise InvalidEntryError(
+            f"{option} ({text[:40]!r}{'...' if len(text) > 40 else ''}) is not an entry id: "
+            f"ids are 1-{MAX_ID} characters without spaces or control characters "
+            "(see `skillrl skills list`)"
+        )
 
 
 def validate_draft(draft: EntryDraft) -> None:
@@ -63,12 +80,14 @@ def validate_draft(draft: EntryDraft) -> None:
             raise InvalidEntryError(f"{name} must be text, got {type(value).__name__}")
         if "\x00" in value:  # SQLite stores NUL, PostgreSQL refuses it: keep banks portable
             raise InvalidEntryError(f"{name} contains a NUL character")
-        if len(value) > MAX_TEXT:
-            raise InvalidEntryError(f"{name} is {len(value)} characters long (max {MAX_TEXT})")
+        limit = MAX_TITLE if name == "title" else MAX_TEXT
+        if len(value) > limit:
+            raise InvalidEntryError(f"{name} is {len(value)} characters long (max {limit})")
+        hidden = hidden_character(value)
+        if hidden is not None:  # it would act on a terminal, or hide text from a reader
+            raise InvalidEntryError(f"{name} contains {hidden}; entries hold plain text only")
     if not draft.title.strip():
         raise InvalidEntryError("title must not be empty")
-    if len(draft.title) > MAX_TITLE:
-        raise InvalidEntryError(f"title is {len(draft.title)} characters long (max {MAX_TITLE})")
     if not draft.principle.strip():
         raise InvalidEntryError("principle must not be empty")
     if draft.kind != "mistake":

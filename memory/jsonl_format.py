@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory.bulk import insert_entries
-from memory.entries import COUNTER_FIELDS, normalise_draft, validate_draft
+from memory.entries import COUNTER_FIELDS, check_entry_id, normalise_draft, validate_draft
 from memory.types import Entry, EntryDraft
 from skillrl_core.errors import DataFileError, ImportFormatError, InvalidEntryError
 from skillrl_core.files import atomic_write_text
@@ -56,6 +56,8 @@ def export_jsonl(bank: SkillBank, path: Path, *, status: str | None = None) -> i
 PROVENANCE_TEXT = ("source", "author", "reason")
 PROVENANCE_KEYS = frozenset(PROVENANCE_TEXT + ("trajectory_ids", "external_id", "similarity",
                                                "created_at"))  # fmt: skip
+MAX_COUNT = 2**31 - 1
+"""Largest counter a bank stores (PostgreSQL's ``integer``; SQLite's is wider)."""
 POSITIVE_FIELDS = ("revision", "support_count")
 """Counters that start at 1: a stored entry has at least its first revision and one source."""
 
@@ -76,6 +78,25 @@ def _check_no_nul(name: str, value: Any, where: str) -> None:
     # SQLite stores NUL characters, PostgreSQL refuses them: a bank must move between both.
     if isinstance(value, str) and "\x00" in value:
         raise ImportFormatError(f"{where}: field {name!r} contains a NUL character")
+    # A JSON escape can spell a lone surrogate, which no UTF-8 database can store.
+    if isinstance(value, str) and any("\ud800" <= c <= "\udfff" for c in value):
+        raise ImportFormatError(
+            f"{where}: field {name!r} contains a lone surrogate (an unpaired \\ud800-\\udfff "
+            "escape), which is not text"
+        )
+
+
+def parse_json(text: str, where: str) -> Any:
+    """Parse one JSON document of an import file; refuse it, naming ``where``, if it is not.
+
+    Nesting deeper than Python's recursion limit is refused like any malformed JSON.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ImportFormatError(f"{where}: not valid JSON ({e.msg})") from e
+    except RecursionError as e:
+        raise ImportFormatError(f"{where}: not valid JSON (nested too deeply)") from e
 
 
 def _check_provenance(records: Any, where: str) -> None:
@@ -119,9 +140,12 @@ def _check_counters(data: dict[str, Any], where: str) -> None:
     for name in COUNTER_FIELDS + ("revision",):
         value = data.get(name, 1 if name in POSITIVE_FIELDS else 0)
         low = 1 if name in POSITIVE_FIELDS else 0
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
+            big = isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**12
+            shown = f"{value:.3g}" if big else repr(value)
             raise ImportFormatError(
-                f"{where}: field {name!r} ({value!r}) must be an integer >= {low}"
+                f"{where}: field {name!r} ({shown}) must be an integer from {low} to "
+                f"{MAX_COUNT} (the database's integer column)"
             )
     pairs = data.get("paired_pairs", 0)
     discordant = data.get("paired_with_only", 0) + data.get("paired_without_only", 0)
@@ -153,6 +177,10 @@ def _entry_record(data: Any, where: str) -> Entry:
     for name in ("id", "kind", "title", "principle"):
         if not isinstance(data.get(name), str) or not data.get(name):
             raise ImportFormatError(f"{where}: field {name!r} is missing or not text")
+    try:
+        check_entry_id(data["id"], option="field 'id'")
+    except InvalidEntryError as e:
+        raise ImportFormatError(f"{where}: {e}") from e
     for name, value in data.items():
         _check_no_nul(name, value, where)
     _check_counters(data, where)
@@ -196,10 +224,7 @@ def check_jsonl(bank: SkillBank, path: Path) -> list[CheckedRecord]:
             continue
         where = f"{path}:{number}"
         try:
-            entry = _entry_record(json.loads(line), where)
-        except json.JSONDecodeError as e:
-            records.append(CheckedRecord(where, None, f"{where}: not valid JSON ({e.msg})"))
-            continue
+            entry = _entry_record(parse_json(line, where), where)
         except ImportFormatError as e:
             records.append(CheckedRecord(where, None, str(e)))
             continue

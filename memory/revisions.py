@@ -43,8 +43,18 @@ def history(session: Session, entry_id: str) -> list[Revision]:
     return [_revision(r) for r in rows]
 
 
+MAX_REVISION = 2**31 - 1
+"""Largest revision number a bank can store (PostgreSQL's ``integer``)."""
+
+
 def revision_data(session: Session, entry_id: str, revision: int) -> dict:
     """Return the content and status an entry had at ``revision``."""
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 1:
+        raise SkillNotFoundError(
+            f"revision ({revision!r}) must be a revision number >= 1 (see `skillrl skills history`)"
+        )
+    if revision > MAX_REVISION:  # the database's integer column cannot even hold it
+        raise SkillNotFoundError(f"entry {entry_id!r} has no revision {revision}")
     row = session.scalar(
         select(RevisionRow).where(
             RevisionRow.entry_id == entry_id, RevisionRow.revision == revision

@@ -181,6 +181,8 @@ def check_skillrl_file(
         data = json.loads(read_utf8(path))
     except json.JSONDecodeError as e:
         raise ImportFormatError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from e
+    except RecursionError as e:
+        raise ImportFormatError(f"{path}: not valid JSON (nested too deeply)") from e
     try:
         return check_skillrl(data, env=env, source=SKILLRL_SOURCE, category_map=category_map)
     except ImportFormatError as e:

@@ -19,6 +19,7 @@ from skillrl_cli.bank_access import open_bank
 from skillrl_cli.options import (
     AUTO_MODEL,
     MODEL_HELP,
+    SEED,
     backend_option,
     constrained_from,
     decoding_line,
@@ -128,7 +129,7 @@ def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
 @max_prompt_tokens_option
 @decoding_option
 @click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Env and sampling seed.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Env and sampling seed.")
 @env_option
 @workspace_option
 @json_option

@@ -227,6 +227,9 @@ def env_config_from(env_id: str, settings: dict[str, Any]) -> dict[str, Any]:
 
 # -- which model (--model auto) ----------------------------------------------------------------
 
+SEED = click.IntRange(0, 2**32 - 1)
+"""Type of every ``--seed``: what numpy, torch and the environments accept (no negatives)."""
+
 AUTO_MODEL = "auto"
 BASE_MODEL = "base"
 

@@ -23,6 +23,7 @@ from skillrl.workspace import resolve_workspace
 from skillrl_cli.options import (
     AUTO_MODEL,
     MODEL_HELP,
+    SEED,
     backend_option,
     constrained_from,
     decoding_line,
@@ -83,7 +84,7 @@ if TYPE_CHECKING:
     "--episodes.",
 )
 @click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed (episode i uses seed+i)."
+    "--seed", type=SEED, default=0, show_default=True, help="Seed (episode i uses seed+i)."
 )
 @click.option("--model", default=AUTO_MODEL, show_default=True, help=MODEL_HELP)
 @backend_option

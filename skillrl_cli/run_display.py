@@ -2,7 +2,9 @@
 
 Text from the environment, the model or the bank is never read as rich markup: bracketed
 text in observations and actions would vanish. It goes into :class:`Text` objects or through
-:func:`rich.markup.escape`. How actions are labelled for a person is the environment adapter's.
+:func:`rich.markup.escape`, with control characters spelled out first
+(:func:`skillrl_core.text.visible`: a page or a model cannot colour, clear or link the terminal).
+How actions are labelled for a person is the environment adapter's.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from skillrl.agents.base import AgentDecision, AgentState
 from skillrl.parsing import split_thinking
 from skillrl.rollout import TurnEvent
 from skillrl_core.records import EpisodeRecord
+from skillrl_core.text import visible
 
 OBSERVATION_CHARS = 600
 
@@ -34,21 +37,23 @@ def turn_panel(event: TurnEvent, *, with_observation: bool = True) -> Panel:
         parts.append(Text("no skills retrieved", style="dim"))
     think = split_thinking(event.turn.model_output)[0]
     if think:
-        parts.append(Text.assemble(("thinking: ", "bold"), (think, "italic")))
+        parts.append(Text.assemble(("thinking: ", "bold"), (visible(think), "italic")))
     style = "bold green" if event.turn.action_valid else "bold red"
     verdict = "" if event.turn.action_valid else "  (invalid: nothing happened)"
     if event.turn.action_substituted:
         verdict += "  (not the model's own: substituted)"
-    parts.append(Text.assemble(("action: ", "bold"), (event.turn.action, style), verdict))
+    parts.append(Text.assemble(("action: ", "bold"), (visible(event.turn.action), style), verdict))
     if event.turn.model_output and not event.turn.action_valid:
-        parts.append(Text(f"model said: {event.turn.model_output[:300]}", style="dim"))
+        said = visible(event.turn.model_output[:300])
+        parts.append(Text(f"model said: {said}", style="dim"))
     if event.record.error:
-        parts.append(Text(f"episode ended by an error: {event.record.error}", style="bold red"))
+        error = visible(event.record.error)
+        parts.append(Text(f"episode ended by an error: {error}", style="bold red"))
     observation = event.next_observation
     if len(observation) > OBSERVATION_CHARS:
         observation = observation[:OBSERVATION_CHARS] + " ..."
     if with_observation:
-        parts.append(Text.assemble(("observation: ", "bold"), observation))
+        parts.append(Text.assemble(("observation: ", "bold"), visible(observation)))
     end = ""
     if event.done:
         end = "  [bold green]success[/]" if event.record.success else "  [bold red]no success[/]"
@@ -71,8 +76,8 @@ def skills_table(skills: list[Any], in_prompt: set[str] | None = None) -> Table:
     for retrieved in sorted(skills, key=lambda r: -r.similarity):
         shown = in_prompt is None or retrieved.entry.id in in_prompt
         table.add_row(
-            Text(retrieved.entry.title, style="" if shown else "dim strike"),
-            Text(retrieved.entry.kind),
+            Text(visible(retrieved.entry.title), style="" if shown else "dim strike"),
+            Text(visible(retrieved.entry.kind)),
             f"{retrieved.similarity:.2f}",
         )
     return table
@@ -80,7 +85,8 @@ def skills_table(skills: list[Any], in_prompt: set[str] | None = None) -> Table:
 
 def header(record_instruction: str, goal_id: str) -> Text:
     """Return the line shown when an episode starts."""
-    return Text.assemble(("task ", "bold"), f"({goal_id}): ", (record_instruction, "cyan"))
+    instruction = visible(record_instruction)
+    return Text.assemble(("task ", "bold"), f"({visible(goal_id)}): ", (instruction, "cyan"))
 
 
 def ask_step(console: Console, state: AgentState, decision: AgentDecision) -> str:
@@ -89,7 +95,7 @@ def ask_step(console: Console, state: AgentState, decision: AgentDecision) -> st
     console.print(
         Text.assemble(
             ("proposed: ", "bold"),
-            (decision.action, "green" if decision.parse_ok else "red"),
+            (visible(decision.action), "green" if decision.parse_ok else "red"),
             "   (Enter accepts; or type an action, a number from the list, or q to quit)",
         )
     )
@@ -99,7 +105,7 @@ def ask_step(console: Console, state: AgentState, decision: AgentDecision) -> st
 def show_page(console: Console, state: AgentState) -> None:
     """Show a person the page and the numbered admissible actions."""
     console.print(
-        Panel(Text(state.observation), title=f"turn {state.turn + 1}", title_align="left")
+        Panel(Text(visible(state.observation)), title=f"turn {state.turn + 1}", title_align="left")
     )
     if state.skills is not None and state.skills.all:
         console.print(skills_table(state.skills.all))
@@ -116,9 +122,9 @@ def action_list(state: AgentState) -> Text:
     lines = Text(no_wrap=True, overflow="ellipsis")  # one line per action, cut at the edge
     for number, (label, hint) in enumerate(shown, start=1):
         lines.append(f"  {number:>2}. ", style="bold")
-        lines.append(label, style="cyan")
+        lines.append(visible(label), style="cyan")
         if hint:
-            lines.append(f"  {hint}", style="dim")
+            lines.append(f"  {visible(hint)}", style="dim")
         lines.append("\n")
     lines.rstrip()
     return lines
@@ -143,7 +149,7 @@ def summary_table(records: list[EpisodeRecord]) -> Table:
     for i, record in enumerate(records):
         table.add_row(
             str(i + 1),
-            escape(record.goal_id),
+            escape(visible(record.goal_id)),
             "[green]yes[/]" if record.success else "[red]no[/]",
             f"{record.score:.3f}",
             str(record.num_turns),

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from skillrl_cli.options import json_option, workspace_option
+from skillrl_core.errors import DataFileError
 
 
 @click.command("runs")
@@ -22,37 +23,45 @@ def runs(workspace: str, as_json: bool) -> None:
     trained on that environment.
     """
     from skillrl.workspace import resolve_workspace
-    from trainers.runs import default_models, list_runs
+    from trainers.runs import default_models_among, list_runs
 
     root = resolve_workspace(workspace)
+    if not root.is_dir():  # a typo in --workspace must not read as "no runs yet"
+        raise DataFileError(f"the workspace {root} does not exist (or is not a folder)")
     found = list_runs(root)
-    defaults = default_models(root)
+    defaults = default_models_among(found)  # listed once: one warning per damaged run
     chosen = set(defaults.values())
     if as_json:
         rows = [{**r.to_dict(), "default_model": r.last_checkpoint in chosen} for r in found]
         click.echo(json.dumps(rows, indent=2))
         return
     from rich.console import Console
+    from rich.markup import escape
+
+    from skillrl_core.text import visible
 
     console = Console()
     if not found:
         console.print(
-            f"no training runs in {root / 'runs'} yet (start one with `skillrl sft --env <env>` "
-            "or `skillrl train --env <env>`)"
+            f"no training runs in {escape(str(root / 'runs'))} yet (start one with "
+            "`skillrl sft --env <env>` or `skillrl train --env <env>`)"
         )
         return
     console.print(_table(found, chosen))
     for env_id, path in sorted(defaults.items()):
+        env_shown = escape(visible(env_id))
         console.print(
-            f"* default model of `skillrl run --env {env_id}` / `skillrl eval --env {env_id}`: "
-            f"{path}",
+            f"* default model of `skillrl run --env {env_shown}` / `skillrl eval --env "
+            f"{env_shown}`: {escape(visible(str(path)))}",
             soft_wrap=True,
         )
 
 
 def _table(found: list[Any], chosen: set[Path]) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
+    from skillrl_core.text import visible
     from trainers.runs import SFT_RUN
 
     table = Table(title="Training runs (newest first)")
@@ -68,13 +77,13 @@ def _table(found: list[Any], chosen: set[Path]) -> Any:
         last = "-" if run.last_success is None else f"{run.last_success:.2f}"
         marks = [f"{p}{' *' if p in chosen else ''}" for p in run.checkpoints]
         table.add_row(
-            run.name,
-            run.env_id or "?",
+            Text(visible(run.name)),
+            Text(visible(run.env_id or "?")),
             run.kind,
             f"{run.cycles_completed}/{planned} {unit}",
             "done" if run.done else "unfinished",
             best,
             last,
-            "\n".join(marks) or "-",
+            Text(visible("\n".join(marks) or "-")),
         )
     return table

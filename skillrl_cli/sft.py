@@ -20,6 +20,7 @@ import click
 from envs.registry import DEFAULT_ENV
 from skillrl.policies.model_folders import check_model_path
 from skillrl_cli.options import (
+    SEED,
     env_config_from,
     env_option,
     json_option,
@@ -201,7 +202,7 @@ if TYPE_CHECKING:
 @click.option("--teacher-model", default=None, help="Teacher model (--source teacher).")
 @click.option("--teacher-base-url", default=None, help="Teacher server URL, if any.")
 @click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of goals and training.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of goals and training.")
 @click.option(
     "--run-name",
     default=None,

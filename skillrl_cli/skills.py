@@ -112,7 +112,7 @@ def show(bank: Any, entry_id: str, as_json: bool) -> None:
 
 
 @skills.command("search")
-@click.argument("text")
+@click.argument("text", callback=lambda _ctx, _param, value: _query_text(value))
 @click.option("--env", default=DEFAULT_ENV, show_default=True, help="Environment of the query.")
 @click.option("--category", help="Task category of the query (selects task skills).")
 @click.option("--observation", default="", help="Observation text to add to the query.")
@@ -144,6 +144,12 @@ def search(bank: Any, text, env, category, observation, k_general, k_task, k_mis
         )
     else:
         print_retrieved(result)
+
+
+def _query_text(value: str) -> str:
+    if not value.strip():
+        raise click.BadParameter("the query text is empty; give an instruction to search for")
+    return value
 
 
 def _field_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -197,7 +203,12 @@ def _edit_in_editor(bank: Any, entry_id: str) -> dict[str, Any]:
     entry = bank.get(entry_id)
     current = {name: getattr(entry, name) for name in sorted(EDITABLE_FIELDS)}
     header = "# Edit the fields below, save and quit. Unchanged fields are kept.\n"
-    edited = click.edit(header + yaml.safe_dump(current, sort_keys=True, allow_unicode=True))
+    try:
+        edited = click.edit(header + yaml.safe_dump(current, sort_keys=True, allow_unicode=True))
+    except UnicodeDecodeError as e:  # the editor saved bytes that are not UTF-8 text
+        raise InvalidEntryError(
+            f"the edited text is not UTF-8 (byte {e.start}: {e.reason}); nothing was saved"
+        ) from e
     if edited is None:
         return {}
     try:
@@ -296,9 +307,10 @@ def history(bank: Any, entry_id: str, as_json: bool) -> None:
         print_history(revisions)
 
 
-@skills.command("revert")
+# "-1" is a revision number to refuse by range, not an unknown option.
+@skills.command("revert", context_settings={"ignore_unknown_options": True})
 @click.argument("entry_id")
-@click.argument("revision", type=int)
+@click.argument("revision", type=click.IntRange(min=1))
 @author_option("Who reverts it.")
 @json_option
 @bank_options(changes=True)

@@ -13,6 +13,7 @@ from skillrl_cli.options import json_option
 from skillrl_cli.skills_options import author_option, bank_options
 from skillrl_cli.skills_view import (
     console,
+    literal,
     print_diff,
     print_import_plan,
     print_json,
@@ -96,7 +97,7 @@ def import_command(bank: Any, file: Path, fmt: str | None, env: str, category_ma
         )
         if table:
             pairs = ", ".join(f"{old} -> {new}" for old, new in sorted(table.items()))
-            console().print(f"SkillRL categories mapped for {env}: {pairs}")
+            console().print(literal(f"SkillRL categories mapped for {env}: {pairs}"))
 
 
 def _dry_run(
@@ -144,7 +145,7 @@ def export(bank: Any, file: Path, fmt: str | None, env: str | None, as_json: boo
     if as_json:
         print_json({"file": str(file), "format": chosen, "entries": count})
     else:
-        console().print(f"wrote {count} entries to {file} ({chosen})")
+        console().print(literal(f"wrote {count} entries to {file} ({chosen})"))
 
 
 @click.command("snapshot")

@@ -18,6 +18,7 @@ from envs.registry import DEFAULT_ENV
 from skillrl_cli.options import (
     AUTO_MODEL,
     MODEL_HELP,
+    SEED,
     backend_option,
     decoding_option,
     dtype_option,
@@ -30,10 +31,11 @@ from skillrl_cli.options import (
     resolve_model,
 )
 from skillrl_cli.skills_options import bank_options
-from skillrl_cli.skills_view import SHORT_ID, print_json
+from skillrl_cli.skills_view import SHORT_ID, literal, print_json
 from skillrl_cli.upfront_checks import goal_range
+from skillrl_core.errors import ConfigError
 from skillrl_core.goal_range import FORMS
-from skillrl_core.splits import TRAIN_SPLIT
+from skillrl_core.splits import TEST_SPLIT, TRAIN_SPLIT
 
 
 @click.command("measure")
@@ -67,7 +69,7 @@ from skillrl_core.splits import TRAIN_SPLIT
 )
 @click.option(
     "--seed",
-    type=int,
+    type=SEED,
     default=0,
     show_default=True,
     help="Seed of the first goal (goal i plays seed+i); both rollouts of a pair share it.",
@@ -96,7 +98,7 @@ from skillrl_core.splits import TRAIN_SPLIT
     help="Play and print the figures, store nothing (the bank is opened read-only).",
 )
 @json_option
-@bank_options(changes=True)
+@bank_options(changes=True, check_first=lambda kw: _check_options(kw))
 def measure(bank: Any, entries: tuple[str, ...], dry_run: bool, as_json: bool, **o: Any) -> None:
     """Measure entries by paired rollouts: each goal with the entry and with it withheld.
 
@@ -147,6 +149,22 @@ def measure(bank: Any, entries: tuple[str, ...], dry_run: bool, as_json: bool, *
     _print(console, bank, report, dry_run)
 
 
+def _check_options(kw: dict[str, Any]) -> None:
+    """Refuse the test split and bad --goals/--entry text before the bank is opened."""
+    from memory.entries import check_entry_id
+
+    if kw["split"] == TEST_SPLIT and not kw["dry_run"]:
+        raise ConfigError(
+            f"--split {TEST_SPLIT!r}: the paired figures measured here decide which entries bank "
+            "upkeep retires, and held-out goals must never decide what the bank keeps; measure "
+            f"on {TRAIN_SPLIT!r} goals (or look only, with --dry-run)"
+        )
+    env_config = env_config_from(kw["env_id"], kw["env_options"])
+    goal_range(kw["env_id"], env_config, kw["split"], kw["goals_text"])
+    for text in kw["entries"]:
+        check_entry_id(text, option="--entry")
+
+
 def _starts(o: dict[str, Any], env_config: dict[str, Any], goals: Any) -> list[Any]:
     from envs.registry import config_fields
     from skillrl.rollout import EpisodeStart
@@ -194,8 +212,8 @@ def _print(console: Console, bank: Any, report: Any, dry_run: bool) -> None:
         total = report.stored.get(entry_id, e)
         verdict = paired_verdict(total, UpkeepConfig())
         table.add_row(
-            entry_id[:SHORT_ID],
-            titles.get(entry_id, ""),
+            literal(entry_id[:SHORT_ID]),
+            literal(titles.get(entry_id, "")),
             str(e.pairs),
             str(e.with_only),
             str(e.without_only),

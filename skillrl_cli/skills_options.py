@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError
 
 from skillrl_cli.options import workspace_option
 from skillrl_core.errors import BankError, InvalidEntryError
@@ -35,22 +35,38 @@ def default_author() -> str:
 
 
 def bank_options(
-    *, changes: bool = False, writes_entries: bool = False, verify: bool = True
+    *,
+    changes: bool = False,
+    writes_entries: bool = False,
+    verify: bool = True,
+    check_first: Callable[[dict[str, Any]], None] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Add the options that locate the bank, and pass one opened ``bank`` to the command.
 
     ``changes``: the command changes the bank, so a read-only bank (``--dry-run``) refuses it
-    up front, before an editor or a confirmation prompt opens. ``writes_entries``: it writes an
-    entry's env, which must be a registered environment. ``verify``: check SQL against the
-    index on opening (off for ``reindex``, which repairs them).
+    up front, before an editor or a confirmation prompt opens. A command without ``changes``
+    is a read command: it opens the bank read-only, so it never writes it (a disagreeing index
+    is reported, not repaired). ``writes_entries``: it writes an entry's env, which must be a
+    registered environment. ``verify``: check SQL against the index on opening (off for
+    ``reindex``, which repairs them). ``check_first``: checks of the command's own options
+    (given the keyword arguments) run before the bank is opened, so a typo fails at once.
     """
     return functools.partial(
-        _with_bank, changes=changes, writes_entries=writes_entries, verify=verify
+        _with_bank,
+        changes=changes,
+        writes_entries=writes_entries,
+        verify=verify,
+        check_first=check_first,
     )
 
 
 def _with_bank(
-    command: Callable[..., Any], *, changes: bool, writes_entries: bool, verify: bool
+    command: Callable[..., Any],
+    *,
+    changes: bool,
+    writes_entries: bool,
+    verify: bool,
+    check_first: Callable[[dict[str, Any]], None] | None,
 ) -> Callable[..., Any]:
     @workspace_option
     @click.option(
@@ -88,10 +104,12 @@ def _with_bank(
             database_url=database_url,
             chroma_url=chroma_url,
             embedder=embedder,
-            read_only=dry_run,
+            read_only=dry_run or not changes,
         )
         if kw.get("env") and writes_entries:
             check_env(kw["env"])
+        if check_first is not None:
+            check_first(kw)
         try:
             with SkillBank.open(config, verify=verify) as bank:
                 if changes and not dry_run:
@@ -99,7 +117,7 @@ def _with_bank(
                 if "entry_id" in kw:
                     kw["entry_id"] = bank.resolve_id(kw["entry_id"])
                 return command(bank=bank, **kw)
-        except OperationalError as e:  # what the bank did not already explain
+        except DatabaseError as e:  # what the bank did not already explain (damage, I/O)
             raise BankError(f"the skill-bank database failed: {e.orig}") from e
 
     return wrapper

@@ -1,4 +1,9 @@
-"""Rich rendering for ``skillrl skills`` (tables for people; JSON for scripts)."""
+"""Rich rendering for ``skillrl skills`` (tables for people; JSON for scripts).
+
+Bank text (titles, principles, reasons, authors) is shown literally: never read as rich markup
+(``click[buy now]`` stays as written, ``[/oops]`` is text), with control characters spelled out
+(:func:`skillrl_core.text.visible`) so an entry cannot colour, clear or link a terminal.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from skillrl_core.text import visible
 
 
 def console() -> Console:
@@ -68,15 +75,29 @@ def fit_widths(
     return widths
 
 
-def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:
+def literal(text: object) -> Text:
+    """``text`` as rich shows it literally: no markup, control characters made visible."""
+    return Text(visible("" if text is None else str(text)))
+
+
+Cell = str | Text
+"""A table cell: a ``str`` is bank text, shown literally; a ``Text`` is the CLI's own styling."""
+
+
+def _cell(value: Cell) -> Text:
+    return value if isinstance(value, Text) else literal(value)
+
+
+def _table(title: str, columns: tuple[str, ...], rows: list[tuple[Cell, ...]]) -> Table:
     """Build a table that fits the terminal: short columns keep their width, text ones shrink.
 
     Letting rich wrap every column (its default) put a title one word per line in an 80-column
     terminal. Short columns never wrap, the title column wraps at word breaks and gets most of
     the room, other text columns end in '…'.
     """
+    cells = [tuple(_cell(value) for value in row) for row in rows]
     natural = [
-        max([cell_len(name)] + [cell_len(Text.from_markup(r[i]).plain) for r in rows])
+        max([cell_len(name)] + [cell_len(r[i].plain) for r in cells])
         for i, name in enumerate(columns)
     ]
     text = [i for i, name in enumerate(columns) if name in TEXT_COLUMNS]
@@ -94,7 +115,7 @@ def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) ->
             strict=True,
         )
     )
-    table = Table(title=title, show_edge=False)
+    table = Table(title=literal(title), show_edge=False)
     for i, name in enumerate(columns):
         wraps = name in WRAPPED_COLUMNS
         table.add_column(
@@ -103,7 +124,7 @@ def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) ->
             no_wrap=not wraps,
             overflow="fold" if wraps else "ellipsis",
         )
-    for row in rows:
+    for row in cells:
         table.add_row(*row)
     return table
 
@@ -157,7 +178,7 @@ def paired_text(paired: Any, verdict: str) -> str:
 def print_entry(entry: Any, history: list[Any], verdict: str) -> None:
     """Print one entry in full (``verdict``: what upkeep makes of its paired utility)."""
     out = console()
-    table = Table(title=f"{entry.kind} {entry.id}", show_header=False)
+    table = Table(title=literal(f"{entry.kind} {entry.id}"), show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     fields = ["title", "principle", "when_to_apply", "env", "category"]
@@ -168,8 +189,8 @@ def print_entry(entry: Any, history: list[Any], verdict: str) -> None:
                "updated_at"]  # fmt: skip
     for name in fields:
         value = getattr(entry, name)
-        table.add_row(name, "" if value is None else str(value))
-    table.add_row("paired utility", paired_text(entry.paired, verdict))
+        table.add_row(name, literal(value))
+    table.add_row("paired utility", literal(paired_text(entry.paired, verdict)))
     out.print(table)
     rows = [
         (p["created_at"], p["source"], p["author"], str(len(p["trajectory_ids"])),
@@ -208,7 +229,7 @@ def print_snapshots(infos: list[Any]) -> None:
     for column in ("name", "created", "entries"):
         table.add_column(column)
     for i in infos:
-        table.add_row(i.name, i.created_at, str(i.entries))
+        table.add_row(literal(i.name), literal(i.created_at), str(i.entries))
     console().print(table)
 
 
@@ -216,16 +237,18 @@ def print_diff(result: Any) -> None:
     """Print the added, removed and changed entries between two snapshots."""
     out = console()
     if result.empty:
-        out.print(f"no differences between {result.a} and {result.b}")
+        out.print(literal(f"no differences between {result.a} and {result.b}"))
         return
-    rows = [("[green]added[/]", e["id"][:SHORT_ID], _short(e["title"]), "") for e in result.added]
-    rows += [
-        ("[red]removed[/]", e["id"][:SHORT_ID], _short(e["title"]), "") for e in result.removed
+    added, removed = Text("added", style="green"), Text("removed", style="red")
+    rows: list[tuple[Cell, ...]] = [
+        (added, e["id"][:SHORT_ID], _short(e["title"]), "") for e in result.added
     ]
+    rows += [(removed, e["id"][:SHORT_ID], _short(e["title"]), "") for e in result.removed]
     for c in result.changed:
         detail = "; ".join(f"{k}: {_short(str(a), 30)} -> {_short(str(b), 30)}"
                            for k, (a, b) in c.fields.items())  # fmt: skip
-        rows.append(("[yellow]changed[/]", c.entry_id[:SHORT_ID], _short(c.title), detail))
+        changed = Text("changed", style="yellow")
+        rows.append((changed, c.entry_id[:SHORT_ID], _short(c.title), detail))
     out.print(_table(f"{result.a} -> {result.b}", ("change", "id", "title", "fields"), rows))
 
 
@@ -242,7 +265,7 @@ def print_stats(summary: dict[str, Any]) -> None:
     for column in ("env", "category", "active"):
         cats.add_column(column)
     for row in summary["task_skills_by_category"]:
-        cats.add_row(row["env"] or "", row["category"] or "", str(row["active"]))
+        cats.add_row(literal(row["env"]), literal(row["category"]), str(row["active"]))
     out.print(cats)
     ep = summary["episodes"]
     out.print(
@@ -258,7 +281,7 @@ def print_stats(summary: dict[str, Any]) -> None:
 def print_import_plan(plan: Any, path: Any) -> None:
     """Show an import's dry run: one row per record (what would happen, and why), then totals."""
     out = console()
-    table = Table(title=f"import {path} (dry run: nothing written)", show_lines=False)
+    table = Table(title=literal(f"import {path} (dry run: nothing written)"), show_lines=False)
     for column in ("record", "title", "would be", "detail"):
         table.add_column(column, overflow="fold")
     styles = {"add": "green", "merge": "cyan", "refuse": "red"}
@@ -269,8 +292,8 @@ def print_import_plan(plan: Any, path: Any) -> None:
             into = r.into[:SHORT_ID] if r.into else f"record {r.into_record}"
             detail = f"into {into} (similarity {r.similarity:.3f})"
         table.add_row(
-            Text(r.where), Text(r.title), Text(words[r.outcome], style=styles[r.outcome]),
-            Text(detail),
+            literal(r.where), literal(r.title), Text(words[r.outcome], style=styles[r.outcome]),
+            literal(detail),
         )  # fmt: skip
     out.print(table)
     out.print(

@@ -15,6 +15,7 @@ import click
 
 from envs.registry import DEFAULT_ENV
 from skillrl_cli.options import (
+    SEED,
     decoding_option,
     env_option,
     json_option,
@@ -23,7 +24,7 @@ from skillrl_cli.options import (
     max_turns_option,
     workspace_option,
 )
-from skillrl_cli.train_config import config_option
+from skillrl_cli.train_config import config_option, option_sources
 from skillrl_cli.train_session import run_with_progress
 from skillrl_cli.train_setup import check_run_folder, settle
 from skillrl_core.splits import TEST_SPLIT
@@ -235,7 +236,7 @@ from skillrl_core.splits import TEST_SPLIT
     "environment options) trains under them unless you give those options.",
 )
 @click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of goals and sampling.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of goals and sampling.")
 @click.option(
     "--run-name",
     default=None,
@@ -347,8 +348,16 @@ def train(**options: Any) -> None:
 
     # The main process owns the run folder; every process stops if it refuses it. The run
     # saves its settings (these options with them) when it starts.
+    sources = option_sources(ctx)
     processes.from_main(
-        lambda: check_run_folder(settings.folder, settings.resume, settings.cycle, settings.grpo)
+        lambda: check_run_folder(
+            settings.folder,
+            settings.resume,
+            settings.cycle,
+            settings.grpo,
+            settings.options,
+            sources,
+        )
     )
     state = run_with_progress(settings, processes)
     if settings.as_json and processes.is_main:

@@ -78,8 +78,9 @@ def read_settings(path: Path, command: click.Command) -> dict[str, Any]:
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as error:
-        raise click.BadParameter(f"cannot read {path}: {error}") from error
+    except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        raise click.BadParameter(f"cannot read {path}: {reason}") from error
     if data is None:
         return {}
     if isinstance(data, dict) and {"cycle", "grpo"} <= data.keys():  # a run's config.json
@@ -164,3 +165,19 @@ def fill_from_saved(ctx: click.Context, values: dict[str, Any], folder: Path) ->
         if ctx.get_parameter_source(name) is ParameterSource.DEFAULT:
             values[name] = option.process_value(ctx, saved[name])
     return True
+
+
+def option_sources(ctx: click.Context) -> dict[str, str]:
+    """Where each option's value came from, by saved key, in words for a resume refusal."""
+    config = ctx.params.get("config")
+    words = {
+        ParameterSource.COMMANDLINE: "the command line",
+        ParameterSource.ENVIRONMENT: "an environment variable",
+        ParameterSource.DEFAULT_MAP: f"--config {config}" if config else "--config",
+        ParameterSource.DEFAULT: "the default",
+        ParameterSource.PROMPT: "a prompt",
+    }
+    return {
+        primary_key(option): words.get(ctx.get_parameter_source(str(option.name)), "?")
+        for option in _options(ctx.command)
+    }

@@ -191,16 +191,16 @@ def _rate(done: int, total: int, seconds: float) -> str:
 def run_folder(workspace: str, run_name: str) -> Path:
     """Where a run's files live; a name that is not a plain folder name is refused.
 
-    Plain: not empty, no surrounding spaces, no ``/`` or NUL, not starting with ``.`` (so a
-    name never leaves ``<workspace>/runs/`` nor hides there).
+    Plain: not empty, no surrounding spaces, no ``/``, nothing unprintable (NUL, a line break),
+    not starting with ``.`` (so a name never leaves ``<workspace>/runs/`` nor hides there).
     """
     from skillrl.workspace import resolve_workspace
 
     plain = run_name.strip() == run_name and not run_name.startswith(".")
-    if not run_name.strip() or not plain or "/" in run_name or "\x00" in run_name:
+    if not run_name.strip() or not plain or "/" in run_name or not run_name.isprintable():
         raise ConfigError(
             f"--run-name ({run_name!r}) must be a plain folder name: not empty, no surrounding "
-            "spaces, no '/', not starting with '.'"
+            "spaces, no '/', no line break or other control character, not starting with '.'"
         )
     return resolve_workspace(workspace) / "runs" / run_name
 

@@ -234,22 +234,47 @@ def launched_processes() -> int:
         return 1
 
 
-def check_run_folder(folder: Path, resume: bool, cycle: Any, grpo: Any) -> None:
+def check_run_folder(
+    folder: Path,
+    resume: bool,
+    cycle: Any,
+    grpo: Any,
+    options: dict[str, Any] | None = None,
+    sources: dict[str, str] | None = None,
+) -> None:
     """Refuse, before any model loads, a fresh start over a run or a resume that cannot go on.
 
-    A resume of nothing, or with settings other than the run's (all but --cycles), is refused.
+    A resume of nothing, of a damaged run, or with settings other than the run's (all but
+    --cycles; ``sources`` says where each option came from) is refused.
     """
     from trainers.run_files import RunFiles
     from trainers.run_settings import check_resume_settings
 
     files = RunFiles(folder)
+    _check_writable(folder)
     exists = files.exists()
     if resume and not exists:
         raise CheckpointError(f"--resume: there is no run to continue in {folder}")
     if resume:
-        check_resume_settings(files, cycle, grpo)
+        files.load_state()  # a damaged state.json fails now, not after the model loads
+        check_resume_settings(files, cycle, grpo, options, sources)
     if not resume and exists:
         raise CheckpointError(
             f"{folder} already holds a run; pass --resume to continue it "
             "or choose another --run-name"
         )
+
+
+def _check_writable(folder: Path) -> None:
+    """Refuse, at the start, a run folder whose parent cannot be written (not at the first save)."""
+    import tempfile
+
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder.parent):
+            pass
+    except OSError as error:
+        raise CheckpointError(
+            f"cannot write the run folder {folder}: {error.strerror or error}; training writes "
+            "its state and checkpoints there, so give a writable --workspace"
+        ) from error

@@ -69,3 +69,28 @@ def atomic_write_json(
     """Write ``data`` as JSON (UTF-8, non-ASCII kept), atomically."""
     text = json.dumps(data, indent=indent, sort_keys=sort_keys, ensure_ascii=False) + "\n"
     atomic_write_text(path, text)
+
+
+def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a JSON file whose top level must be an object; anything else is a DataFileError.
+
+    A missing or unreadable file, bytes that are not UTF-8, malformed or too deeply nested JSON,
+    and a top level that is not an object each raise one :class:`DataFileError` naming the
+    file, so a damaged file a program wrote (a run's ``state.json``) never ends in a traceback.
+    """
+    target = Path(path)
+    try:
+        data = json.loads(target.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise DataFileError(f"cannot read {target}: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise DataFileError(f"{target} is not UTF-8 text (byte {e.start}: {e.reason})") from e
+    except json.JSONDecodeError as e:
+        raise DataFileError(
+            f"{target} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})"
+        ) from e
+    except RecursionError as e:
+        raise DataFileError(f"{target} is not valid JSON (nested too deeply)") from e
+    if not isinstance(data, dict):
+        raise DataFileError(f"{target} must hold a JSON object, not {type(data).__name__}")
+    return data

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import re
 from typing import Any
 
 from skillrl_core.errors import ConfigError
 
 _FLOAT_TYPE = re.compile(r"(float|float \| None|None \| float|Optional\[float\])")
+_INT_TYPE = re.compile(r"(int|int \| None|None \| int|Optional\[int\])")
 
 
 def float_fields(config_class: type) -> list[dataclasses.Field[Any]]:
@@ -62,13 +64,34 @@ def _describe(low: float | None, high: float | None, low_open: bool, high_open: 
     return ""
 
 
-def check_finite_fields(config: Any) -> None:
-    """Check that every float field of ``config`` holds a finite number (or None where typed so).
+def int_fields(config_class: type) -> list[dataclasses.Field[Any]]:
+    """Return the fields of a config dataclass annotated ``int`` (or ``int | None``)."""
+    out = []
+    for f in dataclasses.fields(config_class):
+        annotation = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+        if _INT_TYPE.fullmatch(str(annotation).strip()):
+            out.append(f)
+    return out
 
-    Call it first in ``__post_init__``; range checks then only need to compare.
+
+def check_finite_fields(config: Any) -> None:
+    """Check that every number field of ``config`` holds a number of its type (or None if typed so).
+
+    A float field holds a finite number; an int field an integer (not a bool, not 1.5, not
+    text such as a ``--env-option shuffle_seed=abc``); a bool field true or false. Call it
+    first in ``__post_init__``; range checks then only need to compare.
     """
     for f in float_fields(type(config)):
         value = getattr(config, f.name)
         if value is None and "None" in str(f.type):
             continue
         check_number(f.name, value)
+    for f in int_fields(type(config)):
+        value = getattr(config, f.name)
+        if value is None and "None" in str(f.type):
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ConfigError(f"{f.name} ({value!r}) must be an integer")
+    for f in dataclasses.fields(config):
+        if str(f.type).strip() == "bool" and not isinstance(getattr(config, f.name), bool):
+            raise ConfigError(f"{f.name} ({getattr(config, f.name)!r}) must be true or false")

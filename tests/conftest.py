@@ -32,6 +32,20 @@ def model_cache(tmp_path_factory):
         yield folder
 
 
+@pytest.fixture(autouse=True)
+def env_registry(monkeypatch):
+    """Each test registers environments into its own copy of the registry.
+
+    The registry is a module-level table, and a user's environment registers itself when its
+    module is imported (tests/envs/toy_env.py's "counter"); without a copy per test, whichever
+    test imported it first decided what every later test saw in ``envs.registered()``.
+    """
+    from envs import registry
+
+    monkeypatch.setattr(registry, "_SPECS", dict(registry._SPECS))
+    monkeypatch.setattr(registry, "_LOADED", registry._LOADED)  # restored with the table
+
+
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
     """A fresh, empty workspace folder, also exported as SKILLRL_WORKSPACE."""

@@ -188,7 +188,7 @@ class TrainingRun:
             return state
         state = self.files.load_state()
         self.files.remove_stale_temps()  # e.g. a half-written checkpoint of a killed save
-        saved = check_resume_settings(self.files, self.config, self.grpo)
+        saved = check_resume_settings(self.files, self.config, self.grpo, self.options)
         # A resume without launch options (a library caller) keeps the ones the run saved.
         options = self.options if self.options is not None else saved.get("options")
         self.files.save_config(run_settings(self.config, self.grpo, options))

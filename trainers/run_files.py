@@ -21,12 +21,12 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillrl_core.errors import CheckpointError
-from skillrl_core.files import atomic_write_json, atomic_write_text
+from skillrl_core.errors import CheckpointError, DataFileError
+from skillrl_core.files import atomic_write_json, atomic_write_text, read_json_object
 from skillrl_core.records import EpisodeRecord
 from trainers.cycle_rollout import RolloutPhase
 
@@ -71,6 +71,29 @@ class RunState:
     """Metrics of every completed cycle, in order."""
     current: dict[str, Any] = field(default_factory=dict)
     """Metrics gathered so far in the cycle in progress."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunState:
+        """Build a state from ``state.json``'s object; ValueError names a field of a wrong type."""
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+        state = cls(**data)
+        for name in ("cycle", "goal_cursor"):
+            value = getattr(state, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name!r} ({value!r}) must be an integer >= 0")
+        if state.phase not in ("", *PHASES):
+            raise ValueError(f"'phase' ({state.phase!r}) must be one of {', '.join(PHASES)}")
+        if not isinstance(state.done, bool):
+            raise ValueError(f"'done' ({state.done!r}) must be true or false")
+        if not isinstance(state.history, list) or not all(
+            isinstance(row, dict) for row in state.history
+        ):
+            raise ValueError("'history' must be a list of objects")
+        if not isinstance(state.current, dict):
+            raise ValueError("'current' must be an object")
+        return state
 
     def completed(self, cycle: int, phase: str) -> bool:
         """Whether ``phase`` of ``cycle`` is already done."""
@@ -129,15 +152,16 @@ class RunFiles:
         return stale
 
     def load_state(self) -> RunState:
-        """Read ``state.json`` (CheckpointError when missing or unreadable)."""
+        """Read ``state.json`` (CheckpointError, naming the file, when missing or damaged)."""
+        advice = "the run cannot be resumed or listed: start a new one (another --run-name)"
         try:
-            data = json.loads(self.state_path.read_text(encoding="utf-8"))
-            return RunState(**data)
-        except (OSError, json.JSONDecodeError, TypeError) as error:
-            raise CheckpointError(
-                f"cannot resume: {self.state_path} is missing or corrupt ({error}); "
-                "start a new run without --resume"
-            ) from error
+            data = read_json_object(self.state_path)
+        except DataFileError as error:
+            raise CheckpointError(f"{error}; {advice}") from error
+        try:
+            return RunState.from_dict(data)
+        except (TypeError, ValueError) as error:
+            raise CheckpointError(f"{self.state_path} is damaged: {error}; {advice}") from error
 
     def save_state(self, state: RunState) -> None:
         """Write ``state.json`` atomically (the commit point of a phase)."""
@@ -148,11 +172,23 @@ class RunFiles:
         atomic_write_json(self.config_path, config)
 
     def load_config(self) -> dict[str, Any]:
-        """Read the run's configuration."""
+        """Read the run's configuration (CheckpointError, naming the file, when damaged)."""
         try:
-            return json.loads(self.config_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as error:
-            raise CheckpointError(f"cannot read {self.config_path}: {error}") from error
+            data = read_json_object(self.config_path)
+        except DataFileError as error:
+            raise CheckpointError(str(error)) from error
+        for part in ("cycle", "grpo", "options"):
+            if part in data and not isinstance(data[part], dict):
+                raise CheckpointError(
+                    f"{self.config_path} is damaged: {part!r} must be an object, not "
+                    f"{type(data[part]).__name__}"
+                )
+        cycles = data.get("cycle", {}).get("cycles")
+        if "cycle" in data and (isinstance(cycles, bool) or not isinstance(cycles, int)):
+            raise CheckpointError(
+                f"{self.config_path} is damaged: 'cycle.cycles' ({cycles!r}) must be an integer"
+            )
+        return data
 
     def save_episodes(self, cycle: int, name: str, payload: dict[str, Any]) -> None:
         """Write ``cycles/<c>/<name>.json`` (episodes as dicts plus extra fields)."""

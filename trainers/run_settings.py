@@ -9,6 +9,8 @@ torch): the CLI checks a ``--resume`` before it loads a model.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
@@ -34,13 +36,30 @@ _REMOVED_SINCE: dict[str, tuple[str, ...]] = {"cycle": ("train_temperature",)}
 which runs saved beside it with the same value): left out of the comparison."""
 
 
+RESUMABLE_OPTIONS = frozenset({"cycles"})
+"""Launch options a resume may change (every other one shapes what the run trains)."""
+LOCATING_OPTIONS = frozenset({"run-name", "threads", "base-url"})
+"""Launch options that say where the run is and where it runs (its folder, CPU threads, the
+rollout server's address), not what it trains: never compared."""
+OPTIONS_DIGEST = "options_digest"
+"""Key of the digest of ``options`` in ``config.json``: a hand edit of them shows."""
+
+
+def options_digest(options: Mapping[str, Any]) -> str:
+    """SHA-256 of the launch options that shape the run (canonical JSON)."""
+    shaping = {k: v for k, v in options.items() if k not in RESUMABLE_OPTIONS | LOCATING_OPTIONS}
+    text = json.dumps(shaping, sort_keys=True, ensure_ascii=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def run_settings(
     config: CycleConfig, grpo: GRPOConfig, options: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Return what a run's ``config.json`` holds (``options`` only when given)."""
+    """Return what a run's ``config.json`` holds (``options`` and their digest only when given)."""
     settings: dict[str, Any] = {"cycle": asdict(config), "grpo": asdict(grpo)}
     if options is not None:
         settings["options"] = dict(options)
+        settings[OPTIONS_DIGEST] = options_digest(options)
     return settings
 
 
@@ -52,19 +71,51 @@ def saved_options(files: RunFiles) -> dict[str, Any] | None:
     return dict(options) if isinstance(options, dict) else None
 
 
-def check_resume_settings(files: RunFiles, config: CycleConfig, grpo: GRPOConfig) -> dict[str, Any]:
+def check_resume_settings(
+    files: RunFiles,
+    config: CycleConfig,
+    grpo: GRPOConfig,
+    options: Mapping[str, Any] | None = None,
+    sources: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Raise CheckpointError unless the run in ``files`` was started with these settings.
 
-    Only ``cycles`` may differ. Returns what the run's ``config.json`` holds. Cheap (one JSON
-    read): the CLI calls it before loading a model.
+    Only ``cycles`` may differ. Compared: the launch ``options`` against the ones the run saved
+    (every one that shapes the run: prompt budget, decoding, model, backend, init, env options,
+    skills, ...), the saved options against their digest (a hand edit of ``config.json``), and
+    the cycle and GRPO configs. The refusal names the setting, both values and where each came
+    from (``sources``: option -> "the command line", ...). Returns what ``config.json`` holds.
+    Cheap (one JSON read): the CLI calls it before loading a model.
     """
     saved = files.load_config()
+    where = files.config_path
+    saved_options = saved.get("options")
+    digest = saved.get(OPTIONS_DIGEST)
+    if isinstance(saved_options, dict) and digest is not None:
+        if digest != options_digest(saved_options):
+            raise CheckpointError(
+                f"the options in {where} were edited after the run saved them (they no longer "
+                "match its options_digest), so they are not what the run trained under; put "
+                "them back, or start a new run (another --run-name) with the settings you want"
+            )
+    if isinstance(saved_options, dict) and options is not None:
+        for key in sorted(set(saved_options) | set(options)):
+            if key in RESUMABLE_OPTIONS | LOCATING_OPTIONS or key not in saved_options:
+                continue
+            if options.get(key) != saved_options[key]:
+                source = (sources or {}).get(key, "this resume")
+                raise CheckpointError(
+                    f"--resume would change {key} from {saved_options[key]!r} (saved in {where}) "
+                    f"to {options.get(key)!r} (from {source}): only --cycles may change when "
+                    "resuming; start a new run (another --run-name) to change it"
+                )
     before, now = _identity(saved), _identity(run_settings(config, grpo))
     if before != now:
         changed = _changed(before, now)
         raise CheckpointError(
-            f"--resume with different settings than {files.config_path} ({changed}): "
-            "only --cycles may change when resuming"
+            f"--resume with different settings than {where} ({changed}; left: its cycle/grpo "
+            "sections, right: what the options on the command line and in its options block "
+            "give): only --cycles may change when resuming"
         )
     return saved
 

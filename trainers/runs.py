@@ -5,19 +5,25 @@ run live under ``<workspace>/runs/<name>/``: a ``skillrl train`` run (:mod:`trai
 layout: ``state.json``, ``checkpoints/cycle-NNNN``) and a ``skillrl sft`` run
 (:mod:`trainers.cold_start`'s layout in its ``sft/`` folder: ``sft/state.json``,
 ``sft/checkpoints/round-NNNN``). A folder holding both is the train run (``train --cold-start``
-starts its cycles from the cold start's model). A checkpoint counts once its folder is complete
-(it is renamed into place only then, so a checkpoint folder with a ``config.json`` is a whole
-model).
+starts its cycles from the cold start's model). A checkpoint counts once its folder holds a
+whole model (its config, weights and tokenizer, checked from file names and safetensors
+headers): a folder a person or a crash left half-filled is never the default model. A damaged
+``state.json`` or ``config.json`` skips its run with one warning line naming it, so one damaged
+folder never stops ``skillrl runs`` or the ``--model auto`` choice.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from skillrl.policies.model_folders import check_model_folder
+from skillrl_core.errors import CheckpointError, DataFileError, ModelLoadError
+from skillrl_core.files import read_json_object
+from trainers.run_files import RunFiles
 
 logger = logging.getLogger(__name__)
 
@@ -80,27 +86,33 @@ class RunSummary:
 
 
 def read_run(folder: Path) -> RunSummary | None:
-    """Summarise one run folder (None when it holds no readable ``state.json``).
+    """Summarise one run folder (None, with a warning naming it, when its files are damaged).
 
     A folder with no ``state.json`` of its own but an ``sft/state.json`` is a ``skillrl sft``
-    run.
+    run; a folder with neither is not a run (None, silently).
     """
-    if not (folder / "state.json").exists() and (folder / SFT_RUN / "state.json").exists():
-        return _read_sft_run(folder)
-    loaded = _read_state(folder / "state.json")
-    if loaded is None:
+    files = RunFiles(folder)
+    if not files.state_path.exists():
+        if (folder / SFT_RUN / "state.json").exists():
+            return _read_sft_run(folder)
         return None
-    state, updated = loaded
-    history = [row for row in state.get("history", []) if isinstance(row, dict)]
-    scored = [(row["eval.success_rate"], row["cycle"]) for row in history if _scored(row)]
+    try:
+        state = files.load_state()
+        updated = files.state_path.stat().st_mtime
+        config = files.load_config() if files.config_path.exists() else {}
+    except (CheckpointError, OSError) as error:
+        logger.warning("skipping run %s: %s", folder.name, error)
+        return None
+    scored = [(row["eval.success_rate"], row["cycle"]) for row in state.history if _scored(row)]
     best = max(scored, key=lambda pair: (pair[0], pair[1]), default=None)
-    config = _read_config(folder)
     return RunSummary(
         name=folder.name,
         folder=folder,
-        cycles_completed=sum(1 for row in history if row.get("cycle", 0) > 0),
+        cycles_completed=sum(
+            1 for row in state.history if isinstance(row.get("cycle"), int) and row["cycle"] > 0
+        ),
         cycles_planned=_planned(config),
-        done=bool(state.get("done")),
+        done=state.done,
         best_success=best[0] if best else None,
         best_cycle=best[1] if best else None,
         last_success=scored[-1][0] if scored else None,
@@ -182,8 +194,13 @@ def latest_checkpoint(workspace: Path, env_id: str) -> LatestModel | None:
 
 def default_models(workspace: Path) -> dict[str, Path]:
     """Return, per environment, the checkpoint ``--model auto`` plays (``skillrl runs``' marks)."""
+    return default_models_among(list_runs(workspace))
+
+
+def default_models_among(runs: list[RunSummary]) -> dict[str, Path]:
+    """:func:`default_models` among runs already listed (newest first), read once."""
     chosen: dict[str, Path] = {}
-    for run in list_runs(workspace):
+    for run in runs:
         if run.env_id is not None and run.last_checkpoint is not None:
             chosen.setdefault(run.env_id, run.last_checkpoint)
     return chosen
@@ -191,24 +208,19 @@ def default_models(workspace: Path) -> dict[str, Path]:
 
 def _read_state(path: Path) -> tuple[dict[str, Any], float] | None:
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
+        state = read_json_object(path)
         updated = path.stat().st_mtime
-    except (OSError, json.JSONDecodeError) as error:
-        if path.exists():
-            logger.warning("skipping run %s: %s", path.parent, error)
-        return None
-    if not isinstance(state, dict):
-        logger.warning("skipping run %s: %s holds no JSON object", path.parent, path.name)
+    except (DataFileError, OSError) as error:
+        logger.warning("skipping run %s: %s", path.parent, error)
         return None
     return state, updated
 
 
 def _read_config(folder: Path) -> dict[str, Any]:
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        return read_json_object(folder / "config.json")
+    except DataFileError:
         return {}
-    return config if isinstance(config, dict) else {}
 
 
 def _env_of(config: dict[str, Any], part: str) -> str | None:
@@ -223,10 +235,11 @@ def _scored(row: dict[str, Any]) -> bool:
 
 
 def _planned(config: dict[str, Any]) -> int | None:
-    try:
-        return int(config["cycle"]["cycles"])
-    except (KeyError, TypeError, ValueError):
-        return None
+    """``--cycles`` of the run's latest start (None: no config.json or no cycles in it)."""
+    cycles = (
+        config.get("cycle", {}).get("cycles") if isinstance(config.get("cycle"), dict) else None
+    )
+    return cycles if isinstance(cycles, int) and not isinstance(cycles, bool) and cycles else None
 
 
 def _checkpoints(folder: Path, pattern: re.Pattern[str]) -> list[Path]:
@@ -235,6 +248,11 @@ def _checkpoints(folder: Path, pattern: re.Pattern[str]) -> list[Path]:
     found = []
     for path in folder.iterdir():
         match = pattern.match(path.name)
-        if match and (path / "config.json").is_file():
+        if match and path.is_dir():
+            try:
+                check_model_folder(path)
+            except ModelLoadError as error:  # not a whole model: never the default one
+                logger.warning("skipping checkpoint %s: %s", path, error)
+                continue
             found.append((int(match.group(1)), path))
     return [path for _cycle, path in sorted(found)]

@@ -43,6 +43,7 @@ from skillrl.agents.base import Agent
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
+from skillrl_core.splits import TEST_SPLIT
 from skillrl_core.validation import check_finite_fields
 
 if TYPE_CHECKING:
@@ -181,6 +182,12 @@ def measure_paired_utility(
     if unseeded:
         raise ConfigError(
             f"start {unseeded[0]} has no seed: the two rollouts of a pair must share one"
+        )
+    held_out = [i for i, start in enumerate(starts) if start.split == TEST_SPLIT]
+    if config.record and held_out:
+        raise ConfigError(
+            f"start {held_out[0]} plays a {TEST_SPLIT!r} goal: held-out goals must never decide "
+            "what the bank keeps, so their pairs are not recorded (measure with record off)"
         )
     if config.record:
         bank.require_writable()  # before anything is played, not after

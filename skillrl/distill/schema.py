@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from memory.types import ENTRY_KINDS, EntryDraft
+from skillrl_core.text import hidden_character
 
 MAX_TITLE_CHARS = 100
 MAX_FIELD_CHARS = 600
@@ -88,6 +89,9 @@ def _text_field(record: dict[str, Any], name: str, where: str, *, required: bool
     limit = MAX_TITLE_CHARS if name == "title" else MAX_FIELD_CHARS
     if len(value) > limit:
         raise SchemaViolation(f"{where}.{name} is {len(value)} characters; keep it under {limit}")
+    hidden = hidden_character(value)
+    if hidden is not None:  # the bank refuses it: entries hold plain text only
+        raise SchemaViolation(f"{where}.{name} contains {hidden}; write plain text only")
     return value
 
 

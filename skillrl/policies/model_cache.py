@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import shutil
+import struct
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -129,8 +130,12 @@ def convert_gguf(gguf: Path, target: Path) -> Path:
             quantized = AutoModelForCausalLM.from_pretrained(
                 str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
             )
-    except (OSError, ValueError) as error:
-        raise ModelLoadError(f"could not read GGUF model {gguf}: {error}") from error
+    # A truncated or damaged file fails inside the GGUF reader with whatever its parsing
+    # meets first (a short array, an index past the end, a short struct).
+    except (OSError, ValueError, IndexError, KeyError, TypeError, EOFError, struct.error) as error:
+        raise ModelLoadError(
+            f"could not read GGUF model {gguf} (truncated or damaged?): {error}"
+        ) from error
     config = quantized.config
     # The GGUF quantizer is what makes the model unsaveable: rebuild a plain model from the
     # config and copy the dequantized weights in.

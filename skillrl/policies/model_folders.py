@@ -51,6 +51,7 @@ def check_model_path(model: str, tokenizer_only: bool = False) -> None:
     path = Path(model).expanduser()
     if path.is_file():
         if path.suffix == ".gguf":
+            _check_gguf_header(path)
             return
         raise ModelLoadError(f"model path {path} is a file but not a .gguf model")
     if path.is_dir():
@@ -96,6 +97,28 @@ def check_model_folder(folder: Path) -> None:
         raise ModelLoadError(
             f"model folder {folder} has no tokenizer (one of {', '.join(TOKENIZER_FILES)}); "
             "save it beside the weights (tokenizer.save_pretrained)"
+        )
+
+
+GGUF_MAGIC = b"GGUF"
+GGUF_HEADER_BYTES = 24
+"""Magic, version, tensor count and metadata count: the least a GGUF file holds."""
+
+
+def _check_gguf_header(path: Path) -> None:
+    """Refuse a ``.gguf`` file that does not even start like one (empty, cut short, another file).
+
+    Cheap (24 bytes): a file truncated further in fails when it is read, in one line too.
+    """
+    try:
+        with path.open("rb") as file:
+            header = file.read(GGUF_HEADER_BYTES)
+    except OSError as error:
+        raise ModelLoadError(f"cannot read model file {path}: {error.strerror or error}") from error
+    if len(header) < GGUF_HEADER_BYTES or not header.startswith(GGUF_MAGIC):
+        raise ModelLoadError(
+            f"model file {path} is not a GGUF model (it does not start with a GGUF header: "
+            "truncated, empty or another kind of file)"
         )
 
 

@@ -236,7 +236,9 @@ def _skills_text(skills: list[RetrievedEntry], max_chars: int, form: str) -> str
         if entry.kind == "mistake" and entry.correction:
             body = f"{entry.principle} Instead: {entry.correction}"
         full = f"{entry.title}: {body}" if form == "full" or not entry.title else entry.title
-        text = full[:max_chars]
+        # One line per entry, whatever its text: a line break in an entry cannot open what
+        # reads as a new section of the prompt ("Task:", "Recent actions:").
+        text = " ".join(full.split())[:max_chars]
         lines.append(f"- ({labels.get(entry.kind, entry.kind)}) {text}")
     return "\n".join(lines)
 

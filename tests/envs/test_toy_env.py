@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
+from types import ModuleType
 
 import pytest
-import toy_env  # noqa: F401  (registers "counter")
 
 import envs
 from envs.adapter import AgentAdapter
@@ -18,6 +19,20 @@ from skillrl.policies.base import Generation, ScoredContinuation
 from skillrl.rollout import EpisodeStart, RolloutEngine
 from skillrl_core.errors import ConfigError
 from trainers.policy_rollouts import PolicyRollouts
+
+
+@pytest.fixture(autouse=True)
+def toy_env() -> ModuleType:
+    """The documented example, imported as a user's code would be, inside the test.
+
+    Importing it registers "counter" into this test's own copy of the registry (the suite's
+    ``env_registry`` fixture): imported at collection, it stayed registered for every later
+    module, and the environment contract tests then ran on it or not depending on file order.
+    """
+    import toy_env
+
+    return importlib.reload(toy_env)  # registers again: each test's registry starts without it
+
 
 ROOT = Path(__file__).resolve().parents[2]
 _NUMBERS = re.compile(r"Counter: (-?\d+)\. Target: (\d+)\.")
@@ -129,7 +144,7 @@ def test_the_trainer_refuses_a_start_of_another_environment():
         runner.run([EpisodeStart("webshop", "test", 0)], temperature=0.0)
 
 
-def test_an_environment_registered_without_adapter_gets_a_plain_one_without_expert():
+def test_an_environment_registered_without_adapter_gets_a_plain_one_without_expert(toy_env):
     envs.register("counter-plain", toy_env.CounterEnv, "the counter, no adapter given")
     (record,) = RolloutEngine(LLMAgent(CounterPolicy(), constrained=True)).run(
         [EpisodeStart("counter-plain", "test", goal_index=0)]

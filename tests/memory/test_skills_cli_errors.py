@@ -53,10 +53,17 @@ BAD_RECORDS = [
     ({"principle": "a\x00b"}, "'principle' contains a NUL character"),
     ({"when_to_apply": "\x00"}, "'when_to_apply' contains a NUL character"),
     ({"provenance": [{"reason": "x\x00"}]}, "'provenance[0].reason' contains a NUL"),
-    ({"revision": 0}, "'revision' (0) must be an integer >= 1"),
-    ({"support_count": 0}, "'support_count' (0) must be an integer >= 1"),
-    ({"times_retrieved": True}, "'times_retrieved' (True) must be an integer >= 0"),
-    ({"times_retrieved": -1}, "'times_retrieved' (-1) must be an integer >= 0"),
+    ({"revision": 0}, "'revision' (0) must be an integer from 1"),
+    ({"support_count": 0}, "'support_count' (0) must be an integer from 1"),
+    ({"times_retrieved": True}, "'times_retrieved' (True) must be an integer from 0"),
+    ({"times_retrieved": -1}, "'times_retrieved' (-1) must be an integer from 0"),
+    ({"times_retrieved": 10**30}, "'times_retrieved' (1e+30) must be an integer from 0 to"),
+    ({"title": "a\udc80b"}, "contains a lone surrogate"),
+    ({"title": "red \x1b[2J"}, "title contains U+001B (\\x1b, a control character) at position 4"),
+    ({"principle": "x\u202eevil"}, "principle contains U+202E (RIGHT-TO-LEFT OVERRIDE, a bidi"),
+    ({"id": "   "}, "is not an entry id"),
+    ({"id": "\U0001f600" * 40}, "is not an entry id"),
+    ({"title": "t" * 1_000_000}, "title is 1000000 characters long (max 300)"),
 ]
 
 
@@ -87,6 +94,15 @@ BAD_COMMANDS = [
     (("edit", "{id}", "--env", "webshp"), "env ('webshp') is not a registered environment"),
     (("show", "5"), "'5' is too short to pick an entry: give its full id or at least 6"),
     (("history", "abc"), "at least 6 characters"),
+    (("revert", "{id}", str(10**23)), "has no revision 1000000000000000000000"),
+    (("search", "shoes", "--k-general", str(10**20)),
+     "k_general (100000000000000000000) must be an integer from 0 to 100"),
+    (("add", "--kind", "general", "--title", "x" * 1_000_000, "--principle", "p"),
+     "title is 1000000 characters long (max 300)"),
+    (("add", "--kind", "general", "--title", "\udcff", "--principle", "p"),
+     "title contains U+DCFF (a lone surrogate: the text was not valid UTF-8)"),
+    (("edit", "{id}", "--title", "see \x1b]8;;http://x\x1b\\link"),
+     "title contains U+001B (\\x1b, a control character) at position 4"),
 ]  # fmt: skip
 
 
@@ -259,9 +275,11 @@ def test_a_folder_that_is_read_only_for_the_user_fails_in_one_line(tmp_path):
     locked.mkdir()
     locked.chmod(0o555)
     try:
-        done = _cli(locked / "ws", "list", drop_root=True)
+        listed = _cli(locked / "ws", "list", drop_root=True)  # a read creates nothing
+        done = _cli(locked / "ws", "reindex", drop_root=True)
     finally:
         locked.chmod(0o755)
+    assert listed.returncode == 0 and "0 entries" in listed.stdout, listed.stdout + listed.stderr
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert done.returncode == 1 and len(lines) == 1, done.stdout + done.stderr
     assert f"cannot create the workspace folder {locked / 'ws'}: Permission denied" in lines[0]

@@ -102,3 +102,26 @@ def test_converting_a_gguf_prints_no_progress_bars(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "it/s" not in done.stderr and "Converting" not in done.stderr, done.stderr
     assert (tmp_path / "cache" / "models" / EMBEDDED_NAME / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"GGU", b"not a gguf file at all, just text\n"])
+def test_a_gguf_that_does_not_start_like_one_is_refused_before_anything_loads(tmp_path, content):
+    from skillrl.policies.model_folders import check_model_path
+    from skillrl_core.errors import ModelLoadError
+
+    path = tmp_path / "model.gguf"
+    path.write_bytes(content)
+    with pytest.raises(ModelLoadError, match="is not a GGUF model"):
+        check_model_path(str(path))
+
+
+def test_a_truncated_gguf_is_one_model_load_error_naming_it(tmp_path):
+    from skillrl.policies.model_cache import convert_gguf, embedded_gguf_path
+    from skillrl_core.errors import ModelLoadError
+
+    data = embedded_gguf_path().read_bytes()
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(data[: len(data) // 100])  # header intact, tensors cut off
+    with pytest.raises(ModelLoadError, match="truncated or damaged") as raised:
+        convert_gguf(path, tmp_path / "out")
+    assert str(path) in str(raised.value) and not (tmp_path / "out").exists()

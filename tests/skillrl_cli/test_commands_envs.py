@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -24,7 +25,9 @@ def invoke(*args: str, stdin: str | None = None):
     [("webshop", "click[buy now]"), ("sokoban", None), ("counter", "add")],
 )
 def test_the_expert_plays_every_environment_from_the_cli(workspace, env_id, last_action):
-    import toy_env  # noqa: F401  (registers the documented "counter")
+    import toy_env
+
+    importlib.reload(toy_env)  # registers the documented "counter" in this test's registry
 
     result = invoke("run", "--env", env_id, "--policy", "expert", "--episodes", "3", "--no-record",
                     "--json")  # fmt: skip

@@ -142,6 +142,25 @@ def test_an_unknown_env_option_names_the_key_and_the_valid_ones(command, workspa
     assert "unknown option 'colour'" in line and "observation_mode" in line and "data_dir" in line
 
 
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("num_products=1.5", "num_products (1.5) must be an integer"),
+        ("shuffle_seed=abc", "shuffle_seed ('abc') must be an integer"),
+        ("show_attrs=1.5", "show_attrs"),
+    ],
+)
+@pytest.mark.parametrize(
+    "command", [["run", "--no-skills", "--no-record"], ["eval", "--skills", "off"]]
+)
+def test_an_env_option_of_the_wrong_type_is_one_line_naming_it(
+    command, workspace, no_model, option, message
+):
+    result = invoke(*command, "--env-option", option)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and message in result.output
+
+
 def test_env_options_reach_the_environment(workspace):
     result = invoke(
         "run", "--policy", "expert", "--no-record", "--max-turns", "2",
@@ -156,12 +175,22 @@ def test_env_options_reach_the_environment(workspace):
 # -- --model auto ---------------------------------------------------------------------------------
 
 
+def whole_checkpoint(folder):
+    """A folder that passes for a model: config, a (tiny) safetensors file and a tokenizer."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "tokenizer.json").write_text("{}")
+    save_file({"weight": np.zeros(1, dtype=np.float32)}, str(folder / "model.safetensors"))
+
+
 def fake_run(workspace, name, cycles, mtime, env_id="webshop"):
     folder = workspace / "runs" / name
     for cycle in range(1, cycles + 1):
         checkpoint = folder / "checkpoints" / f"cycle-{cycle:04d}"
-        checkpoint.mkdir(parents=True)
-        (checkpoint / "config.json").write_text("{}")
+        whole_checkpoint(checkpoint)
     history = [{"cycle": c, "eval.success_rate": 0.1 * c} for c in range(cycles + 1)]
     (folder / "state.json").write_text(json.dumps({"history": history, "done": True}))
     config = {"cycle": {"cycles": cycles, "env_id": env_id}}
@@ -194,8 +223,7 @@ def fake_sft_run(workspace, name, env_id, mtime):
     """What ``skillrl sft --run-name <name>`` leaves: its files in ``runs/<name>/sft``."""
     root = workspace / "runs" / name / "sft"
     checkpoint = root / "checkpoints" / "round-0000"
-    checkpoint.mkdir(parents=True)
-    (checkpoint / "config.json").write_text("{}")
+    whole_checkpoint(checkpoint)
     state = {"round": 1, "phase": "", "done": True, "history": [{"round": 0}], "current": {}}
     (root / "state.json").write_text(json.dumps(state))
     config = {"cold_start": {"env_id": env_id, "dagger_rounds": 0}}

@@ -118,10 +118,11 @@ def test_model_help_lists_the_sources_auto_tries_in_the_order_it_tries_them(work
     assert played("webshop") == str(shipped_adapter("webshop"))
     assert played("sokoban") == EMBEDDED_MODEL
     folder = workspace / "runs" / "shop"
-    (folder / "checkpoints" / "cycle-0001").mkdir(parents=True)
-    (folder / "checkpoints" / "cycle-0001" / "config.json").write_text("{}")
+    from test_commands_options import whole_checkpoint
+
+    whole_checkpoint(folder / "checkpoints" / "cycle-0001")
     (folder / "state.json").write_text(json.dumps({"history": [], "done": True}))
-    (folder / "config.json").write_text(json.dumps({"cycle": {"env_id": "webshop"}}))
+    (folder / "config.json").write_text(json.dumps({"cycle": {"cycles": 1, "env_id": "webshop"}}))
     assert played("webshop") == str(folder / "checkpoints" / "cycle-0001")
     assert played("sokoban") == EMBEDDED_MODEL  # WebShop's model never plays Sokoban
 
@@ -317,6 +318,34 @@ def test_model_text_with_brackets_is_shown_not_read_as_markup():
     out = console.export_text()
     assert "[button] Buy Now [button_] [ginger] [/] [bold]x" in out
     assert " 1. ginger" in out and " 2. b0abc12345" in out and " 3. buy now" in out
+
+
+def test_page_text_with_escape_sequences_is_shown_made_visible():
+    import io
+
+    from rich.console import Console
+
+    from skillrl.agents.base import AgentState
+    from skillrl_cli.run_display import show_page
+
+    out = io.StringIO()
+    console = Console(file=out, width=200)
+    state = AgentState(
+        episode_id="e",
+        env_id="webshop",
+        instruction="buy tea",
+        category="grocery",
+        observation="tea \x1b[2J\x1b]8;;http://x\x1b\\link [/oops]",
+        available_actions=["click[buy now]"],
+        turn=0,
+        history=[],
+        skills=None,
+        info={},
+    )
+    show_page(console, state)
+    text = out.getvalue()
+    assert "\x1b" not in text  # no raw ESC reached the terminal
+    assert "tea \\x1b[2J\\x1b]8;;http://x\\x1b\\link [/oops]" in text
 
 
 def test_a_person_reads_webshop_pages_in_the_models_readable_layout(workspace):

@@ -65,3 +65,49 @@ def test_json_is_sorted_unless_asked_and_ends_with_a_newline(tmp_path):
     atomic_write_json(path, {"z": 1, "a": 2}, sort_keys=False, indent=1)
     text = path.read_text()
     assert text.endswith("}\n") and text.index('"z"') < text.index('"a"')
+
+
+def test_read_json_object_names_the_file_for_every_kind_of_damage(tmp_path):
+    import pytest
+
+    from skillrl_core.errors import DataFileError
+    from skillrl_core.files import read_json_object
+
+    cases = {
+        "missing.json": (None, "cannot read"),
+        "list.json": (b"[1]", "must hold a JSON object, not list"),
+        "binary.json": (b"\xff\x00\x01", "is not UTF-8 text"),
+        "bad.json": (b"{", "is not valid JSON"),
+        "deep.json": (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    }
+    for name, (content, message) in cases.items():
+        path = tmp_path / name
+        if content is not None:
+            path.write_bytes(content)
+        with pytest.raises(DataFileError, match=message) as raised:
+            read_json_object(path)
+        assert str(path) in str(raised.value)
+    (tmp_path / "ok.json").write_text('{"a": 1}')
+    assert read_json_object(tmp_path / "ok.json") == {"a": 1}
+
+
+def test_int_fields_refuse_what_is_not_an_integer():
+    from dataclasses import dataclass
+
+    import pytest
+
+    from skillrl_core.errors import ConfigError
+    from skillrl_core.validation import check_finite_fields
+
+    @dataclass
+    class Config:
+        count: int = 1
+        limit: int | None = None
+
+        def __post_init__(self) -> None:
+            check_finite_fields(self)
+
+    assert Config(3, None).count == 3
+    for bad in ({"count": 1.5}, {"count": "abc"}, {"count": True}, {"limit": 2.0}):
+        with pytest.raises(ConfigError, match="must be an integer"):
+            Config(**bad)

@@ -8,13 +8,23 @@ import os
 from trainers.runs import SFT_RUN, TRAIN_RUN, default_models, latest_checkpoint, list_runs
 
 
+def whole_checkpoint(folder):
+    """A folder that passes for a model: config, a (tiny) safetensors file and a tokenizer."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "tokenizer.json").write_text("{}")
+    save_file({"weight": np.zeros(1, dtype=np.float32)}, str(folder / "model.safetensors"))
+
+
 def train_run(workspace, name, env_id, mtime, cycles=2):
     """Write what ``skillrl train`` leaves: state, config with its environment, checkpoints."""
     folder = workspace / "runs" / name
     for cycle in range(1, cycles + 1):
         checkpoint = folder / "checkpoints" / f"cycle-{cycle:04d}"
-        checkpoint.mkdir(parents=True)
-        (checkpoint / "config.json").write_text("{}")
+        whole_checkpoint(checkpoint)
     history = [{"cycle": c, "eval.success_rate": 0.1 * c} for c in range(cycles + 1)]
     (folder / "state.json").write_text(json.dumps({"history": history, "done": True}))
     config = {"cycle": {"cycles": cycles, "env_id": env_id}}
@@ -28,8 +38,7 @@ def sft_run(workspace, name, env_id, mtime, rounds=2, done=True):
     root = workspace / "runs" / name / "sft"
     for index in range(rounds):
         checkpoint = root / "checkpoints" / f"round-{index:04d}"
-        checkpoint.mkdir(parents=True)
-        (checkpoint / "config.json").write_text("{}")
+        whole_checkpoint(checkpoint)
     history = [{"round": r, "train.loss": 1.0 / (r + 1)} for r in range(rounds)]
     state = {"round": rounds, "phase": "", "done": done, "history": history, "current": {}}
     (root / "state.json").write_text(json.dumps(state))
@@ -81,7 +90,15 @@ def test_a_train_run_with_a_cold_start_is_one_train_run(tmp_path):
 
 def test_a_run_whose_environment_is_unknown_is_never_played_by_auto(tmp_path):
     folder = train_run(tmp_path, "old-format", "webshop", mtime=2_000)
-    (folder / "config.json").write_text("{not json")
+    (folder / "config.json").write_text('{"cycle": {"cycles": 2}}')  # written before env_id
     found = latest_checkpoint(tmp_path, "webshop")
     assert found is None
     assert list_runs(tmp_path)[0].env_id is None and default_models(tmp_path) == {}
+
+
+def test_a_run_whose_config_is_damaged_is_skipped_and_never_played_by_auto(tmp_path, caplog):
+    folder = train_run(tmp_path, "damaged", "webshop", mtime=2_000)
+    (folder / "config.json").write_text("{not json")
+    assert latest_checkpoint(tmp_path, "webshop") is None
+    assert list_runs(tmp_path) == [] and default_models(tmp_path) == {}
+    assert "skipping run damaged" in caplog.text and "config.json" in caplog.text

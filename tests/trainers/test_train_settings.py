@@ -98,6 +98,7 @@ def test_a_run_saved_before_whole_group_steps_resumes_with_shuffled_turns(worksp
     saved = start(run, started[0], {"cycle": 1})
     # What the run's files held before the setting existed: no config field, no option.
     del saved["grpo"]["whole_group_steps"], saved["options"]["whole-groups"]
+    del saved["options_digest"]  # runs saved before it had none
     (run / "config.json").write_text(json.dumps(saved))
 
     refused = train("--run-name", "old", "--resume")
@@ -122,7 +123,7 @@ def test_a_run_saved_under_the_old_setting_names_resumes(workspace, started):
     assert isinstance(again.exception, Started), again.output
     assert started[-1][1].step_weight == 0.5 and started[-1][1].temperature == 0.7
     changed = train("--run-name", "named", "--resume", "--step-weight", "1.0")
-    assert changed.exit_code == 1 and "grpo.step_weight: 0.5 -> 1.0" in changed.output
+    assert changed.exit_code == 1 and "would change step-weight from 0.5" in changed.output
 
 
 @pytest.mark.parametrize(
@@ -163,7 +164,8 @@ def test_resume_takes_the_saved_settings_and_only_cycles_from_the_command_line(
 
     # Another setting is refused before any model loads, and the saved settings stay as they were.
     changed = train("--run-name", "r", "--resume", "--group-size", "3")
-    assert changed.exit_code == 1 and "cycle.group_size: 4 -> 3" in changed.output, changed.output
+    assert changed.exit_code == 1, changed.output
+    assert "would change group-size from 4" in changed.output, changed.output
     assert len(started) == 2
     assert json.loads((run / "config.json").read_text())["options"]["group-size"] == 4
 
@@ -207,12 +209,22 @@ def test_start_and_resume_refuse_the_wrong_folder_before_loading_anything(worksp
     assert not (run / "config.json").exists() and not started
 
 
+def whole_checkpoint(folder):
+    """A folder that passes for a model: config, a (tiny) safetensors file and a tokenizer."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "tokenizer.json").write_text("{}")
+    save_file({"weight": np.zeros(1, dtype=np.float32)}, str(folder / "model.safetensors"))
+
+
 def fake_run(workspace, name, cycles, mtime, done=True):
     folder = workspace / "runs" / name
     for cycle in range(1, cycles + 1):
         checkpoint = folder / "checkpoints" / f"cycle-{cycle:04d}"
-        checkpoint.mkdir(parents=True)
-        (checkpoint / "config.json").write_text("{}")
+        whole_checkpoint(checkpoint)
     folder.mkdir(parents=True, exist_ok=True)
     rates = [0.2, 0.5, 0.4, 0.6][: cycles + 1]
     history = [{"cycle": c, "eval.success_rate": r} for c, r in enumerate(rates)]
@@ -253,13 +265,168 @@ def test_the_shipped_adapter_trains_under_the_settings_it_records(workspace, sta
     result = train("--model", "shipped", "--run-name", "rl")
     assert isinstance(result.exception, Started), result.output
     cycle, _, settings = started[0]
+    from skillrl.policies.model_settings import ModelSettings, shipped_adapter
+
+    recorded = ModelSettings.load(shipped_adapter("webshop"))
     assert settings.policy.model.endswith("adapters/webshop")
-    assert not cycle.skills  # it was cold-started without skills
+    assert cycle.skills == recorded.skills  # whichever adapter ships, its own setting
     assert cycle.env_config == {"observation_mode": "text_rich"}
     assert "settings the model was trained under" in result.output
-    given = train("--model", "shipped", "--run-name", "rl-skills", "--skills")
+    flag = "--no-skills" if recorded.skills else "--skills"
+    given = train("--model", "shipped", "--run-name", "rl-skills", flag)
     assert isinstance(given.exception, Started), given.output
-    assert started[1][0].skills  # an option the user gives wins
+    assert started[1][0].skills != recorded.skills  # an option the user gives wins
     refused = train("--model", "shipped", "--env", "sokoban", "--run-name", "s")
     assert refused.exit_code == 1
     assert "no adapter ships for environment 'sokoban'" in refused.output
+
+
+DAMAGED_RUN_FILES = {
+    "state-list": ("state.json", b"[1, 2]", "must hold a JSON object, not list"),
+    "state-binary": ("state.json", b"\xff\xfe\x00binary", "is not UTF-8 text"),
+    "state-types": ("state.json", b'{"cycle": "two", "history": []}', "'cycle' ('two')"),
+    "state-history": ("state.json", b'{"history": {"a": 1}}', "'history' must be a list"),
+    "state-unknown": ("state.json", b'{"cycles": 3}', "unknown field(s) cycles"),
+    "state-nested": ("state.json", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    "config-binary": ("config.json", b"\x00\x01\x02", "config.json"),
+    "config-array": ("config.json", b"[]", "must hold a JSON object, not list"),
+    "config-null-cycles": ("config.json", b'{"cycle": {"cycles": null}}', "'cycle.cycles'"),
+    "config-cycle-list": ("config.json", b'{"cycle": [], "grpo": {}}', "'cycle' must be an"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGED_RUN_FILES))
+def test_a_damaged_run_is_skipped_with_one_line_by_runs_and_the_auto_model(
+    workspace, monkeypatch, damage
+):
+    from rich.console import Console
+
+    from skillrl_cli.options import resolve_model
+
+    name, content, message = DAMAGED_RUN_FILES[damage]
+    good = fake_run(workspace, "good", 2, mtime=1_000)
+    damaged = fake_run(workspace, "damaged", 3, mtime=2_000)  # newer: auto would pick it
+    (damaged / name).write_bytes(content)
+    os.utime(damaged / "state.json", (2_000, 2_000))
+    result = CliRunner().invoke(main, ["runs", "--json"])
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert [r["name"] for r in json.loads(result.stdout)] == ["good"]
+    warning = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(warning) == 1 and "skipping run damaged" in warning[0], result.stderr
+    assert name in warning[0] and message in warning[0], warning[0]
+    console = Console(file=open(os.devnull, "w"))  # noqa: SIM115
+    chosen = resolve_model("auto", "transformers", str(workspace), console)
+    assert chosen == str(good / "checkpoints" / "cycle-0002")
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGED_RUN_FILES))
+def test_resuming_a_damaged_run_is_one_line_naming_the_file(workspace, started, damage):
+    name, content, message = DAMAGED_RUN_FILES[damage]
+    first = train("--run-name", "r", "--cycles", "2")
+    assert isinstance(first.exception, Started), first.output
+    run = workspace / "runs" / "r"
+    start(run, started[0], {"cycle": 1})
+    (run / name).write_bytes(content)
+    result = train("--run-name", "r", "--resume")
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert str(run / name) in lines[0] and message in lines[0], lines[0]
+    assert len(started) == 1
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\xff\xfe\x00binary", b"[]", b'{"cycle": {"cycles": null}, "grpo": {}}'],
+    ids=["binary", "array", "null-cycles"],
+)
+def test_a_damaged_config_json_given_to_config_is_one_clear_error(tmp_path, started, content):
+    config = tmp_path / "config.json"
+    config.write_bytes(content)
+    result = train("--config", str(config))
+    assert result.exit_code in (1, 2) and "Traceback" not in result.output, result.output
+    assert str(config) in result.output
+    assert not started
+
+
+def test_a_checkpoint_folder_holding_only_its_config_is_never_the_default_model(workspace):
+    run = fake_run(workspace, "r", 2, mtime=1_000)
+    partial = run / "checkpoints" / "cycle-0003"
+    partial.mkdir()
+    (partial / "config.json").write_text("{}")
+    result = CliRunner().invoke(main, ["runs", "--json"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    assert row["last_checkpoint"] == str(run / "checkpoints" / "cycle-0002")
+    assert "skipping checkpoint" in result.stderr and "cycle-0003" in result.stderr
+
+
+def test_runs_in_a_workspace_that_does_not_exist_fails(tmp_path):
+    missing = tmp_path / "nowhere"
+    result = CliRunner().invoke(main, ["runs", "--workspace", str(missing)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert str(missing) in lines[0] and "does not exist" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("flags", "key"),
+    [
+        (("--max-prompt-tokens", "1024"), "max-prompt-tokens"),
+        (("--temperature", "0.3"), "temperature"),
+        (("--no-skills",), "skills"),
+        (("--env-option", "observation_mode=text"), "env-option"),
+        (("--lora",), "lora"),
+        (("--seed", "5"), "seed"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else " ".join(v),
+)
+def test_a_resume_refuses_any_setting_but_cycles_naming_it_and_where_each_value_came_from(
+    workspace, started, flags, key
+):
+    first = train("--run-name", "r", "--cycles", "1")
+    assert isinstance(first.exception, Started), first.output
+    run = workspace / "runs" / "r"
+    start(run, started[0], {"cycle": 1})
+    before = (run / "config.json").read_bytes()
+    result = train("--run-name", "r", "--resume", "--cycles", "2", *flags)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert f"would change {key} from" in lines[0], lines[0]
+    assert f"(saved in {run / 'config.json'})" in lines[0] and "(from the command line)" in lines[0]
+    assert len(started) == 1 and (run / "config.json").read_bytes() == before
+    assert train("--run-name", "r", "--resume", "--cycles", "2").exception.__class__ is Started
+
+
+def test_a_hand_edited_options_block_is_refused_on_resume(workspace, started):
+    first = train("--run-name", "r", "--cycles", "1")
+    assert isinstance(first.exception, Started), first.output
+    run = workspace / "runs" / "r"
+    saved = start(run, started[0], {"cycle": 1})
+    saved["options"]["max-prompt-tokens"] = 1024
+    (run / "config.json").write_text(json.dumps(saved))
+    result = train("--run-name", "r", "--resume")
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert str(run / "config.json") in lines[0] and "edited after the run saved them" in lines[0]
+    assert len(started) == 1
+
+
+@pytest.mark.parametrize("name", ["a\nb", "tab\there", "bell\x07"])
+def test_a_run_name_with_a_control_character_is_refused(workspace, started, name):
+    result = train("--run-name", name)
+    assert result.exit_code == 1 and "--run-name" in result.output, result.output
+    assert not (workspace / "runs").exists() and not started
+
+
+def test_train_on_a_workspace_it_cannot_write_fails_before_the_model_loads(workspace, started):
+    (workspace / "runs").write_text("a file where the runs folder goes")
+    result = train("--run-name", "r")
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert "cannot write the run folder" in lines[0] and not started
+
+
+@pytest.mark.parametrize("command", ["train", "run", "eval", "sft"])
+def test_a_negative_seed_is_refused(workspace, command):
+    result = CliRunner().invoke(main, [command, "--seed", "-1"])
+    assert result.exit_code == 2 and "-1 is not in the range" in result.output, result.output
