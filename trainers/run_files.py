@@ -6,7 +6,7 @@ Layout of ``<workspace>/runs/<name>/``::
                          command's options (run_settings)
     state.json           last completed (cycle, phase), goal cursor, per-cycle metrics
     metrics.jsonl        one JSON line per completed cycle (rewritten atomically)
-    tensorboard/         the same metrics as TensorBoard scalars
+    tensorboard/         the same metrics as TensorBoard scalars (--report-to tensorboard)
     cycles/<c>/          rollout.json, eval.json, validation.json: the episodes of each phase
     trainer_state/       trainable weights + AdamW state after the last update (safetensors)
     checkpoints/cycle-<c>/   from_pretrained-loadable model + tokenizer
@@ -194,18 +194,6 @@ class RunFiles:
         """Rewrite ``metrics.jsonl`` with one line per completed cycle."""
         lines = [json.dumps(row, sort_keys=True) for row in history]
         atomic_write_text(self.metrics_path, "\n".join(lines) + ("\n" if lines else ""))
-
-
-def write_tensorboard(folder: Path, row: dict[str, Any]) -> None:
-    """Add one cycle's numeric metrics as TensorBoard scalars (step = cycle)."""
-    from torch.utils.tensorboard import SummaryWriter
-
-    step = int(row["cycle"])
-    # purge_step drops events a killed run wrote for this cycle before it was redone.
-    with SummaryWriter(str(folder), purge_step=step) as writer:
-        for key, value in row.items():
-            if key != "cycle" and isinstance(value, int | float) and not isinstance(value, bool):
-                writer.add_scalar(key.replace(".", "/"), float(value), step)
 
 
 def plot_learning_curve(history: list[dict[str, Any]], path: Path, title: str = "") -> None:

@@ -55,8 +55,8 @@ def saved_options(files: RunFiles) -> dict[str, Any] | None:
 def check_resume_settings(files: RunFiles, config: CycleConfig, grpo: GRPOConfig) -> dict[str, Any]:
     """Raise CheckpointError unless the run in ``files`` was started with these settings.
 
-    Only ``cycles`` may differ. Returns what the run's ``config.json`` holds. Cheap (one JSON
-    read): the CLI calls it before loading a model.
+    Only ``cycles`` and ``report_to`` may differ. Returns what the run's ``config.json``
+    holds. Cheap (one JSON read): the CLI calls it before loading a model.
     """
     saved = files.load_config()
     before, now = _identity(saved), _identity(run_settings(config, grpo))
@@ -64,7 +64,7 @@ def check_resume_settings(files: RunFiles, config: CycleConfig, grpo: GRPOConfig
         changed = _changed(before, now)
         raise CheckpointError(
             f"--resume with different settings than {files.config_path} ({changed}): "
-            "only --cycles may change when resuming"
+            "only --cycles and --report-to may change when resuming"
         )
     return saved
 
@@ -80,7 +80,7 @@ def _changed(saved: dict[str, Any], now: dict[str, Any]) -> str:
 
 
 def _identity(settings: dict[str, Any]) -> dict[str, Any]:
-    """Return the settings that must not change on resume (everything but the cycle count)."""
+    """Return the settings that must not change on resume (all but cycles and report_to)."""
     parts = {}
     for part in ("cycle", "grpo"):
         renamed = _RENAMED_SINCE.get(part, {})
@@ -89,6 +89,7 @@ def _identity(settings: dict[str, Any]) -> dict[str, Any]:
             renamed.get(k, k): v for k, v in settings.get(part, {}).items() if k not in removed
         }
     parts["cycle"].pop("cycles", None)
+    parts["cycle"].pop("report_to", None)  # where metrics go changes no result
     for part, added in _ADDED_SINCE.items():
         parts[part] = {**added, **parts[part]}
     return parts
