@@ -127,8 +127,8 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         if not found:
             raise HTTPException(404, f"no episode {wanted}")
         record = found[0]
-        ids = sorted({i for t in record.turns for i in t.retrieved_ids})
-        entries = bank.entries(ids)
+        shown = {i for t in record.turns for i in t.retrieved_ids + (t.left_out_ids or [])}
+        entries = bank.entries(sorted(shown))
         group = [e for e in episodes_all() if record.group_id and e.group_id == record.group_id]
         return render(request, "episode.html", episode=record, entries=entries, group=group)
 

@@ -27,11 +27,13 @@ class ViewWorkspace:
     episode_id: str
 
 
-def _turn(turn: int, observation: str, action: str, retrieved: list[str]) -> TurnRecord:
+def _turn(
+    turn: int, observation: str, action: str, retrieved: list[str], left_out: list[str] | None
+) -> TurnRecord:
     return TurnRecord(turn=turn, observation=observation, available_actions=[action],
                       action=action, action_valid=True, reward=0.0,
                       model_output=f"<think>step {turn}</think> {action}",
-                      retrieved_ids=retrieved)  # fmt: skip
+                      retrieved_ids=retrieved, left_out_ids=left_out)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +48,10 @@ def view_workspace(tmp_path_factory) -> Iterator[ViewWorkspace]:
                               principle="<b>bold?</b> <img src=x onerror=alert(1)>")  # fmt: skip
     script = bank.add(script_draft).entry
     turns = [
-        _turn(0, "WebShop search page <i>", "search[red shoes]", [size.id, script.id]),
-        _turn(1, "Results: red shoes size 9", "click[b0001]", [size.id]),
-        _turn(2, "Product page: size 9, $20", "click[buy now]", []),
+        _turn(0, "WebShop search page <i>", "search[red shoes]", [size.id, script.id], []),
+        # The prompt budget cut the script entry here: the page shows it struck out.
+        _turn(1, "Results: red shoes size 9", "click[b0001]", [size.id], [script.id]),
+        _turn(2, "Product page: size 9, $20", "click[buy now]", [], None),
     ]
     winner = EpisodeRecord("webshop", "goal-7", "buy red shoes size 9", "footwear", turns=turns,
                            success=True, score=1.0, reward_breakdown={"r_att": 1.0}, split="test",

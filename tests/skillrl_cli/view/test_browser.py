@@ -100,7 +100,10 @@ def test_step_through_an_episode_and_see_each_turns_retrieved_entries(
     _shot(page, shots, "episode")
     page.click("#next")
     assert page.locator(".turn.shown .action").inner_text() == "click[b0001]"
-    assert page.locator(".turn.shown .retrieved li").count() == 1
+    assert page.locator(".turn.shown .retrieved li.kept").count() == 1
+    cut = page.locator(".turn.shown .retrieved li.cut del")  # struck out: the budget cut it
+    assert cut.count() == 1 and cut.inner_text().startswith("<script>")
+    assert page.evaluate("window.pwned") is None
     page.click("#next")
     assert page.locator(".turn.shown .action").inner_text() == "click[buy now]"
     assert page.locator("#turn-label").inner_text() == "turn 3 of 3"

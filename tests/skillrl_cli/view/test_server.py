@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from skillrl_cli.view.app import ViewConfig, build_app
@@ -118,3 +122,70 @@ def test_the_retrieve_box_shows_what_a_turn_would_retrieve_without_recording_it(
                                            "env": "webshop"}).text  # fmt: skip
     assert f"/skills/{view_workspace.size_id}" in page
     assert view_workspace.bank.get(view_workspace.size_id).times_retrieved == before
+
+
+def test_an_episode_turn_shows_kept_entries_and_those_the_budget_cut_struck_out(
+    client, view_workspace
+):
+    page = client.get(f"/episodes/{view_workspace.episode_id}").text
+    turns = page.split('<section class="turn')[1:]
+    assert turns[0].count('class="kept"') == 2 and 'class="cut"' not in turns[0]
+    assert turns[1].count('class="kept"') == 1
+    cut = turns[1].split('class="cut"')[1]
+    assert cut.startswith(f'><del><a href="/skills/{view_workspace.script_id}">&lt;script&gt;')
+    assert "cut by the prompt budget" in cut
+    assert "<script>window.pwned" not in page
+    assert "were not recorded" not in turns[0] + turns[1]  # recorded: kept and cut both known
+
+
+UNTRUSTED_TEXT = st.tuples(
+    st.text(max_size=20),
+    st.sampled_from(
+        ["<script>window.pwned=1</script>", "<b>", "&amp;", '"><img src=x>', "\x1b[31m<"]
+    ),
+    st.text(max_size=20),
+).map("".join)
+"""Text with markup in it, as pages, model output and entries may hold (prompt injection)."""
+
+
+def _tags(page: str) -> list[str]:
+    """The start tags of an HTML page with their attributes, in order."""
+    from html.parser import HTMLParser
+
+    class Tags(HTMLParser):
+        found: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.found.append(f"{tag} {sorted(k for k, _ in attrs)}")
+
+    parser = Tags()
+    parser.found = []
+    parser.feed(page)
+    return parser.found
+
+
+def _episode_page(text: str) -> str:
+    from skillrl_cli.view.app import _templates
+    from skillrl_core.records import EpisodeRecord, TurnRecord
+
+    turn = TurnRecord(turn=0, observation=text, available_actions=[text], action=text,
+                      action_valid=True, reward=0.0, model_output=text,
+                      retrieved_ids=["k"], left_out_ids=["c"])  # fmt: skip
+    record = EpisodeRecord("webshop", text, text, text, turns=[turn], reward_breakdown={text: text})
+    entries = {"k": SimpleNamespace(title=text), "c": SimpleNamespace(title=text)}
+    return (
+        _templates()
+        .get_template("episode.html")
+        .render(episode=record, entries=entries, group=[], read_only=True, csrf="", request=None)
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=UNTRUSTED_TEXT)
+def test_any_title_page_or_output_renders_as_text_in_an_episode(text):
+    from markupsafe import escape
+
+    page = _episode_page(text)
+    assert str(escape(text)) in page
+    # The markup is the template's alone: the same tags as with plain text in every field.
+    assert _tags(page) == _tags(_episode_page("plain"))
