@@ -23,6 +23,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from skillrl_cli.view.charts import run_charts
 from skillrl_cli.view.security import ViewSecurity
 from skillrl_core.errors import SkillNotFoundError
 
@@ -71,19 +72,6 @@ def _read_metrics(path: Path) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue  # a run in progress may be mid-write
     return rows
-
-
-def _curve_points(rows: list[dict[str, Any]], key: str, width: int = 400, height: int = 120) -> str:
-    """SVG polyline points for ``key`` over the rows (empty when it is never numeric)."""
-    values = [r[key] for r in rows if isinstance(r.get(key), int | float)]
-    if not values:
-        return ""
-    low, high = min(values), max(values)
-    span = (high - low) or 1.0
-    step = width / max(len(values) - 1, 1)
-    return " ".join(
-        f"{i * step:.1f},{height - (v - low) / span * height:.1f}" for i, v in enumerate(values)
-    )
 
 
 def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> Starlette:
@@ -197,15 +185,13 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
 
     async def run(request: Request) -> Response:
         names = [n for n in request.path_params["names"].split("+") if n]
-        curves = []
+        runs = []
         for name in names:
             path = (config.runs_dir or Path("/nonexistent")) / name / "metrics.jsonl"
             if "/" in name or ".." in name or not path.is_file():
                 raise HTTPException(404, f"no run {name}")
-            rows = _read_metrics(path)
-            keys = sorted({k for r in rows for k, v in r.items() if isinstance(v, int | float)})
-            curves.append((name, rows, {k: _curve_points(rows, k) for k in keys}))
-        return render(request, "run.html", curves=curves)
+            runs.append((name, _read_metrics(path)))
+        return render(request, "run.html", names=names, charts=run_charts(runs))
 
     async def not_found(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 500)

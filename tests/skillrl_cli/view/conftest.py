@@ -62,7 +62,10 @@ def view_workspace(tmp_path_factory) -> Iterator[ViewWorkspace]:
     bank.trajectories.save_episodes([winner, loser])
     run = root / "runs" / "r1"
     run.mkdir(parents=True)
-    rows = [{"cycle": i, "success": 0.2 + 0.1 * i, "score": 0.4 + 0.05 * i} for i in range(4)]
+    rows = [{"cycle": 0, "eval.success_rate": 0.2, "eval.episodes": 10, "eval.mean_score": 0.4}]
+    rows += [{"cycle": i, "eval.success_rate": 0.2 + 0.1 * i, "eval.episodes": 10,
+              "eval.mean_score": 0.4 + 0.05 * i, "groups.kept": 3, "cycle.seconds": 90.0 * i,
+              "update.loss": 0.1 / i} for i in range(1, 4)]  # fmt: skip
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     yield ViewWorkspace(root, bank, size.id, script.id, winner.episode_id)
     bank.close()

@@ -103,6 +103,27 @@ def test_episodes_filter_and_runs_draw_curves(client, view_workspace):
     assert 'http-equiv="refresh"' in run
 
 
+def test_a_run_page_draws_success_with_its_interval_band_and_labelled_axes(client):
+    run = client.get("/runs/r1").text
+    success = run.split('id="chart-eval.success_rate"')[1].split("</figure>")[0]
+    assert success.count('class="band"') == 1  # the 95% Wilson interval, shaded
+    assert ">cycle</text>" in success and "success rate (band: 95% Wilson interval)" in success
+    assert '<text class="tick y-tick"' in success and ">1</text>" in success
+    assert "cycle 3: eval.success_rate = 0.500 (95% interval 0.24-0.76)" in success
+    minutes = run.split('id="chart-cycle.seconds"')[1].split("</figure>")[0]
+    assert ">wall minutes</text>" in minutes and 'class="band"' not in minutes
+    assert "cycle 3: cycle.seconds = 4.500" in minutes  # 270 s drawn as minutes
+    assert 'id="chart-update.loss"' in run  # every other metric follows
+    assert 'id="chart-eval.episodes"' not in run  # a count behind a band is not a curve
+
+
+def test_two_runs_compared_share_the_axes(client):
+    both = client.get("/runs/r1+r1").text
+    success = both.split('id="chart-eval.success_rate"')[1].split("</figure>")[0]
+    assert success.count("<polyline") == 2 and success.count('class="band"') == 2
+    assert both.count("&#9632; r1") == 2  # the legend names both
+
+
 def test_the_command_refuses_another_host_without_a_token_in_one_line(tmp_path):
     from click.testing import CliRunner
 
