@@ -139,6 +139,11 @@ class GRPOConfig:
         """The upper clip epsilon actually used."""
         return self.epsilon if self.epsilon_high is None else self.epsilon_high
 
+    @property
+    def trains_zero_advantage_turns(self) -> bool:
+        """Whether zero-advantage turns stay in the loss: only with a KL term (beta > 0)."""
+        return self.beta > 0
+
 
 class EvolveGoals(NamedTuple):
     """The goals whose episodes' failures evolve the bank."""

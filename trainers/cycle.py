@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from skillrl_core.errors import CheckpointError
 from skillrl_core.records import EpisodeRecord
-from trainers.advantages import compute_advantages
+from trainers.advantages import TurnAdvantages, compute_advantages
+from trainers.batching import turn_left_out
 from trainers.checkpoint import (
     load_trainer_state,
     read_trainer_meta,
@@ -65,6 +66,7 @@ from trainers.run_files import (
 )
 from trainers.run_settings import check_resume_settings, run_settings
 from trainers.trackers import open_tracker
+from trainers.update_record import UpdateRecord, update_record
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank
@@ -278,6 +280,8 @@ class TrainingRun:
             step_weight=self.grpo.step_weight,
             scale=self.grpo.scale_rewards,
         )
+        if self.processes.is_main:  # what the update uses, for a reader (skillrl view)
+            self.files.save_update_record(cycle, self._update_record(episodes, rewards, advantages))
         prefix_cache = getattr(self.policy, "prefix_cache", None)
         if prefix_cache is not None:
             # Stale once the weights change, and up to its budget of memory during the update.
@@ -302,6 +306,24 @@ class TrainingRun:
         if seconds is not None:
             metrics["update.sync_seconds"] = seconds
         state.current.update(metrics)
+
+    def _update_record(
+        self,
+        episodes: list[EpisodeRecord],
+        rewards: list[list[float]],
+        advantages: TurnAdvantages,
+    ) -> UpdateRecord:
+        keep_zero = self.grpo.trains_zero_advantage_turns
+        left_out = [
+            [
+                turn_left_out(t, a, keep_zero_advantage=keep_zero)
+                for t, a in zip(e.turns, row, strict=True)
+            ]
+            for e, row in zip(episodes, advantages.advantages, strict=True)
+        ]
+        return update_record(
+            episodes, rewards, advantages, left_out, step_weight=self.grpo.step_weight
+        )
 
     def _sync_rollout_weights(self) -> float | None:
         """Push the trained weights to the runner's policy when it rolls out elsewhere.

@@ -7,7 +7,8 @@ Layout of ``<workspace>/runs/<name>/``::
     state.json           last completed (cycle, phase), goal cursor, per-cycle metrics
     metrics.jsonl        one JSON line per completed cycle (rewritten atomically)
     tensorboard/         the same metrics as TensorBoard scalars (--report-to tensorboard)
-    cycles/<c>/          rollout.json, eval.json, validation.json: the episodes of each phase
+    cycles/<c>/          rollout.json, eval.json, validation.json: the episodes of each phase;
+                         advantages.json: each trained turn's advantage and its parts
     trainer_state/       trainable weights + AdamW state after the last update (safetensors)
     checkpoints/cycle-<c>/   from_pretrained-loadable model + tokenizer
     learning_curve.png   success and score per cycle, written at the end
@@ -29,6 +30,7 @@ from skillrl_core.errors import CheckpointError
 from skillrl_core.files import atomic_write_json, atomic_write_text
 from skillrl_core.records import EpisodeRecord
 from trainers.cycle_rollout import RolloutPhase
+from trainers.update_record import UpdateRecord
 
 if TYPE_CHECKING:
     from trainers.config import CycleConfig
@@ -171,6 +173,21 @@ class RunFiles:
             return RolloutPhase.from_dict(data)
         except (KeyError, TypeError, ValueError) as error:
             path = self.cycle_dir(cycle) / "rollout.json"
+            raise CheckpointError(f"cannot read {path}: {error!r}") from error
+
+    def save_update_record(self, cycle: int, record: UpdateRecord) -> None:
+        """Write what cycle ``cycle``'s update trained on: ``cycles/<c>/advantages.json``."""
+        atomic_write_json(self.cycle_dir(cycle) / "advantages.json", record.to_dict())
+
+    def load_update_record(self, cycle: int) -> UpdateRecord | None:
+        """Read what :meth:`save_update_record` wrote (None if absent: no update, or older run)."""
+        path = self.cycle_dir(cycle) / "advantages.json"
+        data = self._read(path)
+        if data is None:
+            return None
+        try:
+            return UpdateRecord.from_dict(data)
+        except (KeyError, TypeError, ValueError) as error:
             raise CheckpointError(f"cannot read {path}: {error!r}") from error
 
     def load_episodes(self, cycle: int, name: str) -> dict[str, Any] | None:
