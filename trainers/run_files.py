@@ -103,6 +103,11 @@ class RunFiles:
         """Checkpoint folder of a cycle."""
         return self.root / "checkpoints" / f"cycle-{cycle:04d}"
 
+    def rollout_cycles(self) -> list[int]:
+        """Cycles whose rollout phase is on disk (``cycles/<c>/rollout.json``), in order."""
+        found = self.root.glob("cycles/*/rollout.json")
+        return sorted(int(p.parent.name) for p in found if p.parent.name.isdigit())
+
     def exists(self) -> bool:
         """Whether a run was started here."""
         return self.state_path.exists()

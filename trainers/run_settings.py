@@ -10,7 +10,7 @@ torch): the CLI checks a ``--resume`` before it loads a model.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
 from skillrl_core.errors import CheckpointError
@@ -93,3 +93,18 @@ def _identity(settings: dict[str, Any]) -> dict[str, Any]:
     for part, added in _ADDED_SINCE.items():
         parts[part] = {**added, **parts[part]}
     return parts
+
+
+def saved_cycle_config(files: RunFiles) -> CycleConfig | None:
+    """Return the :class:`CycleConfig` a run saved (None: it has no ``config.json``).
+
+    Settings the run predates take the value runs without them had; renamed ones are read under
+    their current name, and ones since removed are left out.
+    """
+    if not files.config_path.is_file():
+        return None
+    saved = files.load_config().get("cycle", {})
+    renamed = _RENAMED_SINCE.get("cycle", {})
+    values = {**_ADDED_SINCE.get("cycle", {}), **{renamed.get(k, k): v for k, v in saved.items()}}
+    known = {f.name for f in fields(CycleConfig)}
+    return CycleConfig(**{k: v for k, v in values.items() if k in known})

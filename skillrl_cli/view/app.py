@@ -24,8 +24,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from skillrl_cli.view.charts import run_charts
+from skillrl_cli.view.groups import cycle_groups
 from skillrl_cli.view.security import ViewSecurity
-from skillrl_core.errors import SkillNotFoundError
+from skillrl_core.errors import SkillNotFoundError, SkillRLError
+from trainers.run_files import RunFiles
+from trainers.run_settings import saved_cycle_config
 
 if TYPE_CHECKING:
     from memory import SkillBank
@@ -183,15 +186,34 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
             found = sorted(p.parent.name for p in config.runs_dir.glob("*/metrics.jsonl"))
         return render(request, "runs.html", runs=found)
 
+    def run_files_or_404(name: str) -> RunFiles:
+        folder = (config.runs_dir or Path("/nonexistent")) / name
+        if "/" in name or ".." in name or not (folder / "metrics.jsonl").is_file():
+            raise HTTPException(404, f"no run {name}")
+        return RunFiles(folder)
+
     async def run(request: Request) -> Response:
         names = [n for n in request.path_params["names"].split("+") if n]
-        runs = []
-        for name in names:
-            path = (config.runs_dir or Path("/nonexistent")) / name / "metrics.jsonl"
-            if "/" in name or ".." in name or not path.is_file():
-                raise HTTPException(404, f"no run {name}")
-            runs.append((name, _read_metrics(path)))
-        return render(request, "run.html", names=names, charts=run_charts(runs))
+        found = [(name, run_files_or_404(name)) for name in names]
+        runs = [(name, _read_metrics(files.metrics_path)) for name, files in found]
+        cycles = [(name, files.rollout_cycles()) for name, files in found]
+        return render(request, "run.html", names=names, charts=run_charts(runs), cycles=cycles)
+
+    async def groups(request: Request) -> Response:
+        name, cycle = request.path_params["name"], request.path_params["cycle"]
+        files = run_files_or_404(name)
+        try:
+            phase = files.load_rollout(cycle)
+            record = files.load_update_record(cycle)
+            saved = saved_cycle_config(files)
+        except SkillRLError as error:
+            raise HTTPException(500, str(error)) from error
+        if phase is None:
+            raise HTTPException(404, f"run {name} has no rollout of cycle {cycle}")
+        dynamic = saved.dynamic_sampling if saved is not None else True
+        views = cycle_groups(phase, record, dynamic_sampling=dynamic)
+        return render(request, "groups.html", run_name=name, cycle=cycle, groups=views,
+                      phase=phase, record=record)  # fmt: skip
 
     async def not_found(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 500)
@@ -220,6 +242,7 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
             Route("/retrieve", retrieve),
             Route("/runs", runs),
             Route("/runs/{names}", run),
+            Route("/runs/{name}/cycles/{cycle:int}", groups),
             Mount("/static", StaticFiles(packages=[("skillrl_cli.view", "static")]), name="static"),
         ],
         exception_handlers={HTTPException: not_found},

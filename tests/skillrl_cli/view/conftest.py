@@ -36,6 +36,36 @@ def _turn(
                       retrieved_ids=retrieved, left_out_ids=left_out)  # fmt: skip
 
 
+def _write_cycle(run: Path, winner: EpisodeRecord, loser: EpisodeRecord) -> None:
+    """Cycle 1 of the run: grp-1 kept (with advantages), one group with no signal, one failed."""
+    from trainers.config import CycleConfig, GRPOConfig
+    from trainers.cycle_rollout import RolloutPhase
+    from trainers.run_files import RunFiles
+    from trainers.run_settings import run_settings
+    from trainers.update_record import EpisodeAdvantage, TurnAdvantage, UpdateRecord
+
+    def played(group: str, error: str = "") -> EpisodeRecord:
+        turn = _turn(0, "<b>search page</b>", "search[<i>boots</i>]", [], [])
+        return EpisodeRecord("webshop", "goal-9", "buy <boots>", "footwear", turns=[turn],
+                             split="train", group_id=group, error=error)  # fmt: skip
+
+    files = RunFiles(run)
+    files.save_config(run_settings(CycleConfig(), GRPOConfig()))
+    broken = played("broken", error="RuntimeError: <server> gone")
+    episodes = [winner, loser, played("flat"), played("flat"), played("broken"), broken]
+    files.save_rollout(1, RolloutPhase(episodes=episodes, kept_groups=["grp-1"], dropped_groups=1,
+                                       failed_groups=1, goals_used=[7, 9, 9], cursor_end=3,
+                                       seconds=1.0))  # fmt: skip
+    won = [TurnAdvantage(i, r, s, 1.0 + 0.5 * s, "") for i, r, s in
+           [(0, -0.01, 0.0), (1, -0.01, 0.25), (2, 0.99, 0.5)]]  # fmt: skip
+    lost = [TurnAdvantage(0, -0.01, 0.0, -1.0, "action substituted: its tokens did not earn "
+                                               "its reward")]  # fmt: skip
+    files.save_update_record(1, UpdateRecord(step_weight=0.5, episodes=[
+        EpisodeAdvantage(winner.episode_id, "grp-1", 0.97, 1.0, won),
+        EpisodeAdvantage(loser.episode_id, "grp-1", -0.01, -1.0, lost),
+    ]))  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def view_workspace(tmp_path_factory) -> Iterator[ViewWorkspace]:
     """A workspace with a bank, stored episodes and a ``runs/r1/metrics.jsonl``."""
@@ -67,5 +97,6 @@ def view_workspace(tmp_path_factory) -> Iterator[ViewWorkspace]:
               "eval.mean_score": 0.4 + 0.05 * i, "groups.kept": 3, "cycle.seconds": 90.0 * i,
               "update.loss": 0.1 / i} for i in range(1, 4)]  # fmt: skip
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _write_cycle(run, winner, loser)
     yield ViewWorkspace(root, bank, size.id, script.id, winner.episode_id)
     bank.close()

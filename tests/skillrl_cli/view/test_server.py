@@ -54,7 +54,10 @@ def test_a_token_protected_view_refuses_requests_without_it(view_workspace):
     assert guarded.get("/skills").status_code == 200  # the cookie now carries it
 
 
-@pytest.mark.parametrize("path", ["/skills/nope-nope", "/episodes/nope", "/runs/nope"])
+@pytest.mark.parametrize(
+    "path", ["/skills/nope-nope", "/episodes/nope", "/runs/nope", "/runs/r1/cycles/7",
+             "/runs/nope/cycles/1", "/runs/r1/cycles/x"]
+)  # fmt: skip
 def test_an_unknown_id_answers_a_404_page_not_a_traceback(client, path):
     answer = client.get(path)
     assert answer.status_code == 404
@@ -210,3 +213,37 @@ def test_any_title_page_or_output_renders_as_text_in_an_episode(text):
     assert str(escape(text)) in page
     # The markup is the template's alone: the same tags as with plain text in every field.
     assert _tags(page) == _tags(_episode_page("plain"))
+
+
+def test_a_cycles_groups_side_by_side_with_advantages_and_why_each_was_kept_or_dropped(
+    client, view_workspace
+):
+    run = client.get("/runs/r1").text
+    assert 'href="/runs/r1/cycles/1"' in run
+    page = client.get("/runs/r1/cycles/1").text
+    kept = page.split('id="group-grp-1"')[1].split("</section>")[0]
+    assert "kept: its episodes&#39; returns differ" in kept
+    assert kept.count('<th><a href="/episodes/') == 2  # G episodes side by side
+    assert "A<sup>E</sup> = +1.000" in kept and "A<sup>E</sup> = -1.000" in kept
+    assert kept.count('class="turn-advantage"') == 4  # 3 turns of one episode, 1 of the other
+    assert "A +1.250" in kept and "A<sup>S</sup> +0.500" in kept and "r +0.99" in kept
+    assert "left out: action substituted" in kept
+    flat = page.split('id="group-flat"')[1].split("</section>")[0]
+    assert "dropped: every episode got the same return" in flat
+    assert 'class="turn-advantage"' not in flat  # never trained: no advantage invented
+    broken = page.split('id="group-broken"')[1].split("</section>")[0]
+    assert "dropped: an episode ended on an error (RuntimeError: &lt;server&gt; gone)" in broken
+    assert "<b>search page</b>" not in page and "search[&lt;i&gt;boots&lt;/i&gt;]" in page
+    assert "buy &lt;boots&gt;" in page
+
+
+def test_a_cycle_without_advantages_json_says_so_and_shows_none(view_workspace, security):
+    import shutil
+
+    copy = view_workspace.root / "runs-copy"
+    shutil.copytree(view_workspace.root / "runs", copy, dirs_exist_ok=True)
+    (copy / "r1" / "cycles" / "0001" / "advantages.json").unlink()
+    app = build_app(view_workspace.bank, ViewConfig(runs_dir=copy), security)
+    page = TestClient(app).get("/runs/r1/cycles/1").text
+    assert 'id="no-advantages"' in page and 'class="turn-advantage"' not in page
+    assert "kept: its episodes&#39; returns differ" in page
