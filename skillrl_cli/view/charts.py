@@ -42,13 +42,11 @@ class ChartSpec:
 
 
 MAIN_CHARTS: tuple[ChartSpec, ...] = (
-    ChartSpec("eval.success_rate", "Evaluation success rate",
-              "success rate (band: 95% Wilson interval)", unit_range=True,
-              episodes_key="eval.episodes"),
+    ChartSpec("eval.success_rate", "Evaluation success rate (band: 95% Wilson interval)",
+              "success rate", unit_range=True, episodes_key="eval.episodes"),
     ChartSpec("eval.mean_score", "Evaluation mean score", "mean score", unit_range=True),
-    ChartSpec("train.success_rate", "Training rollout success rate",
-              "success rate (band: 95% Wilson interval)", unit_range=True,
-              episodes_key="train.episodes"),
+    ChartSpec("train.success_rate", "Training rollout success rate (band: 95% Wilson interval)",
+              "success rate", unit_range=True, episodes_key="train.episodes"),
     ChartSpec("groups.kept", "GRPO groups kept", "groups kept"),
     ChartSpec("cycle.seconds", "Wall time per cycle", "wall minutes", scale=1 / 60),
 )  # fmt: skip

@@ -110,7 +110,8 @@ def test_a_run_page_draws_success_with_its_interval_band_and_labelled_axes(clien
     run = client.get("/runs/r1").text
     success = run.split('id="chart-eval.success_rate"')[1].split("</figure>")[0]
     assert success.count('class="band"') == 1  # the 95% Wilson interval, shaded
-    assert ">cycle</text>" in success and "success rate (band: 95% Wilson interval)" in success
+    assert ">cycle</text>" in success and ">success rate</text>" in success
+    assert "Evaluation success rate (band: 95% Wilson interval)</figcaption>" in success
     assert '<text class="tick y-tick"' in success and ">1</text>" in success
     assert "cycle 3: eval.success_rate = 0.500 (95% interval 0.24-0.76)" in success
     minutes = run.split('id="chart-cycle.seconds"')[1].split("</figure>")[0]
