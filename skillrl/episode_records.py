@@ -1,10 +1,11 @@
 """How the rollout engine writes down what happened: a turn's record, an episode's end.
 
-A :class:`TurnRecord` keeps what the agent saw (observation, admissible actions, retrieved
-entries) and did (model output, action, the token ids and log-probs that produced it), and what
-the environment answered (reward, end flags, its JSON-able ``info``). An episode ends either the
-environment's way (its adapter judges success and a score in [0, 1]) or by an error that was not
-the agent's doing (nothing is scored).
+A :class:`TurnRecord` keeps what the agent saw (observation, admissible actions, the retrieved
+entries its prompt kept and those the prompt budget left out) and did (model output, action,
+the token ids and log-probs that produced it), and what the environment answered (reward, end
+flags, its JSON-able ``info``). An episode ends either the environment's way (its adapter judges
+success and a score in [0, 1]) or by an error that was not the agent's doing (nothing is
+scored).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def turn_record(
         retrieved_ids = list(decision.skill_ids)
     else:
         retrieved_ids = skills.ids if skills is not None else []
+    kept = set(retrieved_ids)
+    left_out_ids = [i for i in skills.ids if i not in kept] if skills is not None else []
     extra = {k: v for k, v in info.items() if k not in _INFO_LEFT_OUT and _jsonable(v)}
     extra["parse_ok"] = decision.parse_ok
     return TurnRecord(
@@ -53,6 +56,7 @@ def turn_record(
         truncated=bool(truncated),
         model_output=decision.model_output,
         retrieved_ids=retrieved_ids,
+        left_out_ids=left_out_ids,
         prompt_tokens=decision.prompt_tokens,
         completion_tokens=decision.completion_tokens,
         prompt_token_ids=decision.prompt_token_ids,

@@ -28,6 +28,7 @@ from skillrl_cli.train_config import config_option, option_sources
 from skillrl_cli.train_session import run_with_progress
 from skillrl_cli.train_setup import check_run_folder, settle
 from skillrl_core.splits import TEST_SPLIT
+from trainers.trackers import REPORT_TO
 
 
 @click.command("train")
@@ -243,6 +244,16 @@ from skillrl_core.splits import TEST_SPLIT
     help="Run folder name under <workspace>/runs/ (default: the environment id).",
 )
 @click.option(
+    "--report-to",
+    type=click.Choice(REPORT_TO),
+    default=REPORT_TO[0],
+    show_default=True,
+    help="Experiment tracker that gets each cycle's metrics besides runs/<name>/metrics.jsonl, "
+    "as TrainingArguments.report_to: tensorboard (event files in runs/<name>/tensorboard), "
+    "wandb or trackio (extras: pip install 'skillrl[wandb]' or 'skillrl[trackio]'; WANDB_PROJECT "
+    "/ TRACKIO_PROJECT name the project, default skillrl). May change on --resume.",
+)
+@click.option(
     "--cold-start",
     is_flag=True,
     help="First fine-tune the policy on expert turns of training goals (behaviour cloning, then "
@@ -318,7 +329,7 @@ from skillrl_core.splits import TEST_SPLIT
     "--resume",
     is_flag=True,
     help="Continue the run from its last completed step, with the settings it was started with "
-    "(saved in its config.json; only --cycles may change).",
+    "(saved in its config.json; only --cycles and --report-to may change).",
 )
 @env_option
 @config_option

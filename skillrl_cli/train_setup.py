@@ -21,6 +21,7 @@ from skillrl_cli.train_session import TrainSettings, run_folder, training_policy
 from skillrl_cli.upfront_checks import check_prompt_budget
 from skillrl_core.errors import CheckpointError, ConfigError, ModelLoadError
 from trainers.config import CycleConfig, GRPOConfig
+from trainers.trackers import check_tracker_installed
 
 if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig
@@ -38,7 +39,8 @@ def settle(ctx: click.Context, o: dict[str, Any]) -> TrainSettings:
     folder = run_folder(o["workspace"], o["run_name"])
     if o["resume"]:
         fill_from_saved(ctx, o, folder)
-    else:
+    check_tracker_installed(o["report_to"])  # a missing extra fails before any model is read
+    if not o["resume"]:
         take_model_settings(o, ctx)
     # Everything below up to the model load is cheap: a typo fails in a second.
     env_config = env_config_from(o["env_id"], o["env_options"])
@@ -110,6 +112,7 @@ def cycle_config_from(o: dict[str, Any], env_config: dict[str, Any]) -> CycleCon
         invalid_action_penalty=o["invalid_penalty"],
         turn_cost=o["turn_cost"],
         env_config=env_config,
+        report_to=o["report_to"],
     )
 
 

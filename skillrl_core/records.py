@@ -37,6 +37,9 @@ class TurnRecord:
     """Raw text the policy produced (empty for scripted agents)."""
     retrieved_ids: list[str] = field(default_factory=list)
     """Ids of the skill-bank entries put in this turn's prompt."""
+    left_out_ids: list[str] | None = None
+    """Ids of entries retrieved for this turn that the prompt left out (its token budget or
+    its skill cap cut them), in retrieval order; None in records written before this was kept."""
     prompt_tokens: int = 0
     """Tokens in the prompt (0 when the agent has no tokenizer)."""
     completion_tokens: int = 0

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from skillrl_core.records import EpisodeRecord
+from skillrl_core.records import EpisodeRecord, TurnRecord
 from trainers.prefix_tree import PrefixTree, fold_short
 
 
@@ -75,6 +75,17 @@ class TurnBatch:
         return TurnBatch(**{k: v.to(device) for k, v in vars(self).items()})
 
 
+def turn_left_out(turn: TurnRecord, advantage: float, *, keep_zero_advantage: bool) -> str:
+    """Return why the update leaves ``turn`` out of the loss ("" when it trains on it)."""
+    if not turn.prompt_token_ids or not turn.completion_token_ids:
+        return "no recorded tokens (a scripted turn)"
+    if turn.action_substituted:
+        return "action substituted: its tokens did not earn its reward"
+    if advantage == 0.0 and not keep_zero_advantage:
+        return "zero advantage: no policy gradient"
+    return ""
+
+
 def build_samples(
     episodes: Sequence[EpisodeRecord],
     advantages: Sequence[Sequence[float]],
@@ -90,11 +101,7 @@ def build_samples(
     samples: list[TurnSample] = []
     for episode, row in zip(episodes, advantages, strict=True):
         for turn, advantage in zip(episode.turns, row, strict=True):
-            if not turn.prompt_token_ids or not turn.completion_token_ids:
-                continue
-            if turn.action_substituted:
-                continue
-            if advantage == 0.0 and not keep_zero_advantage:
+            if turn_left_out(turn, advantage, keep_zero_advantage=keep_zero_advantage):
                 continue
             old = turn.completion_logprobs
             if old is not None and len(old) != len(turn.completion_token_ids):

@@ -17,6 +17,7 @@ from envs.registry import DEFAULT_ENV
 from skillrl_core.errors import ConfigError
 from skillrl_core.splits import TEST_SPLIT, TRAIN_SPLIT
 from skillrl_core.validation import check_finite_fields, check_number
+from trainers.trackers import REPORT_TO
 
 LOSS_TYPES: tuple[str, ...] = ("dapo", "bnpo", "grpo", "dr_grpo")
 SCALE_REWARDS: tuple[str, ...] = ("group", "none")
@@ -138,6 +139,11 @@ class GRPOConfig:
         """The upper clip epsilon actually used."""
         return self.epsilon if self.epsilon_high is None else self.epsilon_high
 
+    @property
+    def trains_zero_advantage_turns(self) -> bool:
+        """Whether zero-advantage turns stay in the loss: only with a KL term (beta > 0)."""
+        return self.beta > 0
+
 
 class EvolveGoals(NamedTuple):
     """The goals whose episodes' failures evolve the bank."""
@@ -206,9 +212,16 @@ class CycleConfig:
     """Retire low-utility bank entries after each distillation (needs ``skills``)."""
     env_config: dict[str, Any] = field(default_factory=dict)
     """Extra ``envs.make`` keyword arguments (``max_turns`` is set from this config)."""
+    report_to: str = "tensorboard"
+    """Experiment tracker each cycle's metrics go to besides ``metrics.jsonl``
+    (``trainers.trackers.REPORT_TO``: tensorboard, wandb or trackio)."""
 
     def __post_init__(self) -> None:
         check_finite_fields(self)
+        if self.report_to not in REPORT_TO:
+            raise ConfigError(
+                f"report_to ({self.report_to!r}) must be one of {', '.join(REPORT_TO)}"
+            )
         for name in ("cycles", "goals_per_cycle", "group_size", "max_turns", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 1")

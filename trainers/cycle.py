@@ -11,7 +11,7 @@ Cycle 0 evaluates the starting point. Every later cycle runs, in order (``run_fi
 4. ``eval``: the fixed evaluation goals (the same every cycle), greedy by default; every
    ``CycleConfig.eval_every``-th cycle and the last;
 5. ``evolve``: weak categories of the validation episodes get new entries;
-6. ``save``: bank snapshot, model checkpoint, metrics (JSONL, TensorBoard).
+6. ``save``: bank snapshot, model checkpoint, metrics (JSONL and the ``report_to`` tracker).
 
 Resumability: a phase writes its files first and ``state.json`` last; on ``--resume`` completed
 phases are skipped and a half-done phase reuses what it already wrote (rollout episodes are kept
@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from skillrl_core.errors import CheckpointError
 from skillrl_core.records import EpisodeRecord
-from trainers.advantages import compute_advantages
+from trainers.advantages import TurnAdvantages, compute_advantages
+from trainers.batching import turn_left_out
 from trainers.checkpoint import (
     load_trainer_state,
     read_trainer_meta,
@@ -62,9 +63,10 @@ from trainers.run_files import (
     RunState,
     cycle_phases,
     plot_learning_curve,
-    write_tensorboard,
 )
 from trainers.run_settings import check_resume_settings, run_settings
+from trainers.trackers import open_tracker
+from trainers.update_record import UpdateRecord, update_record
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank
@@ -115,6 +117,8 @@ class TrainingRun:
         pad = policy.tokenizer.pad_token_id
         self.trainer = GRPOTrainer(policy.model, grpo, pad_token_id=pad, seed=config.seed)
         self.goal_order = training_goal_order(config, runner.split_size(config.train_split))
+        # Only the main process saves, so only it reports (a hosted run starts on first use).
+        self.tracker = open_tracker(config.report_to, run_dir, run_settings(config, grpo, options))
 
     # -- driving ---------------------------------------------------------------------------
     def run(self, *, resume: bool = False) -> RunState:
@@ -124,6 +128,18 @@ class TrainingRun:
         # syncing before the first rollout also surfaces a sync setup problem early.
         if self.processes.is_main:
             self._sync_rollout_weights()
+        try:
+            self._cycles(state)
+        finally:
+            self.tracker.close()
+        state.done = True
+        self._save_state(state)
+        if self.processes.is_main:
+            plot_learning_curve(state.history, self.files.curve_path, self.files.root.name)
+        return state
+
+    def _cycles(self, state: RunState) -> None:
+        """Run every cycle from ``state.cycle`` on, skipping the phases already completed."""
         for cycle in range(state.cycle, self.config.cycles + 1):
             self._cycle_started = time.perf_counter()
             for phase, run_phase in self._phases(cycle):
@@ -137,11 +153,6 @@ class TrainingRun:
                 self.hook(cycle, f"{phase}:end")
             state.cycle, state.phase, state.current = cycle + 1, "", {}
             self._save_state(state)
-        state.done = True
-        self._save_state(state)
-        if self.processes.is_main:
-            plot_learning_curve(state.history, self.files.curve_path, self.files.root.name)
-        return state
 
     def _phases(self, cycle: int) -> list[tuple[str, Callable[[int, RunState], None]]]:
         """Return the phases of ``cycle`` in order, each bound to the method that runs it.
@@ -269,6 +280,8 @@ class TrainingRun:
             step_weight=self.grpo.step_weight,
             scale=self.grpo.scale_rewards,
         )
+        if self.processes.is_main:  # what the update uses, for a reader (skillrl view)
+            self.files.save_update_record(cycle, self._update_record(episodes, rewards, advantages))
         prefix_cache = getattr(self.policy, "prefix_cache", None)
         if prefix_cache is not None:
             # Stale once the weights change, and up to its budget of memory during the update.
@@ -293,6 +306,24 @@ class TrainingRun:
         if seconds is not None:
             metrics["update.sync_seconds"] = seconds
         state.current.update(metrics)
+
+    def _update_record(
+        self,
+        episodes: list[EpisodeRecord],
+        rewards: list[list[float]],
+        advantages: TurnAdvantages,
+    ) -> UpdateRecord:
+        keep_zero = self.grpo.trains_zero_advantage_turns
+        left_out = [
+            [
+                turn_left_out(t, a, keep_zero_advantage=keep_zero)
+                for t, a in zip(e.turns, row, strict=True)
+            ]
+            for e, row in zip(episodes, advantages.advantages, strict=True)
+        ]
+        return update_record(
+            episodes, rewards, advantages, left_out, step_weight=self.grpo.step_weight
+        )
 
     def _sync_rollout_weights(self) -> float | None:
         """Push the trained weights to the runner's policy when it rolls out elsewhere.
@@ -362,7 +393,7 @@ class TrainingRun:
             row["checkpoint"] = str(path)
         state.history = [h for h in state.history if h["cycle"] != cycle] + [row]
         self.files.write_metrics(state.history)
-        write_tensorboard(self.files.tensorboard, row)
+        self.tracker.log(row)
 
     def _snapshot(self, cycle: int) -> dict[str, Any]:
         name = f"{self.files.root.name}-cycle-{cycle:04d}"

@@ -145,7 +145,9 @@ class GRPOTrainer:
         gradients. ``samples`` counts every process's turns; tokens, losses and the log-prob
         gap are this process's share.
         """
-        samples = build_samples(episodes, advantages, keep_zero_advantage=self.config.beta > 0)
+        samples = build_samples(
+            episodes, advantages, keep_zero_advantage=self.config.trains_zero_advantage_turns
+        )
         substituted = sum(
             bool(t.action_substituted and t.completion_token_ids)
             for episode in episodes

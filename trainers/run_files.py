@@ -6,8 +6,9 @@ Layout of ``<workspace>/runs/<name>/``::
                          command's options (run_settings)
     state.json           last completed (cycle, phase), goal cursor, per-cycle metrics
     metrics.jsonl        one JSON line per completed cycle (rewritten atomically)
-    tensorboard/         the same metrics as TensorBoard scalars
-    cycles/<c>/          rollout.json, eval.json, validation.json: the episodes of each phase
+    tensorboard/         the same metrics as TensorBoard scalars (--report-to tensorboard)
+    cycles/<c>/          rollout.json, eval.json, validation.json: the episodes of each phase;
+                         advantages.json: each trained turn's advantage and its parts
     trainer_state/       trainable weights + AdamW state after the last update (safetensors)
     checkpoints/cycle-<c>/   from_pretrained-loadable model + tokenizer
     learning_curve.png   success and score per cycle, written at the end
@@ -29,6 +30,7 @@ from skillrl_core.errors import CheckpointError, DataFileError
 from skillrl_core.files import atomic_write_json, atomic_write_text, read_json_object
 from skillrl_core.records import EpisodeRecord
 from trainers.cycle_rollout import RolloutPhase
+from trainers.update_record import UpdateRecord
 
 if TYPE_CHECKING:
     from trainers.config import CycleConfig
@@ -124,6 +126,11 @@ class RunFiles:
         """Checkpoint folder of a cycle."""
         return self.root / "checkpoints" / f"cycle-{cycle:04d}"
 
+    def rollout_cycles(self) -> list[int]:
+        """Cycles whose rollout phase is on disk (``cycles/<c>/rollout.json``), in order."""
+        found = self.root.glob("cycles/*/rollout.json")
+        return sorted(int(p.parent.name) for p in found if p.parent.name.isdigit())
+
     def exists(self) -> bool:
         """Whether a run was started here."""
         return self.state_path.exists()
@@ -209,6 +216,21 @@ class RunFiles:
             path = self.cycle_dir(cycle) / "rollout.json"
             raise CheckpointError(f"cannot read {path}: {error!r}") from error
 
+    def save_update_record(self, cycle: int, record: UpdateRecord) -> None:
+        """Write what cycle ``cycle``'s update trained on: ``cycles/<c>/advantages.json``."""
+        atomic_write_json(self.cycle_dir(cycle) / "advantages.json", record.to_dict())
+
+    def load_update_record(self, cycle: int) -> UpdateRecord | None:
+        """Read what :meth:`save_update_record` wrote (None if absent: no update, or older run)."""
+        path = self.cycle_dir(cycle) / "advantages.json"
+        data = self._read(path)
+        if data is None:
+            return None
+        try:
+            return UpdateRecord.from_dict(data)
+        except (KeyError, TypeError, ValueError) as error:
+            raise CheckpointError(f"cannot read {path}: {error!r}") from error
+
     def load_episodes(self, cycle: int, name: str) -> dict[str, Any] | None:
         """Read what :meth:`save_episodes` wrote, with episodes as records (None if absent)."""
         data = self._read(self.cycle_dir(cycle) / f"{name}.json")
@@ -230,18 +252,6 @@ class RunFiles:
         """Rewrite ``metrics.jsonl`` with one line per completed cycle."""
         lines = [json.dumps(row, sort_keys=True) for row in history]
         atomic_write_text(self.metrics_path, "\n".join(lines) + ("\n" if lines else ""))
-
-
-def write_tensorboard(folder: Path, row: dict[str, Any]) -> None:
-    """Add one cycle's numeric metrics as TensorBoard scalars (step = cycle)."""
-    from torch.utils.tensorboard import SummaryWriter
-
-    step = int(row["cycle"])
-    # purge_step drops events a killed run wrote for this cycle before it was redone.
-    with SummaryWriter(str(folder), purge_step=step) as writer:
-        for key, value in row.items():
-            if key != "cycle" and isinstance(value, int | float) and not isinstance(value, bool):
-                writer.add_scalar(key.replace(".", "/"), float(value), step)
 
 
 def plot_learning_curve(history: list[dict[str, Any]], path: Path, title: str = "") -> None:

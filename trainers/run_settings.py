@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
 from skillrl_core.errors import CheckpointError
@@ -36,7 +36,7 @@ _REMOVED_SINCE: dict[str, tuple[str, ...]] = {"cycle": ("train_temperature",)}
 which runs saved beside it with the same value): left out of the comparison."""
 
 
-RESUMABLE_OPTIONS = frozenset({"cycles"})
+RESUMABLE_OPTIONS = frozenset({"cycles", "report-to"})
 """Launch options a resume may change (every other one shapes what the run trains)."""
 LOCATING_OPTIONS = frozenset({"run-name", "threads", "base-url"})
 """Launch options that say where the run is and where it runs (its folder, CPU threads, the
@@ -80,11 +80,12 @@ def check_resume_settings(
 ) -> dict[str, Any]:
     """Raise CheckpointError unless the run in ``files`` was started with these settings.
 
-    Only ``cycles`` may differ. Compared: the launch ``options`` against the ones the run saved
-    (every one that shapes the run: prompt budget, decoding, model, backend, init, env options,
-    skills, ...), the saved options against their digest (a hand edit of ``config.json``), and
-    the cycle and GRPO configs. The refusal names the setting, both values and where each came
-    from (``sources``: option -> "the command line", ...). Returns what ``config.json`` holds.
+    Only ``cycles`` and ``report_to`` (where metrics go) may differ. Compared: the launch
+    ``options`` against the ones the run saved (every one that shapes the run: prompt budget,
+    decoding, model, backend, init, env options, skills, ...), the saved options against their
+    digest (a hand edit of ``config.json``), and the cycle and GRPO configs. The refusal names
+    the setting, both values and where each came from (``sources``: option -> "the command
+    line", ...). Returns what ``config.json`` holds.
     Cheap (one JSON read): the CLI calls it before loading a model.
     """
     saved = files.load_config()
@@ -106,8 +107,8 @@ def check_resume_settings(
                 source = (sources or {}).get(key, "this resume")
                 raise CheckpointError(
                     f"--resume would change {key} from {saved_options[key]!r} (saved in {where}) "
-                    f"to {options.get(key)!r} (from {source}): only --cycles may change when "
-                    "resuming; start a new run (another --run-name) to change it"
+                    f"to {options.get(key)!r} (from {source}): only --cycles and --report-to may "
+                    "change when resuming; start a new run (another --run-name) to change it"
                 )
     before, now = _identity(saved), _identity(run_settings(config, grpo))
     if before != now:
@@ -115,7 +116,7 @@ def check_resume_settings(
         raise CheckpointError(
             f"--resume with different settings than {where} ({changed}; left: its cycle/grpo "
             "sections, right: what the options on the command line and in its options block "
-            "give): only --cycles may change when resuming"
+            "give): only --cycles and --report-to may change when resuming"
         )
     return saved
 
@@ -131,7 +132,7 @@ def _changed(saved: dict[str, Any], now: dict[str, Any]) -> str:
 
 
 def _identity(settings: dict[str, Any]) -> dict[str, Any]:
-    """Return the settings that must not change on resume (everything but the cycle count)."""
+    """Return the settings that must not change on resume (all but cycles and report_to)."""
     parts = {}
     for part in ("cycle", "grpo"):
         renamed = _RENAMED_SINCE.get(part, {})
@@ -140,6 +141,22 @@ def _identity(settings: dict[str, Any]) -> dict[str, Any]:
             renamed.get(k, k): v for k, v in settings.get(part, {}).items() if k not in removed
         }
     parts["cycle"].pop("cycles", None)
+    parts["cycle"].pop("report_to", None)  # where metrics go changes no result
     for part, added in _ADDED_SINCE.items():
         parts[part] = {**added, **parts[part]}
     return parts
+
+
+def saved_cycle_config(files: RunFiles) -> CycleConfig | None:
+    """Return the :class:`CycleConfig` a run saved (None: it has no ``config.json``).
+
+    Settings the run predates take the value runs without them had; renamed ones are read under
+    their current name, and ones since removed are left out.
+    """
+    if not files.config_path.is_file():
+        return None
+    saved = files.load_config().get("cycle", {})
+    renamed = _RENAMED_SINCE.get("cycle", {})
+    values = {**_ADDED_SINCE.get("cycle", {}), **{renamed.get(k, k): v for k, v in saved.items()}}
+    known = {f.name for f in fields(CycleConfig)}
+    return CycleConfig(**{k: v for k, v in values.items() if k in known})

@@ -23,8 +23,12 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from skillrl_cli.view.charts import run_charts
+from skillrl_cli.view.groups import cycle_groups
 from skillrl_cli.view.security import ViewSecurity
-from skillrl_core.errors import SkillNotFoundError
+from skillrl_core.errors import SkillNotFoundError, SkillRLError
+from trainers.run_files import RunFiles
+from trainers.run_settings import saved_cycle_config
 
 if TYPE_CHECKING:
     from memory import SkillBank
@@ -73,19 +77,6 @@ def _read_metrics(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _curve_points(rows: list[dict[str, Any]], key: str, width: int = 400, height: int = 120) -> str:
-    """SVG polyline points for ``key`` over the rows (empty when it is never numeric)."""
-    values = [r[key] for r in rows if isinstance(r.get(key), int | float)]
-    if not values:
-        return ""
-    low, high = min(values), max(values)
-    span = (high - low) or 1.0
-    step = width / max(len(values) - 1, 1)
-    return " ".join(
-        f"{i * step:.1f},{height - (v - low) / span * height:.1f}" for i, v in enumerate(values)
-    )
-
-
 def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> Starlette:
     """Return the ASGI app serving ``bank`` under ``config`` and ``security``."""
     env = _templates()
@@ -127,8 +118,8 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         if not found:
             raise HTTPException(404, f"no episode {wanted}")
         record = found[0]
-        ids = sorted({i for t in record.turns for i in t.retrieved_ids})
-        entries = bank.entries(ids)
+        shown = {i for t in record.turns for i in t.retrieved_ids + (t.left_out_ids or [])}
+        entries = bank.entries(sorted(shown))
         group = [e for e in episodes_all() if record.group_id and e.group_id == record.group_id]
         return render(request, "episode.html", episode=record, entries=entries, group=group)
 
@@ -195,17 +186,34 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
             found = sorted(p.parent.name for p in config.runs_dir.glob("*/metrics.jsonl"))
         return render(request, "runs.html", runs=found)
 
+    def run_files_or_404(name: str) -> RunFiles:
+        folder = (config.runs_dir or Path("/nonexistent")) / name
+        if "/" in name or ".." in name or not (folder / "metrics.jsonl").is_file():
+            raise HTTPException(404, f"no run {name}")
+        return RunFiles(folder)
+
     async def run(request: Request) -> Response:
         names = [n for n in request.path_params["names"].split("+") if n]
-        curves = []
-        for name in names:
-            path = (config.runs_dir or Path("/nonexistent")) / name / "metrics.jsonl"
-            if "/" in name or ".." in name or not path.is_file():
-                raise HTTPException(404, f"no run {name}")
-            rows = _read_metrics(path)
-            keys = sorted({k for r in rows for k, v in r.items() if isinstance(v, int | float)})
-            curves.append((name, rows, {k: _curve_points(rows, k) for k in keys}))
-        return render(request, "run.html", curves=curves)
+        found = [(name, run_files_or_404(name)) for name in names]
+        runs = [(name, _read_metrics(files.metrics_path)) for name, files in found]
+        cycles = [(name, files.rollout_cycles()) for name, files in found]
+        return render(request, "run.html", names=names, charts=run_charts(runs), cycles=cycles)
+
+    async def groups(request: Request) -> Response:
+        name, cycle = request.path_params["name"], request.path_params["cycle"]
+        files = run_files_or_404(name)
+        try:
+            phase = files.load_rollout(cycle)
+            record = files.load_update_record(cycle)
+            saved = saved_cycle_config(files)
+        except SkillRLError as error:
+            raise HTTPException(500, str(error)) from error
+        if phase is None:
+            raise HTTPException(404, f"run {name} has no rollout of cycle {cycle}")
+        dynamic = saved.dynamic_sampling if saved is not None else True
+        views = cycle_groups(phase, record, dynamic_sampling=dynamic)
+        return render(request, "groups.html", run_name=name, cycle=cycle, groups=views,
+                      phase=phase, record=record)  # fmt: skip
 
     async def not_found(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 500)
@@ -234,6 +242,7 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
             Route("/retrieve", retrieve),
             Route("/runs", runs),
             Route("/runs/{names}", run),
+            Route("/runs/{name}/cycles/{cycle:int}", groups),
             Mount("/static", StaticFiles(packages=[("skillrl_cli.view", "static")]), name="static"),
         ],
         exception_handlers={HTTPException: not_found},

@@ -255,3 +255,32 @@ def test_an_unsolved_sokoban_episode_scores_the_boxes_it_placed():
     assert record.turns[-1].truncated and not record.success
     last = record.turns[-1].info
     assert record.score == last["boxes_on_target"] / last["num_boxes"]
+
+
+def test_a_turn_records_the_retrieved_entries_its_prompt_left_out():
+    from runtime_fakes import entry
+
+    from memory.types import RetrievedEntry, RetrievedSkills
+    from skillrl.agents.base import AgentDecision, AgentState
+    from skillrl.episode_records import turn_record
+
+    skills = RetrievedSkills(
+        general=[RetrievedEntry(entry("g1", "general", "Read the task"), 0.8)],
+        task=[RetrievedEntry(entry("t1", "task", "Pick the option"), 0.7)],
+        mistakes=[RetrievedEntry(entry("m1", "mistake", "Do not skip options"), 0.6)],
+    )
+    state = AgentState("e", "fakeshop", "buy", "toys", "page", ["search[x]"], 0, skills=skills)
+    cut = AgentDecision("search[x]", skill_ids=["g1"])  # the budget kept one entry
+    record = turn_record(state, cut, skills, 0.0, False, False, {})
+    assert record.retrieved_ids == ["g1"] and record.left_out_ids == ["t1", "m1"]
+    all_kept = turn_record(state, AgentDecision("search[x]"), skills, 0.0, False, False, {})
+    assert all_kept.retrieved_ids == ["g1", "t1", "m1"] and all_kept.left_out_ids == []
+    off = turn_record(state, AgentDecision("search[x]"), None, 0.0, False, False, {})
+    assert off.left_out_ids == []
+
+
+def test_records_written_before_left_out_ids_was_kept_read_it_as_unknown():
+    data = EpisodeRecord("fakeshop", "g", "buy", "toys").to_dict()
+    data["turns"] = [{"turn": 0, "observation": "o", "available_actions": [], "action": "a",
+                      "action_valid": True, "reward": 0.0, "retrieved_ids": ["g1"]}]  # fmt: skip
+    assert EpisodeRecord.from_dict(data).turns[0].left_out_ids is None

@@ -362,3 +362,41 @@ def test_eval_every_evaluates_cycle_0_every_nth_and_the_last_and_a_resume_counts
     state = run.run(resume=True)
     bank.close()
     assert [row["cycle"] for row in state.history if "eval.success_rate" in row] == [0, 2, 3]
+
+
+def test_a_cycle_writes_down_the_advantages_its_update_trained_on(tmp_path):
+    from trainers.advantages import compute_advantages
+    from trainers.rewards import compute_turn_rewards, default_reward_functions
+    from trainers.run_files import RunFiles
+
+    # The scripted policy plays a goal the same way every time: keep its no-signal groups.
+    every_group = CycleConfig(**{**CONFIG.__dict__, "dynamic_sampling": False})
+    run, bank = open_run(tmp_path, every_group)
+    assert run.run().done
+    bank.close()
+    files = RunFiles(tmp_path / "runs" / "r")
+    assert (files.root / "tensorboard").is_dir()  # the default tracker
+    trained = 0
+    for cycle in (1, 2):
+        phase, record = files.load_rollout(cycle), files.load_update_record(cycle)
+        assert record is not None and record.step_weight == GRPO.step_weight
+        kept = phase.kept_episodes()
+        assert [e.episode_id for e in record.episodes] == [e.episode_id for e in kept]
+        assert {e.group for e in record.episodes} == set(phase.kept_groups)
+        trained += len(kept)
+        if not kept:
+            continue
+        rewards = compute_turn_rewards(kept, default_reward_functions(0.1, 0.01))
+        expected = compute_advantages(
+            kept, rewards, gamma=GRPO.gamma, step_weight=GRPO.step_weight, scale=GRPO.scale_rewards
+        )
+        for saved, a_episode, a_turns in zip(
+            record.episodes, expected.episode, expected.advantages, strict=True
+        ):
+            assert saved.episode_advantage == pytest.approx(a_episode)
+            assert [t.advantage for t in saved.turns] == pytest.approx(a_turns)
+            for turn in saved.turns:
+                combined = saved.episode_advantage + record.step_weight * turn.step_advantage
+                assert turn.advantage == pytest.approx(combined)  # GiGPO Eq. 8
+                assert turn.left_out in ("", "zero advantage: no policy gradient")
+    assert trained > 0

@@ -97,10 +97,13 @@ def test_step_through_an_episode_and_see_each_turns_retrieved_entries(
     assert shown.locator(".action").inner_text() == "search[red shoes]"
     assert shown.locator(".retrieved li").count() == 2
     assert "Pick the" in shown.locator(".retrieved").inner_text()
-    _shot(page, shots, "episode")
     page.click("#next")
     assert page.locator(".turn.shown .action").inner_text() == "click[b0001]"
-    assert page.locator(".turn.shown .retrieved li").count() == 1
+    assert page.locator(".turn.shown .retrieved li.kept").count() == 1
+    cut = page.locator(".turn.shown .retrieved li.cut del")  # struck out: the budget cut it
+    assert cut.count() == 1 and cut.inner_text().startswith("<script>")
+    assert page.evaluate("window.pwned") is None
+    _shot(page, shots, "episode")  # the turn with an entry kept and one struck out
     page.click("#next")
     assert page.locator(".turn.shown .action").inner_text() == "click[buy now]"
     assert page.locator("#turn-label").inner_text() == "turn 3 of 3"
@@ -137,3 +140,15 @@ def test_an_entry_holding_a_script_tag_renders_as_text(page, server, view_worksp
     _shot(page, shots, "bank")
     page.goto(f"{server}/runs/r1")
     _shot(page, shots, "run")
+
+
+def test_a_run_page_leads_to_its_cycles_grpo_groups_side_by_side(page, server, shots):
+    page.goto(f"{server}/runs/r1")
+    assert page.locator("#chart-eval\\.success_rate polygon.band").count() == 1
+    page.click("a[href='/runs/r1/cycles/1']")
+    kept = page.locator("section.group.kept")
+    assert kept.count() == 1 and page.locator("section.group.dropped").count() == 2
+    assert kept.locator("th a").count() == 2  # the group's two episodes, side by side
+    assert kept.locator(".turn-advantage").first.inner_text() == "A +1.000"
+    assert page.evaluate("window.pwned") is None
+    _shot(page, shots, "groups")

@@ -1,0 +1,54 @@
+"""The record of what an update trained on: advantages with their parts, turns left out."""
+
+from __future__ import annotations
+
+import pytest
+
+from skillrl_core.records import EpisodeRecord, TurnRecord
+from trainers.advantages import compute_advantages
+from trainers.batching import turn_left_out
+from trainers.update_record import UpdateRecord, update_record
+
+
+def _turn(turn: int, observation: str, **kwargs) -> TurnRecord:
+    return TurnRecord(turn=turn, observation=observation, available_actions=[], action="a",
+                      action_valid=True, reward=0.0, prompt_token_ids=[1],
+                      completion_token_ids=[2], **kwargs)  # fmt: skip
+
+
+def _episode(turns: list[TurnRecord]) -> EpisodeRecord:
+    return EpisodeRecord("webshop", "g", "buy", "c", turns=turns, group_id="grp")
+
+
+def test_the_record_holds_each_part_and_adds_up_as_gigpo_eq_8():
+    won = _episode([_turn(0, "search"), _turn(1, "results")])
+    lost = _episode([_turn(0, "search"), _turn(1, "results", action_substituted=True)])
+    rewards = [[0.0, 1.0], [0.0, 0.0]]
+    advantages = compute_advantages([won, lost], rewards, gamma=1.0, step_weight=0.5)
+    left_out = [
+        [turn_left_out(t, a, keep_zero_advantage=False) for t, a in zip(e.turns, row, strict=True)]
+        for e, row in zip([won, lost], advantages.advantages, strict=True)
+    ]
+    record = update_record([won, lost], rewards, advantages, left_out, step_weight=0.5)
+    first, second = record.episodes
+    assert first.episode_id == won.episode_id and first.group == "grp"
+    assert (first.episode_return, second.episode_return) == (1.0, 0.0)
+    assert first.episode_advantage == pytest.approx(1.0)
+    assert second.episode_advantage == pytest.approx(-1.0)
+    assert [t.reward for t in first.turns] == [0.0, 1.0]
+    for episode in record.episodes:
+        for turn in episode.turns:
+            expected = episode.episode_advantage + 0.5 * turn.step_advantage
+            assert turn.advantage == pytest.approx(expected)
+    assert first.turns[1].left_out == ""
+    assert second.turns[1].left_out == "action substituted: its tokens did not earn its reward"
+    assert UpdateRecord.from_dict(record.to_dict()) == record
+
+
+def test_why_a_turn_is_left_out_of_the_loss():
+    assert turn_left_out(_turn(0, "p"), 0.3, keep_zero_advantage=False) == ""
+    assert "zero advantage" in turn_left_out(_turn(0, "p"), 0.0, keep_zero_advantage=False)
+    assert turn_left_out(_turn(0, "p"), 0.0, keep_zero_advantage=True) == ""  # the KL term
+    scripted = _turn(0, "p")
+    scripted.completion_token_ids = None
+    assert "no recorded tokens" in turn_left_out(scripted, 1.0, keep_zero_advantage=True)
