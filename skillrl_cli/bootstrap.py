@@ -76,7 +76,7 @@ def _agent(bank: Any, agent: str, teacher: dict[str, Any]) -> Any:
 @env_option
 @teacher_options
 @json_option
-@bank_options()
+@bank_options(changes=True)
 def bootstrap(bank: Any, env: str, episodes: int, first_goal: int, probe_fraction: float,
               agent: str, max_turns: int, export_path: Path | None, as_json: bool,
               env_options: dict[str, Any], **teacher: Any) -> None:  # fmt: skip

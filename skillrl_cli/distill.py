@@ -148,7 +148,7 @@ def print_report(report: Any, retired: dict[str, str] | None) -> None:
 )
 @teacher_options
 @json_option
-@bank_options()
+@bank_options(changes=True)
 def distill(bank: Any, env: str | None, splits: tuple[str, ...], limit: int | None,
             batch_size: int, upkeep: bool, as_json: bool, **teacher: Any) -> None:  # fmt: skip
     """Distill stored trajectories that have not been distilled yet into the skill bank."""
