@@ -28,6 +28,7 @@ from skillrl_cli.train_config import config_option, option_sources
 from skillrl_cli.train_session import run_with_progress
 from skillrl_cli.train_setup import check_run_folder, settle
 from skillrl_core.splits import TEST_SPLIT
+from trainers.advantages import ESTIMATORS
 from trainers.trackers import REPORT_TO
 
 
@@ -98,6 +99,25 @@ from trainers.trackers import REPORT_TO
     default=1.0,
     show_default=True,
     help="w in A = A_episode + w * A_step (GiGPO); 0 gives plain GRPO.",
+)
+@click.option(
+    "--estimator",
+    type=click.Choice(ESTIMATORS),
+    default="grpo",
+    show_default=True,
+    help="How turns get their advantage: grpo (group-relative: episode level plus --step-weight "
+    "times step level) or rft (rejection-sampling fine-tuning on the policy's own samples: "
+    "every turn of an episode that succeeded is trained on, with the tokens it produced, and "
+    "failures are not; pair it with --no-dynamic-sampling, which would drop groups that all "
+    "succeeded).",
+)
+@click.option(
+    "--rft-weight",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="With --estimator grpo: added to the advantage of every turn of a successful episode "
+    "(RFT mixed into GRPO); 0 is plain GRPO.",
 )
 @click.option(
     "--gamma",

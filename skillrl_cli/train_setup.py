@@ -129,6 +129,8 @@ def grpo_config_from(o: dict[str, Any]) -> GRPOConfig:
         gradient_accumulation_steps=o["grad_accum"],
         whole_group_steps=o["whole_groups"],
         step_weight=o["step_weight"],
+        estimator=o["estimator"],
+        rft_weight=o["rft_weight"],
         gamma=o["gamma"],
         temperature=o["temperature"],
         use_peft=o["use_lora"],

@@ -11,6 +11,13 @@ a group holds G episodes from the same start; r_t is the reward of turn t.
   A^S(a_t) = (G_t - mean G) / F_norm.
 - Combined (GiGPO Eq. 8): A(a_t) = A^E(tau) + w * A^S(a_t); w = 0 is plain GRPO.
 
+Rejection-sampling fine-tuning (RFT, "expert iteration" on the learner's own samples): every
+turn of an episode that succeeded gets advantage 1 and every other turn 0, so the clipped loss at
+ratio 1 is the negative log-likelihood of the tokens the learner produced in its successful
+episodes, and nothing is learned from failures. ``rft_weight`` mixes that term into GRPO:
+A(a_t) = A^E(tau) + rft_weight * 1[tau succeeded] + w * A^S(a_t). In the record the RFT term is
+part of the episode part, since it is one value per episode.
+
 F_norm is the group's standard deviation (``scale="group"``) or 1 (``scale="none"``, Dr. GRPO).
 Departures: we use the population standard deviation (ddof=0) where GiGPO and TRL use torch's
 unbiased one, so a two-episode group [1, 0] gets advantages +1/-1; groups (and step groups) whose
@@ -28,6 +35,9 @@ from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
 
 _EQUAL_TOL = 1e-9
+
+ESTIMATORS: tuple[str, ...] = ("grpo", "rft")
+"""``grpo``: group-relative episode and step advantages; ``rft``: 1 on successful episodes."""
 
 
 def discounted_returns(rewards: Sequence[float], gamma: float) -> list[float]:
@@ -131,16 +141,30 @@ def compute_advantages(
     gamma: float,
     step_weight: float,
     scale: str = "group",
+    estimator: str = "grpo",
+    rft_weight: float = 0.0,
 ) -> TurnAdvantages:
     """Episode-level, step-level and combined advantages of grouped episodes.
 
-    Episodes without a ``group_id`` form a group on their own (so get zero advantage).
+    Episodes without a ``group_id`` form a group on their own (so get zero GRPO advantage).
+    ``estimator="rft"`` gives 1 to every turn of a successful episode and 0 to the rest (no
+    group baseline, no step part); ``rft_weight`` adds that term to GRPO's.
     """
     if len(episodes) != len(rewards):
         raise ConfigError(f"episodes ({len(episodes)}) and rewards ({len(rewards)}) differ")
+    if estimator not in ESTIMATORS:
+        raise ConfigError(f"estimator ({estimator!r}) must be one of {ESTIMATORS}")
     groups = [e.group for e in episodes]
     returns = [float(sum(r)) for r in rewards]
-    episode = episode_advantages(returns, groups, scale)
+    succeeded = [1.0 if e.success and not e.error else 0.0 for e in episodes]
+    if estimator == "rft":
+        episode = succeeded
+        step_weight = 0.0
+    else:
+        episode = [
+            a + rft_weight * s
+            for a, s in zip(episode_advantages(returns, groups, scale), succeeded, strict=True)
+        ]
     turn_returns = [discounted_returns(r, gamma) for r in rewards]
     observations = [[t.observation for t in e.turns] for e in episodes]
     step = step_advantages(turn_returns, observations, groups, scale)

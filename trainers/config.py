@@ -17,6 +17,7 @@ from envs.registry import DEFAULT_ENV
 from skillrl_core.errors import ConfigError
 from skillrl_core.splits import TEST_SPLIT, TRAIN_SPLIT
 from skillrl_core.validation import check_finite_fields, check_number
+from trainers.advantages import ESTIMATORS
 from trainers.trackers import REPORT_TO
 
 LOSS_TYPES: tuple[str, ...] = ("dapo", "bnpo", "grpo", "dr_grpo")
@@ -56,6 +57,14 @@ class GRPOConfig:
     groups' shared prompts once. False: shuffle turns across groups (TRL's order)."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm (0 disables clipping)."""
+    estimator: str = "grpo"
+    """How turns get their advantage (:mod:`trainers.advantages`): ``grpo`` (group-relative,
+    episode and step level) or ``rft`` (rejection-sampling fine-tuning on the learner's own
+    samples: 1 for every turn of an episode that succeeded, 0 otherwise; failures teach
+    nothing, and ``step_weight`` is not used)."""
+    rft_weight: float = 0.0
+    """With ``estimator="grpo"``: added to the advantage of every turn of a successful episode
+    (RFT mixed into GRPO); 0 is plain GRPO."""
     step_weight: float = 1.0
     """w in A = A_episode + w * A_step (GiGPO Eq. 8); 0 gives plain (episode-level) GRPO."""
     gamma: float = 0.95
@@ -115,6 +124,9 @@ class GRPOConfig:
             raise ConfigError(f"beta ({self.beta}) must be >= 0")
         if not 0 <= self.gamma <= 1:
             raise ConfigError(f"gamma ({self.gamma}) must be in [0, 1]")
+        if self.estimator not in ESTIMATORS:
+            raise ConfigError(f"estimator ({self.estimator!r}) must be one of {ESTIMATORS}")
+        check_number("rft_weight", self.rft_weight, low=0.0)
         if self.step_weight < 0:
             raise ConfigError(f"step_weight ({self.step_weight}) must be >= 0")
         if self.temperature <= 0:
@@ -138,6 +150,11 @@ class GRPOConfig:
     def clip_high(self) -> float:
         """The upper clip epsilon actually used."""
         return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+    @property
+    def applied_step_weight(self) -> float:
+        """The w the advantages use: ``step_weight``, or 0 under ``rft`` (no step part)."""
+        return 0.0 if self.estimator == "rft" else self.step_weight
 
     @property
     def trains_zero_advantage_turns(self) -> bool:

@@ -279,6 +279,8 @@ class TrainingRun:
             gamma=self.grpo.gamma,
             step_weight=self.grpo.step_weight,
             scale=self.grpo.scale_rewards,
+            estimator=self.grpo.estimator,
+            rft_weight=self.grpo.rft_weight,
         )
         if self.processes.is_main:  # what the update uses, for a reader (skillrl view)
             self.files.save_update_record(cycle, self._update_record(episodes, rewards, advantages))
@@ -322,7 +324,7 @@ class TrainingRun:
             for e, row in zip(episodes, advantages.advantages, strict=True)
         ]
         return update_record(
-            episodes, rewards, advantages, left_out, step_weight=self.grpo.step_weight
+            episodes, rewards, advantages, left_out, step_weight=self.grpo.applied_step_weight
         )
 
     def _sync_rollout_weights(self) -> float | None:

@@ -85,3 +85,30 @@ def test_turn_cost_makes_the_shorter_success_better():
 def test_mismatched_lengths_raise():
     with pytest.raises(ConfigError, match="differ"):
         compute_advantages([episode(["A"])], [], gamma=1.0, step_weight=1.0)
+
+
+def test_rft_gives_one_to_every_turn_of_a_success_and_nothing_else():
+    won = episode(["A", "B"], group="g", score=1.0)
+    lost = episode(["A", "C", "D"], group="g")
+    alone = episode(["E"], group=None, score=1.0)  # no group: RFT needs none
+    rewards = [[0.0, 1.0], [0.0, 0.0, 0.0], [1.0]]
+    turn = compute_advantages(
+        [won, lost, alone], rewards, gamma=0.5, step_weight=1.0, estimator="rft"
+    )
+    assert turn.advantages == [[1.0, 1.0], [0.0, 0.0, 0.0], [1.0]]
+    assert turn.episode == [1.0, 0.0, 1.0]
+
+
+def test_rft_weight_adds_the_success_term_to_grpo():
+    won = episode(["A"], group="g", score=1.0)
+    lost = episode(["B"], group="g")
+    rewards = [[1.0], [0.0]]
+    plain = compute_advantages([won, lost], rewards, gamma=1.0, step_weight=0.0)
+    mixed = compute_advantages([won, lost], rewards, gamma=1.0, step_weight=0.0, rft_weight=0.5)
+    assert plain.advantages == [[1.0], [-1.0]]
+    assert mixed.advantages == [[1.5], [-1.0]]
+
+
+def test_an_unknown_estimator_is_refused():
+    with pytest.raises(ConfigError, match="estimator"):
+        compute_advantages([episode(["A"])], [[0.0]], gamma=1.0, step_weight=1.0, estimator="x")

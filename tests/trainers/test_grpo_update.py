@@ -208,3 +208,57 @@ def test_trainer_state_round_trip_continues_the_same_optimisation(tmp_path):
         load_trainer_state(lora.unwrapped_model, lora.optimizer, tmp_path / "state")
     with pytest.raises(CheckpointError, match="missing or corrupt"):
         load_trainer_state(lora.unwrapped_model, lora.optimizer, tmp_path / "nothing")
+
+
+def test_each_iteration_recomputes_the_ratio_against_log_probs_fixed_at_rollout():
+    model = tiny_model()
+    episodes = group_episodes(model, [5, 6], [20, 21], [30, 31])
+    rollout = [list(e.turns[0].completion_logprobs) for e in episodes]
+    ratios = []
+
+    def config(iterations: int) -> GRPOConfig:
+        return GRPOConfig(
+            learning_rate=5e-2,
+            num_iterations=iterations,
+            per_device_train_batch_size=2,
+            gradient_accumulation_steps=1,
+        )
+
+    one = GRPOTrainer(tiny_model(), config(1), pad_token_id=PAD).train_step(
+        copy.deepcopy(episodes), [[1.0], [-1.0]]
+    )
+    trainer = GRPOTrainer(model, config(3), pad_token_id=PAD)
+    original = trainer._accumulate
+
+    def spy(group, shares, step, gaps):
+        outs = original(group, shares, step, gaps)
+        ratios.append(sum(o.ratio_mean for o in outs) / len(outs))
+        return outs
+
+    trainer._accumulate = spy
+    three = trainer.train_step(episodes, [[1.0], [-1.0]])
+    assert three.optimizer_steps == 3 and one.optimizer_steps == 1
+    assert ratios[0] == pytest.approx(1.0, abs=1e-5)  # pass 1: pi_theta is pi_old
+    assert abs(ratios[1] - 1.0) > 1e-4 and ratios[2] != ratios[1]  # moved weights, same pi_old
+    assert [list(e.turns[0].completion_logprobs) for e in episodes] == rollout
+
+
+def test_rft_trains_only_the_successful_turns_with_the_tokens_the_learner_produced():
+    from trainers.advantages import compute_advantages
+    from trainers.batching import build_samples
+
+    model = tiny_model()
+    episodes = group_episodes(model, [5, 6], [20, 21], [30, 31])  # one won, one lost
+    advantages = compute_advantages(
+        episodes, [[1.0], [0.0]], gamma=1.0, step_weight=1.0, estimator="rft"
+    ).advantages
+    samples = build_samples(episodes, advantages)
+    assert [(s.completion_ids, s.advantage) for s in samples] == [([20, 21], 1.0)]
+    before = sequence_logprob(model, [5, 6], [20, 21])
+    lost_before = sequence_logprob(model, [5, 6], [30, 31])
+    trainer = GRPOTrainer(model, GRPOConfig(learning_rate=5e-2, estimator="rft"), pad_token_id=PAD)
+    metrics = trainer.train_step(episodes, advantages)
+    assert metrics.samples == 1 and metrics.completion_tokens == 2
+    trained = trainer.unwrapped_model.eval()
+    assert sequence_logprob(trained, [5, 6], [20, 21]) > before
+    assert sequence_logprob(trained, [5, 6], [30, 31]) != lost_before  # shared weights move

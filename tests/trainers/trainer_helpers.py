@@ -80,6 +80,7 @@ def one_turn_episode(
         instruction="i",
         category="c",
         turns=[turn],
+        success=score == 1.0,
         score=score,
         group_id="grp",
     )
