@@ -63,6 +63,7 @@ def turn_record(
         completion_token_ids=decision.completion_token_ids,
         completion_logprobs=decision.completion_logprobs,
         token_counts=dict(decision.token_counts),
+        candidate_scores=decision.candidate_scores,
         action_substituted=decision.action_substituted,
         info=extra,
     )

@@ -52,6 +52,10 @@ class TurnRecord:
     """Log-probs of the generated tokens under the rollout policy ("old" log-probs)."""
     token_counts: dict[str, int] = field(default_factory=dict)
     """Prompt tokens per part (task, observation, actions, history, skills)."""
+    candidate_scores: dict[str, float] | None = None
+    """Under constrained decoding: each admissible action the policy scored, with the score it
+    was ranked by (the higher, the likelier under greedy play); None when the turn was not
+    decoded by scoring candidates (free text, a scripted agent, or a record written before)."""
     action_substituted: bool = False
     """The executed ``action`` is not the one the completion tokens wrote (constrained decoding
     repaired an unusable query, or a person overrode it): trainers leave the turn out of the

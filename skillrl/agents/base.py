@@ -51,6 +51,9 @@ class AgentDecision:
     token_counts: dict[str, int] = field(default_factory=dict)
     skill_ids: list[str] | None = None
     """Ids of the retrieved skills that made it into the prompt (None: all of ``state.skills``)."""
+    candidate_scores: dict[str, float] | None = None
+    """Under constrained decoding: each admissible action the policy scored, with the score it
+    was ranked by (mean or summed log-prob of its tokens); None when no candidates were scored."""
     action_substituted: bool = False
     """``action`` is not what the recorded completion tokens wrote (a repaired query, a person's
     override): the turn is kept out of the training loss."""

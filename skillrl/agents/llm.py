@@ -209,7 +209,8 @@ class LLMAgent:
             for (_, prompt), row, scored in zip(
                 items, actions, detailed(conversations, candidates), strict=True
             ):
-                best = _choose([self._rank(c, sampling) for c in scored], sampling, rng)
+                ranks = [self._rank(c, sampling) for c in scored]
+                best = _choose(ranks, sampling, rng)
                 choice = scored[best]
                 generation = Generation(
                     text=ACTION_PREFIX + choice.text,
@@ -217,14 +218,16 @@ class LLMAgent:
                     completion_token_ids=choice.token_ids,
                     logprobs=_as_pi_old(choice.token_logprobs, sampling),
                 )
-                decisions.append(_decision(row[best], True, generation, prompt))
+                decision = _decision(row[best], True, generation, prompt)
+                decision.candidate_scores = _scores(row, ranks)
+                decisions.append(decision)
             return decisions
         sums = self.policy.score_continuations(conversations, candidates)
         for (_, prompt), row, scores in zip(items, actions, sums, strict=True):
             action = row[_choose(scores, sampling, rng)]
-            decisions.append(
-                _decision(action, True, Generation(text=ACTION_PREFIX + action), prompt)
-            )
+            decision = _decision(action, True, Generation(text=ACTION_PREFIX + action), prompt)
+            decision.candidate_scores = _scores(row, scores)
+            decisions.append(decision)
         return decisions
 
     def _candidates(self, state: AgentState) -> list[str]:
@@ -294,6 +297,11 @@ def _decision(action: str, ok: bool, generation: Generation, prompt: BuiltPrompt
         token_counts=dict(prompt.token_counts),
         skill_ids=list(prompt.skill_ids),
     )
+
+
+def _scores(actions: list[str], scores: list[float]) -> dict[str, float]:
+    """Each scored action with its rank score, rounded to 4 places (a record, not a replay)."""
+    return {a: round(float(s), 4) for a, s in zip(actions, scores, strict=True)}
 
 
 def no_op_actions(state: AgentState) -> set[str]:

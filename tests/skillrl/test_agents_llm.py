@@ -70,6 +70,11 @@ def test_constrained_decoding_scores_clicks_and_generates_only_the_query():
     # The search generation continued the assistant prefix: the query, not a whole reply.
     assert policy.conversations[0][-1] == {"role": "assistant", "content": "<action>search["}
     assert decisions[0].completion_token_ids == [ord(c) % 97 for c in "click[blue kite]</action>"]
+    # A scored turn records every candidate with its rank score; the chosen one ranks first.
+    scores = decisions[0].candidate_scores
+    assert scores is not None and set(scores) == set(RESULTS)
+    assert max(scores, key=scores.get) == "click[blue kite]"
+    assert decisions[1].candidate_scores is None  # a written query scores no candidates
 
 
 def test_sampled_search_sends_the_written_query_and_greedy_repair_is_marked():
@@ -104,6 +109,10 @@ def test_a_substituted_turn_is_recorded_and_survives_serialisation():
     assert [t.action_substituted for t in stored.turns] == [
         t.action_substituted for t in ghost.turns
     ]
+    # The candidates a click was chosen from reach the record, and survive it too.
+    clicks = [t for t in ghost.turns if t.action.startswith("click[")]
+    assert clicks and all(t.candidate_scores and t.action in t.candidate_scores for t in clicks)
+    assert [t.candidate_scores for t in stored.turns] == [t.candidate_scores for t in ghost.turns]
 
 
 def sampled_clicks(

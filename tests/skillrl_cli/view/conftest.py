@@ -83,6 +83,9 @@ def view_workspace(tmp_path_factory) -> Iterator[ViewWorkspace]:
         _turn(1, "Results: red shoes size 9", "click[b0001]", [size.id], [script.id]),
         _turn(2, "Product page: size 9, $20", "click[buy now]", [], None),
     ]
+    # Constrained decoding scored the result page's candidates (a page's text is untrusted).
+    turns[1].candidate_scores = {"click[<b>b0002</b>]": -1.25, "click[b0001]": -0.5,
+                                 "click[next >]": -2.0}  # fmt: skip
     winner = EpisodeRecord("webshop", "goal-7", "buy red shoes size 9", "footwear", turns=turns,
                            success=True, score=1.0, reward_breakdown={"r_att": 1.0}, split="test",
                            group_id="grp-1", agent="expert")  # fmt: skip

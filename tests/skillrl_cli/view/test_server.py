@@ -163,6 +163,24 @@ def test_an_episode_turn_shows_kept_entries_and_those_the_budget_cut_struck_out(
     assert "were not recorded" not in turns[0] + turns[1]  # recorded: kept and cut both known
 
 
+def test_a_constrained_turn_lists_the_scored_candidates_best_first_with_the_choice_marked(
+    client, view_workspace
+):
+    page = client.get(f"/episodes/{view_workspace.episode_id}").text
+    turns = page.split('<section class="turn')[1:]
+    assert "candidate actions the policy scored" not in turns[0]  # none recorded there
+    table = turns[1].split('<details class="candidates">')[1].split("</details>")[0]
+    rows = table.split("<tr")[2:]
+    assert [r.split("<code>")[1].split("</code>")[0] for r in rows] == [
+        "click[b0001]",
+        "click[&lt;b&gt;b0002&lt;/b&gt;]",
+        "click[next &gt;]",
+    ]
+    assert rows[0].startswith(' class="chosen"') and "chosen</span>" in rows[0]
+    assert ">-0.5000<" in rows[0] and ">-2.0000<" in rows[2]
+    assert "<b>b0002" not in page
+
+
 UNTRUSTED_TEXT = st.tuples(
     st.text(max_size=20),
     st.sampled_from(
