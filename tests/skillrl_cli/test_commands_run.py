@@ -92,7 +92,9 @@ def shown_help(*command: str) -> str:
     return " ".join(result.output.split())
 
 
-def test_model_help_lists_the_sources_auto_tries_in_the_order_it_tries_them(workspace):
+def test_model_help_lists_the_sources_auto_tries_in_the_order_it_tries_them(
+    workspace, monkeypatch, tmp_path
+):
     import io
 
     from rich.console import Console
@@ -114,9 +116,8 @@ def test_model_help_lists_the_sources_auto_tries_in_the_order_it_tries_them(work
 
     # Behaviour, source by source: what the help names first wins whenever it is there.
     assert [source for source, _ in AUTO_MODEL_ORDER] == ["trained", "shipped", "base"]
-    assert shipped_adapter("sokoban") is None  # so Sokoban falls through to the base model
     assert played("webshop") == str(shipped_adapter("webshop"))
-    assert played("sokoban") == EMBEDDED_MODEL
+    assert played("sokoban") == str(shipped_adapter("sokoban"))
     folder = workspace / "runs" / "shop"
     from test_commands_options import whole_checkpoint
 
@@ -124,7 +125,12 @@ def test_model_help_lists_the_sources_auto_tries_in_the_order_it_tries_them(work
     (folder / "state.json").write_text(json.dumps({"history": [], "done": True}))
     (folder / "config.json").write_text(json.dumps({"cycle": {"cycles": 1, "env_id": "webshop"}}))
     assert played("webshop") == str(folder / "checkpoints" / "cycle-0001")
-    assert played("sokoban") == EMBEDDED_MODEL  # WebShop's model never plays Sokoban
+    assert played("sokoban") == str(shipped_adapter("sokoban"))  # never WebShop's model
+    from skillrl.policies import model_settings
+
+    # An environment that no adapter ships for falls through to the base model.
+    monkeypatch.setattr(model_settings, "SHIPPED_ADAPTERS", tmp_path / "no-adapters")
+    assert played("sokoban") == EMBEDDED_MODEL
 
 
 class Evaluated(Exception):

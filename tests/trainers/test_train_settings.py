@@ -276,6 +276,20 @@ def test_the_shipped_adapter_trains_under_the_settings_it_records(workspace, sta
     given = train("--model", "shipped", "--run-name", "rl-skills", flag)
     assert isinstance(given.exception, Started), given.output
     assert started[1][0].skills != recorded.skills  # an option the user gives wins
+    sokoban = train("--model", "shipped", "--env", "sokoban", "--run-name", "s")
+    assert isinstance(sokoban.exception, Started), sokoban.output
+    cycle, _, settings = started[2]
+    assert settings.policy.model.endswith("adapters/sokoban")
+    assert cycle.env_config == {"categories": "6x6-1box", "observation_mode": "positions"}
+    assert cycle.skills is False
+
+
+def test_shipped_is_refused_for_an_environment_no_adapter_ships_for(
+    workspace, started, monkeypatch, tmp_path
+):
+    from skillrl.policies import model_settings
+
+    monkeypatch.setattr(model_settings, "SHIPPED_ADAPTERS", tmp_path / "no-adapters")
     refused = train("--model", "shipped", "--env", "sokoban", "--run-name", "s")
     assert refused.exit_code == 1
     assert "no adapter ships for environment 'sokoban'" in refused.output
