@@ -116,3 +116,24 @@ def test_a_resumed_progress_bar_starts_at_the_phases_already_done():
     assert _phases_done(RunState(cycle=3, done=True), two) == 14
     # With --eval-every 2 of 3 cycles, cycle 1 has no eval: 2 + 5 + 6 + 6 phases in all.
     assert _phases_done(RunState(cycle=4, done=True), CycleConfig(cycles=3, eval_every=2)) == 19
+
+
+@pytest.mark.slow
+def test_the_rft_recipe_loads_and_a_one_cycle_tiny_version_runs_offline(tmp_path, tiny_model_dir):
+    from pathlib import Path
+
+    recipe = Path(__file__).resolve().parents[2] / "configs" / "webshop-rft.yaml"
+    ws = str(tmp_path / "ws")
+    tiny = ["--model", str(tiny_model_dir), "--cycles", "1", "--goals-per-cycle", "1",
+            "--group-size", "2", "--eval-goals", "1", "--eval-every", "1",
+            "--validation-goals", "0", "--max-turns", "2", "--max-new-tokens", "4",
+            "--threads", "1"]  # fmt: skip
+    result = invoke("train", "--config", str(recipe), "--workspace", ws, *tiny)
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "ws" / "runs" / "webshop-rft"  # the recipe names its run
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["grpo"]["estimator"] == "rft" and saved["grpo"]["use_peft"] is True
+    assert saved["cycle"]["dynamic_sampling"] is False and saved["cycle"]["skills"] is True
+    assert saved["options"]["learning-rate"] == 2e-4
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["cycle"] for r in rows] == [0, 1] and rows[1]["train.episodes"] == 2
