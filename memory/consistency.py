@@ -92,8 +92,30 @@ def _disagreement(report: ConsistencyReport) -> BankInconsistentError:
     )
 
 
+def warn_if_unsearchable(store: BankStore) -> list[str]:
+    """Warn when a partition's vector files are missing or damaged; returns those partitions.
+
+    Not repaired on open: rebuilding the index is a write the user asks for (``reindex``).
+    """
+    damaged = store.index.unsearchable_partitions()
+    if damaged:
+        logger.warning(
+            "the skill bank's index at %s cannot find its own vectors in %d partition(s) (%s): "
+            "their vector files are missing or damaged, so searches there return wrong entries "
+            "or none; run `skillrl skills reindex` to rebuild the index from SQL",
+            store.config.chroma_url or store.config.chroma_path,
+            len(damaged),
+            ", ".join(damaged),
+        )
+    return damaged
+
+
 def check_on_open(store: BankStore, *, repair: bool) -> None:
-    """Raise or repair (from SQL) when the stores disagree (a read-only bank only warns)."""
+    """Raise or repair (from SQL) when the stores disagree (a read-only bank only warns).
+
+    A partition whose vectors cannot be found is only reported (:func:`warn_if_unsearchable`).
+    """
+    warn_if_unsearchable(store)
     if store.read_only:  # nobody can be changing it, and nothing can be repaired
         with read_session(store.engine) as session:
             report = _compare(store, session)

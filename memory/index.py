@@ -88,10 +88,16 @@ def _unpack(result: GetResult | QueryResult, *, nested: bool) -> list[list[Index
     return out
 
 
-def _private_copy(source: Path) -> Path:
-    """Copy a read-only embedded index to a temporary folder, so that it can still be searched.
+def _holds_an_index(folder: Path) -> bool:
+    """Whether ``folder`` already holds an embedded Chroma index (a new bank's does not)."""
+    return (folder / "chroma.sqlite3").is_file()
 
-    Embedded Chroma cannot open a folder it may not write, not even to read it.
+
+def _private_copy(source: Path) -> Path:
+    """Copy an embedded index to a temporary folder, to be read without writing the original.
+
+    Embedded Chroma cannot open a folder it may not write, not even to read it, and opening one
+    rewrites some of its files.
     """
     target = Path(tempfile.mkdtemp(prefix="skillrl-index-")) / "chroma"
     if source.is_dir():
@@ -104,12 +110,23 @@ def _private_copy(source: Path) -> Path:
         )
         for folder, _dirs, _files in os.walk(target):
             os.chmod(folder, 0o700)
-    logger.info("the index at %s is read-only; searching a private copy in %s", source, target)
+    logger.info("reading a private copy of the index at %s in %s", source, target)
     return target
 
 
+SELF_MATCH_DISTANCE = 1e-3
+"""A stored vector's cosine distance to itself is 0 (to float rounding); a probe whose nearest
+record is farther than this finds a partition whose vector files are missing or damaged."""
+
+
 class VectorIndex:
-    """A Chroma collection in cosine space, holding one vector per active entry."""
+    """A Chroma collection in cosine space, holding one vector per active entry.
+
+    An embedded index opened for writing reads a private copy of its folder until the first
+    change (:meth:`_writable`): merely opening embedded Chroma rewrites its ``chroma.sqlite3``
+    and segment files, so a command that is refused, or only reads, after opening the bank for
+    writing would otherwise change the index's bytes though nothing in the bank changed.
+    """
 
     def __init__(self, config: BankConfig, *, read_only: bool = False):
         self.config = config
@@ -117,13 +134,41 @@ class VectorIndex:
         """Index changes made through this object (the bank versions them across processes)."""
         self._lock_file: IO[bytes] | None = None
         self._private: Path | None = None
-        if read_only and not config.chroma_url:
-            self._private = _private_copy(config.chroma_path)
+        self._writer_pending = False
+        """Opened for writing but reading a private copy until the first change."""
+        if not config.chroma_url and (read_only or _holds_an_index(config.chroma_path)):
+            self._writer_pending = not read_only
+            self._private = self._copy_under_lock()
         try:
             self._connect()
         except BaseException:
             self._remove_private_copy()
             raise
+
+    def _copy_under_lock(self) -> Path:
+        """Copy the embedded index while no writer is half-way through a change."""
+        source = self.config.chroma_path
+        if not (source / "skillrl.lock").is_file():  # never opened by a writer: nothing to wait for
+            return _private_copy(source)
+        import fcntl
+
+        with open(source / "skillrl.lock", "rb") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_SH)
+            try:
+                return _private_copy(source)
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+    def _writable(self) -> None:
+        """Before the first change of an index opened for writing: leave the private copy."""
+        if not self._writer_pending:
+            return
+        self._client.close()
+        self._release_lock_file()  # the copy's: the real folder's is taken from now on
+        self._remove_private_copy()
+        self._private = None
+        self._writer_pending = False
+        self._connect()
 
     @property
     def shared_by_processes_safely(self) -> bool:
@@ -186,6 +231,13 @@ class VectorIndex:
         Embedded Chroma keeps the HNSW graph in memory per process, so another process's
         writes are invisible (and our next write would clobber theirs) until it is reloaded.
         """
+        if self._writer_pending:  # a fresh copy holds what the other process wrote
+            self._client.close()
+            self._release_lock_file()
+            self._remove_private_copy()
+            self._private = self._copy_under_lock()
+            self._connect()
+            return
         if self.shared_by_processes_safely or self._private is not None:
             self._collections(refresh=True)  # nobody else writes a private copy
             return
@@ -199,6 +251,38 @@ class VectorIndex:
         if self._lock_file is not None:
             self._lock_file.close()
         self._remove_private_copy()
+
+    def unsearchable_partitions(self, sample: int = 2) -> list[str]:
+        """Partitions whose stored vectors do not find themselves: their vector files are gone.
+
+        Chroma answers a query on a partition whose segment files were deleted (once its log
+        has been compacted into them) with other records, or fails; its records and metadata
+        still read back, so comparing ids with SQL cannot see it. ``sample`` stored vectors per
+        partition are queried; each must come back at distance 0.
+        """
+        damaged = []
+        with self._exclusive():
+            for name, collection in sorted(self._collections(refresh=True).items()):
+                try:
+                    stored = collection.get(limit=sample, include=["embeddings"])
+                    if not stored["ids"]:
+                        continue
+                    found = collection.query(
+                        query_embeddings=np.asarray(stored["embeddings"], dtype=np.float32),
+                        n_results=1,
+                        include=["distances"],
+                    )
+                    distances = [row[0] if row else 2.0 for row in found["distances"] or []]
+                    if len(distances) != len(stored["ids"]) or max(distances) > SELF_MATCH_DISTANCE:
+                        damaged.append(name)
+                except Exception:  # chromadb raises assorted internal errors for missing files
+                    damaged.append(name)
+        return damaged
+
+    def _release_lock_file(self) -> None:
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
 
     def _remove_private_copy(self) -> None:
         if self._private is not None:
@@ -256,6 +340,7 @@ class VectorIndex:
         self, ids: list[str], embeddings: np.ndarray, metadatas: list[dict[str, Any]]
     ) -> None:
         """Insert or replace vectors, each in its partition (chunked to Chroma's batch limit)."""
+        self._writable()
         self.writes += 1
         groups: dict[Partition, list[int]] = {}
         for position, metadata in enumerate(metadatas):
@@ -282,6 +367,7 @@ class VectorIndex:
     def delete(self, ids: list[str]) -> None:
         """Remove vectors by id (missing ids are ignored)."""
         if ids:
+            self._writable()
             self.writes += 1
             with self._exclusive():
                 self._delete(ids)
@@ -335,6 +421,7 @@ class VectorIndex:
 
     def clear(self) -> None:
         """Drop every vector (delete every partition collection)."""
+        self._writable()
         self.writes += 1
         with self._exclusive():
             for name in self._collections(refresh=True):

@@ -84,3 +84,35 @@ def test_upgrading_an_older_bank_fills_in_which_episodes_used_skills(tmp_path, e
         assert {goal: bool(on) for goal, on in rows.items()} == {"g1": True, "g2": False}
         assert bank.trajectories.episode_totals(skills_only=True) == (1, 0)
         assert bank.trajectories.episode_totals() == (2, 0)
+
+
+@pytest.mark.slow
+def test_a_partition_whose_vector_files_are_gone_is_found_and_reported(tmp_path, caplog):
+    import shutil
+
+    import numpy as np
+
+    from memory.consistency import warn_if_unsearchable
+    from memory.index import VectorIndex
+
+    config = BankConfig(workspace=tmp_path)
+    index = VectorIndex(config)
+    vectors = np.random.default_rng(0).random((1200, 8), dtype=np.float32)
+    metadata = {"kind": "general", "revision": 1}
+    index.upsert([f"e{i}" for i in range(1200)], vectors, [metadata] * 1200)
+    assert index.unsearchable_partitions() == []
+    index.close()
+    # Enough vectors that Chroma compacted its log into the segment files; then they go.
+    segments = [p for p in config.chroma_path.iterdir() if p.is_dir()]
+    assert segments
+    for folder in segments:
+        shutil.rmtree(folder)
+    damaged = VectorIndex(config, read_only=True)
+    try:
+        assert len(damaged.unsearchable_partitions()) == 1
+        store = type("Store", (), {"index": damaged, "config": config})()
+        with caplog.at_level("WARNING"):
+            assert warn_if_unsearchable(store)
+        assert "skillrl skills reindex" in caplog.text and "missing or damaged" in caplog.text
+    finally:
+        damaged.close()

@@ -193,3 +193,35 @@ def test_paired_utility_refuses_to_record_test_goals():
     starts = [EpisodeStart("webshop", "test", goal_index=0, seed=0)]
     with pytest.raises(ConfigError, match="held-out goals"):
         measure_paired_utility(Agent(), object(), starts, PairedUtilityConfig())  # type: ignore[arg-type]
+
+
+REFUSED_WRITES = [
+    ("revert", "{id}", "999"),
+    ("retire", "nosuch"),
+    ("restore", "nosuch"),
+    ("edit", "nosuch", "--title", "t"),
+    ("edit", "{id}", "--title", ""),
+    ("rm", "nosuch", "--yes"),
+    ("import", "{missing}"),
+]
+
+
+@pytest.mark.parametrize("args", REFUSED_WRITES, ids=" ".join)
+def test_a_refused_write_leaves_every_byte_of_the_bank_and_its_index(cli_bank, args):  # noqa: F811
+    workspace, size_id = cli_bank
+    missing = str(workspace.parent / "no-such-file.jsonl")
+    before = fingerprint(workspace)
+    result = run(workspace, *[a.format(id=size_id, missing=missing) for a in args])
+    assert result.exit_code != 0, result.output
+    assert "Traceback" not in result.output
+    assert fingerprint(workspace) == before  # chroma/chroma.sqlite3 and its segments too
+
+
+def test_an_accepted_write_still_reaches_the_index(cli_bank, embedder):  # noqa: F811
+    workspace, size_id = cli_bank
+    result = run(workspace, "edit", size_id, "--title", "Pick the size the goal asks for")
+    assert result.exit_code == 0, result.output
+    with SkillBank.open(BankConfig(workspace=workspace, read_only=True), embedder=embedder) as bank:
+        revisions = {r.id: r.metadata["revision"] for r in bank.store.index.get()}
+        entry = bank.get(size_id)
+        assert revisions[size_id] == entry.revision and entry.title.endswith("asks for")
