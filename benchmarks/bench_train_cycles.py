@@ -4,6 +4,12 @@ Run: python benchmarks/bench_train_cycles.py [--model embedded] [--env webshop] 
      [--constrained] [--lora] [--only a]   (configurations can run as separate processes; the
      table includes every configuration whose workspace under --out already holds metrics)
 
+``--config FILE`` runs one arm instead: ``skillrl train --config FILE`` (a recipe such as
+``configs/webshop-rft.yaml``) in its own workspace, every setting from the file; the table's
+settings are read back from the options the run saved. On WebShop the scripted "first result +
+goal options" policy plays the same test goals as a second reference, paired with each arm's
+last cycle.
+
 From a cold-started policy: ``--model`` = the policy cold-started with skills (for a
 and b), ``--no-skills-model`` = the one cold-started without (for c; a policy trained without
 skills is run without). ``--plot`` writes every configuration's curve (success and score per
@@ -31,6 +37,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from harness import machine, machine_text, portable_command, provenance, run_text, write_result
 
@@ -102,6 +109,66 @@ def _with_wall_seconds(workspace: Path) -> list[dict]:
     for row in rows:
         row["bench.wall_seconds"] = spent.get(str(row["cycle"]))
     return rows
+
+
+RECIPE_ARM = "r: recipe"
+"""The name of the ``--config`` arm (its workspace is ``<out>/r``)."""
+
+
+def train_recipe(args: argparse.Namespace, root: Path) -> list[dict]:
+    """Run the ``--config`` recipe in one ``skillrl train`` call (resumed if it was started)."""
+    workspace = root / "r"
+    command = [sys.executable, "-m", "cli", "train", "--config", args.config, "--workspace",
+               str(workspace), "--run-name", "bench", "--threads", str(args.threads)]  # fmt: skip
+    if (workspace / "runs" / "bench" / "state.json").exists():
+        command.append("--resume")
+    subprocess.run(command, check=True)
+    spent, total = {}, 0.0
+    for row in _metrics(workspace):
+        total += row.get("cycle.seconds", 0.0)
+        spent[str(row["cycle"])] = total
+    (workspace / "cycle_seconds.json").write_text(json.dumps(spent, indent=1))
+    return _with_wall_seconds(workspace)
+
+
+def recipe_settings(args: argparse.Namespace, root: Path) -> None:
+    """Set the table's settings in ``args`` from the options the recipe's run saved."""
+    saved = json.loads((root / "r" / "runs" / "bench" / "config.json").read_text())
+    options, cycle = saved["options"], saved["cycle"]
+    args.cycles, args.eval_goals, args.max_turns = (
+        cycle["cycles"],
+        cycle["eval_goals"],
+        cycle["max_turns"],
+    )
+    args.goals, args.group_size = cycle["goals_per_cycle"], cycle["group_size"]
+    args.lr, args.lora = options["learning-rate"], options["lora"]
+    args.temperature, args.env = options["temperature"], cycle["env_id"]
+    args.estimator = saved["grpo"].get("estimator", "grpo")
+    args.env_option = [f"{k}={v}" for k, v in cycle.get("env_config", {}).items()]
+
+
+def first_result_with_options(args: argparse.Namespace) -> list[Any]:
+    """Episodes of the scripted "first result + goal options" policy on the test goals."""
+    from bench_expert import FirstResultWithOptions
+
+    import envs
+    from skillrl_core.records import EpisodeRecord
+
+    env = envs.make("webshop", **{**env_options(args.env_option), "max_turns": args.max_turns})
+    episodes = []
+    for index in range(args.eval_goals):
+        obs, info = env.reset(seed=index, options={"split": "test", "goal_index": index})
+        policy = FirstResultWithOptions()
+        policy.reset(info)
+        record = EpisodeRecord("webshop", str(info["goal_id"]), info["instruction"],
+                               str(info.get("category", "")), split="test")  # fmt: skip
+        while True:
+            obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
+            if terminated or truncated:
+                break
+        record.success, record.score = bool(info["success"]), float(reward)
+        episodes.append(record)
+    return episodes
 
 
 def _metrics(workspace: Path) -> list[dict]:
@@ -184,7 +251,8 @@ def report(summary: dict) -> str:
         f"{args['eval_goals']} {args.get('env', 'webshop')} test goals, greedy, "
         f"{args['max_turns']}-turn cap; "
         f"{args['goals']} training goals x G = {args['group_size']} per cycle, sampled at "
-        f"T = {args.get('temperature', 1.0)}; lr {args['lr']}, "
+        f"T = {args.get('temperature', 1.0)}; {args.get('estimator', 'grpo').upper()} update, "
+        f"lr {args['lr']}, "
         f"{'LoRA' if args['lora'] else 'full fine-tuning'}, {args['threads']} thread(s) per arm. "
         f"Machine when summarised: {m.get('matmul_gflops', '?')} GFLOP/s, "
         f"load {m.get('load_average', 0):.1f}.",
@@ -220,6 +288,15 @@ def report(summary: dict) -> str:
     lines += [
         f"| expert (scripted) | | {round(expert['success_rate'] * n)}/{n} | | "
         f"{expert['mean_score']:.3f} | | | | |",
+    ]
+    if summary.get("scripted"):
+        row = summary["scripted"]
+        low, high = wilson_interval(row["successes"], n)
+        lines.append(
+            f"| first result + goal options (scripted) | | {row['successes']}/{n} "
+            f"| [{low:.2f}, {high:.2f}] | {row['mean_score']:.3f} | | | | |"
+        )
+    lines += [
         "",
         "| comparison (same goals) | success | goals lost / won | McNemar p | score difference |",
         "| --- | --- | ---: | ---: | ---: |",
@@ -227,12 +304,17 @@ def report(summary: dict) -> str:
     for r in summary["paired"]:
         (first, c1), (second, c2) = r["before"], r["after"]
         lines.append(
-            f"| {first.split(':')[0]} c{c1} -> {second.split(':')[0]} c{c2} "
+            f"| {_side(first, c1)} -> {_side(second, c2)} "
             f"| {r['successes_before']} -> {r['successes_after']} | {r['lost']} / {r['won']} "
             f"| {r['mcnemar_p']:.3f} | {r['score_difference']:+.3f} +- "
             f"{r['score_half_width']:.3f} |"
         )
     return "\n".join(lines)
+
+
+def _side(name: str, cycle: int) -> str:
+    """One side of a comparison: an arm's letter and cycle, or the scripted policy."""
+    return "scripted" if name == SCRIPTED else f"{name.split(':')[0]} c{cycle}"
 
 
 def env_options(pairs: list[str]) -> dict:
@@ -322,6 +404,12 @@ def main() -> None:
         "--no-skills-model", default=None, help="Starting checkpoint of c (default: --model)."
     )
     parser.add_argument("--plot", default=None, help="PNG of every configuration's curve.")
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="Run this `skillrl train --config` recipe as the only arm (its settings replace "
+        "the flags above, but --out, --threads and --plot).",
+    )
     args = parser.parse_args()
     if args.eval_every > 1 and args.minutes:
         parser.error(
@@ -331,13 +419,17 @@ def main() -> None:
     run = provenance("train_cycles")
     root = Path(args.out)
     results = {}
-    for name, flags in CONFIGS.items():
+    if args.config:
+        results[RECIPE_ARM] = train_recipe(args, root)
+        recipe_settings(args, root)
+    for name, flags in CONFIGS.items() if not args.config else ():
         metrics = root / name.split(":")[0] / "runs" / "bench" / "metrics.jsonl"
         if name[0] in args.only:
             results[name] = train(name, flags, args, root)
         elif metrics.exists():  # run earlier, or by another process: report it too
             results[name] = _with_wall_seconds(root / name.split(":")[0])
     success, score = expert_ceiling(args)
+    scripted = first_result_with_options(args) if args.env == "webshop" else []
     at_summary = machine()
     print(
         f"\n{args.eval_goals} test goals, max {args.max_turns} turns, {args.cycles} cycle(s) of "
@@ -367,7 +459,13 @@ def main() -> None:
         "machine_at_summary": at_summary,
         "results": results,
         "expert": {"success_rate": success, "mean_score": score},
-        "paired": paired_report(root, results),
+        "scripted": {
+            "successes": sum(e.success for e in scripted),
+            "mean_score": sum(e.score for e in scripted) / len(scripted),
+        }
+        if scripted
+        else None,
+        "paired": paired_report(root, results, scripted),
         "args": vars(args),
     }
     write_result(root / "summary.json", summary, name="train_cycles")
@@ -375,7 +473,12 @@ def main() -> None:
         plot(results, Path(args.plot), args)
 
 
-def paired_report(root: Path, results: dict[str, list[dict]]) -> list[dict]:
+SCRIPTED = "s: first result + goal options (scripted)"
+
+
+def paired_report(
+    root: Path, results: dict[str, list[dict]], scripted: list[Any] | None = None
+) -> list[dict]:
     """Goal-by-goal comparisons on the same test goals; printed, and returned for the summary.
 
     Each configuration's last cycle against its own cycle 0, and every two configurations at
@@ -400,10 +503,13 @@ def paired_report(root: Path, results: dict[str, list[dict]]) -> list[dict]:
         for i, x in enumerate(names)
         for y in names[i + 1 :]
     ]
+    if scripted:
+        pairs += [(SCRIPTED, 0, name, len(rows) - 1) for name, rows in results.items()]
     print("\npaired on the same goals (after - before):")
     report = []
     for first, c1, second, c2 in pairs:
-        before, after = evaluation(first, c1), evaluation(second, c2)
+        before = scripted if first == SCRIPTED else evaluation(first, c1)
+        after = evaluation(second, c2)
         if not before or not after:
             continue
         r = compare_paired(before, after)

@@ -1,0 +1,54 @@
+"""The train_cycles benchmark's recipe arm and its scripted reference, without training."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+from bench_train_cycles import SCRIPTED, first_result_with_options, report  # noqa: E402
+
+from trainers.episode_metrics import compare_paired  # noqa: E402
+
+
+def test_the_scripted_reference_plays_the_test_goals_as_pairable_episodes():
+    args = argparse.Namespace(env_option=[], max_turns=8, eval_goals=3)
+    episodes = first_result_with_options(args)
+    assert [e.split for e in episodes] == ["test"] * 3
+    assert len({e.goal_id for e in episodes}) == 3 and all(0 <= e.score <= 1 for e in episodes)
+    same = compare_paired(episodes, episodes)
+    assert (same.goals, same.lost, same.won) == (3, 0, 0)
+
+
+def test_the_report_shows_the_recipe_arm_the_scripted_row_and_its_comparison():
+    rows = [
+        {"cycle": 0, "eval.success_rate": 0.5, "eval.mean_score": 0.8},
+        {"cycle": 1, "train.success_rate": 0.4, "groups.kept": 4, "bench.wall_seconds": 600},
+        {"cycle": 2, "eval.success_rate": 0.75, "eval.mean_score": 0.9, "bench.wall_seconds": 900},
+    ]
+    paired = {"successes_before": 3, "successes_after": 3, "lost": 1, "won": 1,
+              "mcnemar_p": 1.0, "score_difference": 0.0, "score_half_width": 0.1}  # fmt: skip
+    summary = {
+        "command": "python benchmarks/bench_train_cycles.py --config configs/webshop-rft.yaml",
+        "args": {
+            "eval_goals": 4,
+            "max_turns": 8,
+            "goals": 2,
+            "group_size": 4,
+            "lr": 2e-4,
+            "lora": True,
+            "threads": 2,
+            "estimator": "rft",
+        },  # fmt: skip
+        "results": {"r: recipe": rows},
+        "expert": {"success_rate": 1.0, "mean_score": 1.0},
+        "scripted": {"successes": 3, "mean_score": 0.85},
+        "paired": [{"before": [SCRIPTED, 0], "after": ["r: recipe", 2], **paired}],
+    }
+    text = report(summary)
+    assert "RFT update" in text
+    assert "| r: recipe | 2 | 3/4 |" in text and "| r: recipe | 1 | not evaluated |" in text
+    assert "| first result + goal options (scripted) | | 3/4 | [0.30, 0.95] | 0.850 |" in text
+    assert "| scripted -> r c2 | 3 -> 3 | 1 / 1 |" in text
