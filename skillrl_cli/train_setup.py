@@ -40,7 +40,10 @@ def settle(ctx: click.Context, o: dict[str, Any]) -> TrainSettings:
     if o["resume"]:
         fill_from_saved(ctx, o, folder)
     check_tracker_installed(o["report_to"])  # a missing extra fails before any model is read
-    if not o["resume"]:
+    if o["resume"]:
+        # The run saved the adapter's path; `--model shipped` (a recipe's) names the same one.
+        resolve_shipped_model(o)
+    else:
         take_model_settings(o, ctx)
     # Everything below up to the model load is cheap: a typo fails in a second.
     env_config = env_config_from(o["env_id"], o["env_options"])
@@ -145,6 +148,17 @@ SHIPPED_MODEL = "shipped"
 """``--model shipped``: the cold-started adapter the package ships for ``--env``."""
 
 
+def resolve_shipped_model(o: dict[str, Any]) -> None:
+    """Replace ``--model shipped`` by the path of the adapter the package ships for ``--env``."""
+    from skillrl.policies.model_settings import shipped_adapter
+
+    if o["model"] == SHIPPED_MODEL:
+        shipped = shipped_adapter(o["env_id"])
+        if shipped is None:
+            raise ConfigError(f"--model shipped: no adapter ships for environment {o['env_id']!r}")
+        o["model"] = str(shipped)
+
+
 def take_model_settings(o: dict[str, Any], ctx: Any) -> None:
     """Resolve ``--model shipped`` and apply the starting model's recorded settings to ``o``.
 
@@ -155,14 +169,9 @@ def take_model_settings(o: dict[str, Any], ctx: Any) -> None:
     """
     from rich.console import Console
 
-    from skillrl.policies.model_settings import shipped_adapter
     from skillrl_cli.options import model_settings_for
 
-    if o["model"] == SHIPPED_MODEL:
-        shipped = shipped_adapter(o["env_id"])
-        if shipped is None:
-            raise ConfigError(f"--model shipped: no adapter ships for environment {o['env_id']!r}")
-        o["model"] = str(shipped)
+    resolve_shipped_model(o)
     if o["cold_start"]:
         return
     model_settings_for(o["init_checkpoint"] or o["model"], o, ctx, Console(stderr=True), "skills")

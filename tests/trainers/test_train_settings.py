@@ -444,3 +444,20 @@ def test_train_on_a_workspace_it_cannot_write_fails_before_the_model_loads(works
 def test_a_negative_seed_is_refused(workspace, command):
     result = CliRunner().invoke(main, [command, "--seed", "-1"])
     assert result.exit_code == 2 and "-1 is not in the range" in result.output, result.output
+
+
+def test_the_shipped_rft_recipe_resumes_from_its_own_config_file(workspace, started):
+    from pathlib import Path
+
+    recipe = str(Path(__file__).resolve().parents[2] / "configs" / "webshop-rft.yaml")
+    first = train("--config", recipe)
+    assert isinstance(first.exception, Started), first.output
+    cycle, grpo, settings = started[0]
+    assert grpo.estimator == "rft" and settings.policy.model.endswith("adapters/webshop")
+    saved = start(settings.folder, started[0])
+    assert saved["options"]["model"].endswith("adapters/webshop")  # the path `shipped` named
+    again = train("--config", recipe, "--resume", "--cycles", "6")
+    assert isinstance(again.exception, Started), again.output
+    assert started[1][0].cycles == 6 and started[1][1] == grpo
+    changed = train("--config", recipe, "--resume", "--lr", "1e-3")
+    assert changed.exit_code == 1 and "learning-rate" in changed.output
