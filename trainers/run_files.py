@@ -11,7 +11,7 @@ Layout of ``<workspace>/runs/<name>/``::
                          advantages.json: each trained turn's advantage and its parts
     trainer_state/       trainable weights + AdamW state after the last update (safetensors)
     checkpoints/cycle-<c>/   from_pretrained-loadable model + tokenizer
-    learning_curve.png   success and score per cycle, written at the end
+    learning_curve.png   success (95% band) and score per evaluated cycle, wall minutes, at the end
 
 Every file is written through a temp file (or folder) and a rename, and ``state.json`` is written
 last in each phase: a phase either counts as done with all its files in place, or is redone.
@@ -255,18 +255,42 @@ class RunFiles:
 
 
 def plot_learning_curve(history: list[dict[str, Any]], path: Path, title: str = "") -> None:
-    """Success rate and mean score of the evaluation goals per cycle, as a PNG."""
+    """Draw the evaluation goals' success and score per evaluated cycle, as a PNG.
+
+    Success carries its 95% Wilson band; each point is labelled with the run's wall minutes at
+    the end of its cycle.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from trainers.episode_metrics import wilson_interval
+
+    minutes, spent = {}, 0.0
+    for row in history:
+        spent += float(row.get("cycle.seconds", 0.0))
+        minutes[row["cycle"]] = spent / 60
     evaluated = [row for row in history if "eval.success_rate" in row]  # --eval-every skips
     cycles = [row["cycle"] for row in evaluated]
+    success = [row["eval.success_rate"] for row in evaluated]
     figure, axis = plt.subplots(figsize=(6, 4))
-    axis.plot(cycles, [row["eval.success_rate"] for row in evaluated], "o-", label="success")
+    bands = [
+        wilson_interval(round(rate * row["eval.episodes"]), int(row["eval.episodes"]))
+        for rate, row in zip(success, evaluated, strict=True)
+        if row.get("eval.episodes")
+    ]
+    if len(bands) == len(evaluated):
+        axis.fill_between(
+            cycles, [b[0] for b in bands], [b[1] for b in bands], alpha=0.2,
+            label="success, 95% interval",
+        )  # fmt: skip
+    axis.plot(cycles, success, "o-", label="success")
     axis.plot(cycles, [row.get("eval.mean_score", 0.0) for row in evaluated], "s--", label="score")
-    axis.set_xlabel("cycle")
+    for cycle, rate in zip(cycles, success, strict=True):
+        axis.annotate(f"{minutes.get(cycle, 0.0):.0f} min", (cycle, rate), fontsize=8,
+                      textcoords="offset points", xytext=(0, -14), ha="center")  # fmt: skip
+    axis.set_xlabel("cycle (labels: wall minutes at its end)")
     axis.set_ylim(0, 1)
     axis.set_title(title or "evaluation goals per cycle")
     axis.legend()

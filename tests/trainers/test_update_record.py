@@ -52,3 +52,28 @@ def test_why_a_turn_is_left_out_of_the_loss():
     scripted = _turn(0, "p")
     scripted.completion_token_ids = None
     assert "no recorded tokens" in turn_left_out(scripted, 1.0, keep_zero_advantage=True)
+
+
+def test_the_learning_curve_draws_the_interval_band_and_wall_minutes(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from trainers.run_files import plot_learning_curve
+
+    drawn = {}
+    band, note = matplotlib.axes.Axes.fill_between, matplotlib.axes.Axes.annotate
+    monkeypatch.setattr(matplotlib.axes.Axes, "fill_between",
+                        lambda self, x, low, high, **k: drawn.setdefault("band", (x, low, high))
+                        or band(self, x, low, high, **k))  # fmt: skip
+    monkeypatch.setattr(matplotlib.axes.Axes, "annotate",
+                        lambda self, text, xy, **k: drawn.setdefault("notes", []).append(text)
+                        or note(self, text, xy, **k))  # fmt: skip
+    history = [
+        {"cycle": 0, "cycle.seconds": 600, "eval.success_rate": 0.5, "eval.episodes": 100},
+        {"cycle": 1, "cycle.seconds": 300},  # not evaluated: no point, but its minutes count
+        {"cycle": 2, "cycle.seconds": 300, "eval.success_rate": 0.6, "eval.episodes": 100},
+    ]
+    plot_learning_curve(history, tmp_path / "curve.png")
+    assert (tmp_path / "curve.png").stat().st_size > 0
+    cycles, low, high = drawn["band"]
+    assert list(cycles) == [0, 2] and low[0] < 0.5 < high[0] and low[1] < 0.6 < high[1]
+    assert drawn["notes"] == ["10 min", "20 min"]
