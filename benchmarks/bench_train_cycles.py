@@ -120,6 +120,8 @@ def train_recipe(args: argparse.Namespace, root: Path) -> list[dict]:
     workspace = root / "r"
     command = [sys.executable, "-m", "cli", "train", "--config", args.config, "--workspace",
                str(workspace), "--run-name", "bench", "--threads", str(args.threads)]  # fmt: skip
+    if args.cycles is not None:
+        command += ["--cycles", str(args.cycles)]
     if (workspace / "runs" / "bench" / "state.json").exists():
         command.append("--resume")
     subprocess.run(command, check=True)
@@ -358,7 +360,12 @@ def main() -> None:
     )
     parser.add_argument("--env", default="webshop", help="Environment id.")
     parser.add_argument("--out", default="benchmarks/out/train_cycles", help="Workspaces root.")
-    parser.add_argument("--cycles", type=int, default=1)
+    parser.add_argument(
+        "--cycles",
+        type=int,
+        default=None,
+        help="Cycles per arm (default 1); with --config, the recipe's unless given here.",
+    )
     parser.add_argument("--goals", type=int, default=2, help="Training goals per cycle.")
     parser.add_argument("--group-size", type=int, default=3)
     parser.add_argument("--eval-goals", type=int, default=4)
@@ -411,6 +418,8 @@ def main() -> None:
         "the flags above, but --out, --threads and --plot).",
     )
     args = parser.parse_args()
+    if args.cycles is None and not args.config:
+        args.cycles = 1
     if args.eval_every > 1 and args.minutes:
         parser.error(
             "--minutes needs --eval-every 1: an arm that grows a cycle at a time "
