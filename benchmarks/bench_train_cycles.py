@@ -122,9 +122,14 @@ def train_recipe(args: argparse.Namespace, root: Path) -> list[dict]:
                str(workspace), "--run-name", "bench", "--threads", str(args.threads)]  # fmt: skip
     if args.cycles is not None:
         command += ["--cycles", str(args.cycles)]
+    done = max((row["cycle"] for row in _metrics(workspace)), default=-1)
     if (workspace / "runs" / "bench" / "state.json").exists():
         command.append("--resume")
-    subprocess.run(command, check=True)
+    saved = workspace / "runs" / "bench" / "config.json"
+    recorded = json.loads(saved.read_text())["cycle"]["cycles"] if saved.exists() else 0
+    wanted = args.cycles or recorded
+    if done < 0 or done < wanted:  # a finished run is summarised, not resumed
+        subprocess.run(command, check=True)
     spent, total = {}, 0.0
     for row in _metrics(workspace):
         total += row.get("cycle.seconds", 0.0)

@@ -40,9 +40,9 @@ def settle(ctx: click.Context, o: dict[str, Any]) -> TrainSettings:
     if o["resume"]:
         fill_from_saved(ctx, o, folder)
     check_tracker_installed(o["report_to"])  # a missing extra fails before any model is read
+    given_model = o["model"]
     if o["resume"]:
-        # The run saved the adapter's path; `--model shipped` (a recipe's) names the same one.
-        resolve_shipped_model(o)
+        resolve_shipped_model(o)  # the settings were taken when the run started
     else:
         take_model_settings(o, ctx)
     # Everything below up to the model load is cheap: a typo fails in a second.
@@ -60,6 +60,10 @@ def settle(ctx: click.Context, o: dict[str, Any]) -> TrainSettings:
     check_prompt_budget(o["env_id"], o["max_prompt_tokens"])
     check_goals(cycle)
     options = resolved_settings(ctx, o)
+    if given_model == SHIPPED_MODEL:
+        # Saved as named, not as the package's path: a resume after the package moved (another
+        # venv, a reinstall) resolves it again and finds the same adapter.
+        options["model"] = SHIPPED_MODEL
     model = starting_model(o)  # a cold start trains here: every check comes first
     return TrainSettings(
         cycle=cycle,

@@ -455,7 +455,7 @@ def test_the_shipped_rft_recipe_resumes_from_its_own_config_file(workspace, star
     cycle, grpo, settings = started[0]
     assert grpo.estimator == "rft" and settings.policy.model.endswith("adapters/webshop")
     saved = start(settings.folder, started[0])
-    assert saved["options"]["model"].endswith("adapters/webshop")  # the path `shipped` named
+    assert saved["options"]["model"] == "shipped"  # as named: the package may move
     again = train("--config", recipe, "--resume", "--cycles", "6")
     assert isinstance(again.exception, Started), again.output
     assert started[1][0].cycles == 6 and started[1][1] == grpo
