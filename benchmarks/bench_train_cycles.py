@@ -151,6 +151,7 @@ def recipe_settings(args: argparse.Namespace, root: Path) -> None:
     args.lr, args.lora = options["learning-rate"], options["lora"]
     args.temperature, args.env = options["temperature"], cycle["env_id"]
     args.estimator = saved["grpo"].get("estimator", "grpo")
+    args.constrained = options.get("constrained", True) is not False
     args.env_option = [f"{k}={v}" for k, v in cycle.get("env_config", {}).items()]
 
 
@@ -313,10 +314,15 @@ def report(summary: dict) -> str:
         lines.append(
             f"| {_side(first, c1)} -> {_side(second, c2)} "
             f"| {r['successes_before']} -> {r['successes_after']} | {r['lost']} / {r['won']} "
-            f"| {r['mcnemar_p']:.3f} | {r['score_difference']:+.3f} +- "
+            f"| {_p_value(r['mcnemar_p'])} | {r['score_difference']:+.3f} +- "
             f"{r['score_half_width']:.3f} |"
         )
     return "\n".join(lines)
+
+
+def _p_value(p: float) -> str:
+    """A p-value to three places, or in scientific notation when that would read 0.000."""
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
 def _side(name: str, cycle: int) -> str:
