@@ -93,6 +93,12 @@ def _train_in_one_call(
     end of each cycle is the running sum of the rows' ``cycle.seconds``.
     """
     subprocess.run(_train_command(name, flags, args, workspace, args.cycles), check=True)
+    return _summed_wall_seconds(workspace)
+
+
+def _summed_wall_seconds(workspace: Path) -> list[dict]:
+    """The rows of a run made in one call: its wall time at each cycle's end is the running sum
+    of the rows' ``cycle.seconds`` (saved to ``cycle_seconds.json``)."""
     spent, total = {}, 0.0
     for row in _metrics(workspace):
         total += row.get("cycle.seconds", 0.0)
@@ -127,15 +133,9 @@ def train_recipe(args: argparse.Namespace, root: Path) -> list[dict]:
         command.append("--resume")
     saved = workspace / "runs" / "bench" / "config.json"
     recorded = json.loads(saved.read_text())["cycle"]["cycles"] if saved.exists() else 0
-    wanted = args.cycles or recorded
-    if done < 0 or done < wanted:  # a finished run is summarised, not resumed
+    if done < (args.cycles or recorded):  # a finished run is summarised, not resumed
         subprocess.run(command, check=True)
-    spent, total = {}, 0.0
-    for row in _metrics(workspace):
-        total += row.get("cycle.seconds", 0.0)
-        spent[str(row["cycle"])] = total
-    (workspace / "cycle_seconds.json").write_text(json.dumps(spent, indent=1))
-    return _with_wall_seconds(workspace)
+    return _summed_wall_seconds(workspace)
 
 
 def recipe_settings(args: argparse.Namespace, root: Path) -> None:
