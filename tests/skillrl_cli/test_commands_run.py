@@ -301,25 +301,23 @@ def test_a_person_who_picks_the_search_box_types_the_query_next(workspace):
     assert steps[1]["action"].startswith("click[b") and steps[1]["valid"]
 
 
+def tea_page(observation: str, actions: list[str]):
+    """The first turn of a tea-buying episode on ``observation`` (what ``show_page`` draws)."""
+    from skillrl.agents.base import AgentState
+
+    return AgentState(episode_id="e", env_id="webshop", instruction="buy tea",
+                      category="grocery", observation=observation, available_actions=actions,
+                      turn=0, history=[], skills=None, info={})  # fmt: skip
+
+
 def test_model_text_with_brackets_is_shown_not_read_as_markup():
     from rich.console import Console
 
-    from skillrl.agents.base import AgentState
     from skillrl_cli.run_display import show_page
 
     console = Console(width=200, record=True)
-    state = AgentState(
-        episode_id="e",
-        env_id="webshop",
-        instruction="buy tea",
-        category="grocery",
-        observation="[button] Buy Now [button_] [ginger] [/] [bold]x",
-        available_actions=["click[ginger]", "click[b0abc12345]", "click[buy now]"],
-        turn=0,
-        history=[],
-        skills=None,
-        info={},
-    )
+    state = tea_page("[button] Buy Now [button_] [ginger] [/] [bold]x",
+                     ["click[ginger]", "click[b0abc12345]", "click[buy now]"])  # fmt: skip
     show_page(console, state)
     out = console.export_text()
     assert "[button] Buy Now [button_] [ginger] [/] [bold]x" in out
@@ -331,23 +329,11 @@ def test_page_text_with_escape_sequences_is_shown_made_visible():
 
     from rich.console import Console
 
-    from skillrl.agents.base import AgentState
     from skillrl_cli.run_display import show_page
 
     out = io.StringIO()
     console = Console(file=out, width=200)
-    state = AgentState(
-        episode_id="e",
-        env_id="webshop",
-        instruction="buy tea",
-        category="grocery",
-        observation="tea \x1b[2J\x1b]8;;http://x\x1b\\link [/oops]",
-        available_actions=["click[buy now]"],
-        turn=0,
-        history=[],
-        skills=None,
-        info={},
-    )
+    state = tea_page("tea \x1b[2J\x1b]8;;http://x\x1b\\link [/oops]", ["click[buy now]"])
     show_page(console, state)
     text = out.getvalue()
     assert "\x1b" not in text  # no raw ESC reached the terminal
