@@ -19,14 +19,19 @@ _FLOAT_TYPE = re.compile(r"(float|float \| None|None \| float|Optional\[float\])
 _INT_TYPE = re.compile(r"(int|int \| None|None \| int|Optional\[int\])")
 
 
-def float_fields(config_class: type) -> list[dataclasses.Field[Any]]:
-    """Return the fields of a config dataclass annotated ``float`` (or ``float | None``)."""
+def _fields_annotated(config_class: type, pattern: re.Pattern[str]) -> list[dataclasses.Field[Any]]:
+    """Return the fields of a config dataclass whose annotation matches ``pattern`` in full."""
     out = []
     for f in dataclasses.fields(config_class):
         annotation = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
-        if _FLOAT_TYPE.fullmatch(str(annotation).strip()):
+        if pattern.fullmatch(str(annotation).strip()):
             out.append(f)
     return out
+
+
+def float_fields(config_class: type) -> list[dataclasses.Field[Any]]:
+    """Return the fields of a config dataclass annotated ``float`` (or ``float | None``)."""
+    return _fields_annotated(config_class, _FLOAT_TYPE)
 
 
 def check_number(
@@ -66,12 +71,7 @@ def _describe(low: float | None, high: float | None, low_open: bool, high_open: 
 
 def int_fields(config_class: type) -> list[dataclasses.Field[Any]]:
     """Return the fields of a config dataclass annotated ``int`` (or ``int | None``)."""
-    out = []
-    for f in dataclasses.fields(config_class):
-        annotation = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
-        if _INT_TYPE.fullmatch(str(annotation).strip()):
-            out.append(f)
-    return out
+    return _fields_annotated(config_class, _INT_TYPE)
 
 
 def check_finite_fields(config: Any) -> None:
