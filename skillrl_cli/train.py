@@ -29,6 +29,7 @@ from skillrl_cli.train_session import run_with_progress
 from skillrl_cli.train_setup import check_run_folder, settle
 from skillrl_core.splits import TEST_SPLIT
 from trainers.advantages import ESTIMATORS
+from trainers.config import ROLLOUT_DTYPES
 from trainers.trackers import REPORT_TO
 
 
@@ -196,6 +197,24 @@ from trainers.trackers import REPORT_TO
     "rows instead of the default prefix trees (whose passes change shape too often to "
     "compile). On 2 CPU cores the trees were faster (LoRA: 434 vs 328 tokens/s after 237 s of "
     "compiling; docs/results.md, Speed).",
+)
+@click.option(
+    "--rollout-dtype",
+    type=click.Choice(ROLLOUT_DTYPES),
+    default="float32",
+    show_default=True,
+    help="Number format of the training rollouts. float32 plays the trained weights; bfloat16 "
+    "plays a copy refreshed after every update, faster on CPUs with native bf16 (AVX512-BF16, "
+    "AMX) and on GPUs, and the update's clipped ratio corrects for the rounding. Evaluation "
+    "always plays float32. In-process backend only.",
+)
+@click.option(
+    "--bf16/--no-bf16",
+    default=False,
+    show_default=True,
+    help="Run the update's forward passes in bf16 autocast (mixed precision): weights, "
+    "gradients and optimizer state stay float32. Faster on CPUs with native bf16 (AVX512-BF16, "
+    "AMX) and on GPUs, slower where bf16 is emulated.",
 )
 @decoding_option
 @click.option(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -216,7 +216,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
 
     from skillrl.policies import load_policy
     from trainers.cycle import TrainingRun
-    from trainers.policy_rollouts import PolicyRollouts
+    from trainers.policy_rollouts import PolicyRollouts, Timings
     from trainers.processes import Processes
 
     processes = processes or Processes()
@@ -225,8 +225,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
     console.print(decoding_line(settings.constrained))
     with processes.main_first():
         policy = load_policy(settings.policy)
-        server = settings.server
-        rollout_policy = load_policy(server) if server is not None else policy
+        rollout_policy = rollout_policy_for(settings, policy)
         bank = open_bank(settings.workspace, cycle.env_id) if cycle.skills else None
     try:
         runner = PolicyRollouts(
@@ -239,9 +238,16 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
             constrained=settings.constrained,
             prompt_config=settings.prompt,
         )
+        # Evaluation and validation play the trained float32 weights, whatever the rollouts
+        # play in (a server's own rollouts evaluate there, as they always have).
+        eval_runner = (
+            replace(runner, policy=policy, timings=Timings())
+            if cycle.rollout_dtype != "float32"
+            else runner
+        )
         distiller = make_distiller() if bank is not None else None
         with PhaseBars(console, "starting (phases)", phases_total(cycle)) as bars:
-            runner.on_progress = bars.show_rollout("  rollout:")
+            runner.on_progress = eval_runner.on_progress = bars.show_rollout("  rollout:")
 
             def hook(index: int, point: str) -> None:
                 phase, _, when = point.partition(":")
@@ -265,6 +271,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
                 grpo,
                 policy=policy,
                 runner=runner,
+                eval_runner=eval_runner,
                 run_dir=settings.folder,
                 bank=bank,
                 distiller=distiller,
@@ -285,8 +292,29 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
     finally:
         if bank is not None:
             bank.close()
-        if rollout_policy is not policy:
-            rollout_policy.close()
+        close = getattr(rollout_policy, "close", None)
+        if rollout_policy is not policy and close is not None:
+            close()
+
+
+def rollout_policy_for(settings: TrainSettings, policy: Any) -> Any:
+    """Return the policy training rollouts play.
+
+    The rollout server's (``--backend trl-vllm``), a copy of ``policy`` in ``rollout_dtype``
+    that the run refreshes after every update, or ``policy`` itself (float32: the rollouts
+    share the weights the update trains).
+    """
+    from skillrl.policies import load_policy
+
+    if settings.server is not None:
+        return load_policy(settings.server)
+    if settings.cycle.rollout_dtype == "float32":
+        return policy
+    import torch
+
+    from skillrl.policies.weight_sync import SyncedCopyPolicy
+
+    return SyncedCopyPolicy.copy_of(policy, getattr(torch, settings.cycle.rollout_dtype))
 
 
 def phases_done(state: RunState, cycle: CycleConfig) -> int:

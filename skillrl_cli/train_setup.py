@@ -55,6 +55,11 @@ def settle(ctx: click.Context, o: dict[str, Any]) -> TrainSettings:
         )
     if o["backend"] != "trl-vllm" and o["base_url"] is not None:
         raise ConfigError("--base-url is only used with --backend trl-vllm")
+    if o["backend"] == "trl-vllm" and o["rollout_dtype"] != "float32":
+        raise ConfigError(
+            "--rollout-dtype is for in-process rollouts; with --backend trl-vllm the server's "
+            "own --dtype decides"
+        )
     o["constrained"] = constrained_from(o)
     cycle, grpo = cycle_config_from(o, env_config), grpo_config_from(o)
     check_prompt_budget(o["env_id"], o["max_prompt_tokens"])
@@ -116,6 +121,7 @@ def cycle_config_from(o: dict[str, Any], env_config: dict[str, Any]) -> CycleCon
         max_topup_rounds=o["max_topup_rounds"],
         seed=o["seed"],
         max_new_tokens=o["max_new_tokens"],
+        rollout_dtype=o["rollout_dtype"],
         invalid_action_penalty=o["invalid_penalty"],
         turn_cost=o["turn_cost"],
         env_config=env_config,
@@ -144,6 +150,7 @@ def grpo_config_from(o: dict[str, Any]) -> GRPOConfig:
         lora_r=o["lora_r"],
         lora_alpha=2 * o["lora_r"],
         max_completion_length=o["max_new_tokens"],
+        bf16=o["bf16"],
         torch_compile=o["torch_compile"],
     )
 

@@ -96,6 +96,7 @@ class TrainingRun:
         policy: TransformersPolicy,
         runner: PolicyRollouts,
         run_dir: Path,
+        eval_runner: PolicyRollouts | None = None,
         bank: SkillBank | None = None,
         distiller: Distiller | None = None,
         reward_functions: Sequence[TurnRewardFn] | None = None,
@@ -108,6 +109,9 @@ class TrainingRun:
         # Before the trainer's Accelerator: this starts the process group with our timeout.
         self.processes = processes or Processes.current()
         self.policy, self.runner, self.bank, self.distiller = policy, runner, bank, distiller
+        self.eval_runner = eval_runner or runner
+        """Plays evaluation and validation (default: ``runner``; the CLI passes one over the
+        float32 weights when training rollouts play a bf16 copy)."""
         self.files = RunFiles(run_dir)
         self.rewards = list(
             reward_functions
@@ -330,7 +334,8 @@ class TrainingRun:
     def _sync_rollout_weights(self) -> float | None:
         """Push the trained weights to the runner's policy when it rolls out elsewhere.
 
-        A policy that serves rollouts from another process (``TRLVLLMServerPolicy``) has
+        A policy that serves rollouts from another process (``TRLVLLMServerPolicy``) or from
+        its own copy of the weights (``SyncedCopyPolicy``, bf16 rollouts) has
         ``sync_weights(model) -> seconds``; the in-process policy shares the trained model and
         needs nothing. Returns the seconds the sync took, or None when there was nothing to do.
         """
@@ -350,9 +355,10 @@ class TrainingRun:
         data = self.files.load_episodes(cycle, name)
         if data is not None:
             return data["episodes"]
-        starts = [self.runner.start(split, i, seed=self.config.seed + i) for i in range(goals)]
+        runner = self.eval_runner
+        starts = [runner.start(split, i, seed=self.config.seed + i) for i in range(goals)]
         # Evaluation and validation only measure: they leave the entries' usage counters alone.
-        episodes = self.runner.run(
+        episodes = runner.run(
             starts,
             temperature=self.config.eval_temperature,
             sampling_seed=self.config.seed,

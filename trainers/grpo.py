@@ -237,21 +237,23 @@ class GRPOTrainer:
         for number, run in enumerate(runs):
             last = number == len(runs) - 1
             batches = [group[i] for i in run]
-            logprobs, refs = self._run_logprobs(batches, [shares[i] for i in run])
+            with self._autocast():
+                logprobs, refs = self._run_logprobs(batches, [shares[i] for i in run])
             # no_sync is DDP's (the prepared module), also when a compiled wrapper sits on it
             with contextlib.nullcontext() if last else acc.no_sync(self._prepared):
                 total = None
                 for batch, logprob, ref in zip(batches, logprobs, refs, strict=True):
-                    out, fresh = compute_loss(
-                        self.model,
-                        batch,
-                        self.config,
-                        num_tokens=num_tokens,
-                        ref_model=self.ref_model,
-                        head_only=self.head_only,
-                        logprobs=logprob,
-                        ref_logprobs=ref,
-                    )
+                    with self._autocast():
+                        out, fresh = compute_loss(
+                            self.model,
+                            batch,
+                            self.config,
+                            num_tokens=num_tokens,
+                            ref_model=self.ref_model,
+                            head_only=self.head_only,
+                            logprobs=logprob,
+                            ref_logprobs=ref,
+                        )
                     loss = out.loss if self.config.loss_type == "dapo" else out.loss / len(group)
                     total = loss if total is None else total + loss
                     outs.append(dataclasses.replace(out, loss=out.loss.detach()))
@@ -259,6 +261,17 @@ class GRPOTrainer:
                         _collect_gap(gaps, batch, fresh)
                 acc.backward(total)
         return outs
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """bf16 autocast over a forward pass when ``GRPOConfig.bf16`` (backward runs outside).
+
+        torch's own context, not accelerate's ``mixed_precision``: that one is process-wide
+        state (every trainer in a process would share it) and wraps only the model's
+        ``forward``, which the prefix-tree pass goes around.
+        """
+        if not self.config.bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.accelerator.device.type, dtype=torch.bfloat16)
 
     def _run_logprobs(
         self, batches: list[TurnBatch], turns: list[list[TurnSample]]
@@ -285,9 +298,10 @@ class GRPOTrainer:
     def _zero_backward(self, step: Sequence[TurnSample], num_tokens: float) -> list[LossOutput]:
         """Take part in the step's gradient averaging with a zero gradient (an empty share)."""
         batch = collate(step[:1], self.pad_token_id).to(self.accelerator.device)
-        out, _ = compute_loss(
-            self.model, batch, self.config, num_tokens=num_tokens, ref_model=self.ref_model
-        )
+        with self._autocast():
+            out, _ = compute_loss(
+                self.model, batch, self.config, num_tokens=num_tokens, ref_model=self.ref_model
+            )
         self.accelerator.backward(out.loss * 0.0)
         return []
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from skillrl.policies.base import (
@@ -49,6 +49,7 @@ from skillrl.policies.base import (
 )
 from skillrl.policies.config import PolicyConfig
 from skillrl.policies.model_cache import Progress
+from skillrl.policies.weight_sync import is_peft, merged_named_params
 from skillrl_core.errors import BackendError, DependencyNotInstalled, ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -240,7 +241,7 @@ class TRLVLLMServerPolicy:
                 lambda: self.client.init_communicator(device=device),
             )
             self._communicator_ready = True
-        if _is_peft(model):
+        if is_peft(model):
             _call("push LoRA-merged weights", lambda: self._push_merged(model))
         else:
             _call("push weights", lambda: self.client.update_model_params(model))
@@ -266,24 +267,6 @@ class TRLVLLMServerPolicy:
         if self._communicator_ready:
             _call("close the weight-sync group", self.client.close_communicator)
             self._communicator_ready = False
-
-
-def merged_named_params(model: Any) -> Iterator[tuple[str, Any]]:
-    """Base-model parameters of a peft model with merged adapters, under the names vLLM expects.
-
-    Same mapping as TRL's ``VLLMGeneration._iter_named_params``: drop the ``base_model.model.``
-    prefix and ``.base_layer``, skip the adapters' own tensors and ``modules_to_save`` originals.
-    """
-    adapter_prefix = getattr(model, "prefix", "lora_")
-    for name, param in model.named_parameters():
-        name = name.removeprefix("base_model.model.").replace(".base_layer", "")
-        if adapter_prefix in name or "original_module" in name:
-            continue
-        yield name.replace("modules_to_save.default.", ""), param.data
-
-
-def _is_peft(model: Any) -> bool:
-    return hasattr(model, "merge_adapter") and hasattr(model, "peft_config")
 
 
 def _stop_cut(tokenizer: Any, tokens: list[int], stop: list[str]) -> int | None:

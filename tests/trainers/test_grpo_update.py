@@ -262,3 +262,35 @@ def test_rft_trains_only_the_successful_turns_with_the_tokens_the_learner_produc
     trained = trainer.unwrapped_model.eval()
     assert sequence_logprob(trained, [5, 6], [20, 21]) > before
     assert sequence_logprob(trained, [5, 6], [30, 31]) != lost_before  # shared weights move
+
+
+@pytest.mark.parametrize("share_prefix", [False, True])
+def test_a_bf16_update_computes_in_bf16_and_keeps_float32_weights_and_direction(share_prefix):
+    prompt, good, bad = [5, 6, 7, 8], [20, 21, 22], [30, 31, 32]
+    updates = {}
+    for bf16 in (False, True):
+        model = tiny_model()
+        episodes = group_episodes(model, prompt, good, bad)
+        before_good = sequence_logprob(model, prompt, good)
+        config = GRPOConfig(
+            learning_rate=3e-3,
+            use_peft=True,
+            lora_r=4,
+            per_device_train_batch_size=2,
+            bf16=bf16,
+            share_prompt_prefix=share_prefix,
+        )
+        trainer = GRPOTrainer(model, config, pad_token_id=PAD)
+        trained = trainer.unwrapped_model
+        start = {n: p.detach().clone() for n, p in trained.named_parameters() if p.requires_grad}
+        metrics = trainer.train_step(episodes, [[1.0], [-1.0]])
+        assert metrics.optimizer_steps == 1
+        # Rollout log-probs were float32: only bf16 rounding separates the recomputed ones.
+        assert (metrics.logprob_gap_mean > 1e-4) is bf16
+        assert metrics.logprob_gap_mean < 0.05
+        params = {n: p for n, p in trained.named_parameters() if p.requires_grad}
+        assert all(p.dtype == torch.float32 for p in params.values())
+        updates[bf16] = torch.cat([(params[n] - start[n]).flatten() for n in sorted(start)])
+        assert sequence_logprob(trained.eval(), prompt, good) > before_good + 0.02
+    cosine = torch.nn.functional.cosine_similarity(updates[False], updates[True], dim=0)
+    assert cosine > 0.9
