@@ -249,6 +249,8 @@ class TrainingRun:
                 "groups.dropped": phase.dropped_groups,
                 "groups.failed": phase.failed_groups,
                 "rollout.seconds": phase.seconds,
+                "rollout.model_seconds": phase.model_seconds,
+                "rollout.forwarded_tokens": phase.forwarded_tokens,
             }
         )
 

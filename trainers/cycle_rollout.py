@@ -46,6 +46,11 @@ class RolloutPhase:
     """Retrieval events held back while rolling out; recorded when the phase commits."""
     retrievals_recorded: bool = False
     """Whether :attr:`retrievals` reached the bank (a resume must not record them twice)."""
+    model_seconds: float = 0.0
+    """Of :attr:`seconds`, the time spent in the policy's forward passes."""
+    forwarded_tokens: int = 0
+    """Tokens the policy's forward passes computed (prompt tokens not taken from the prefix
+    cache, candidate tokens, generated tokens; 0 for a policy that does not count them)."""
 
     def kept_episodes(self) -> list[EpisodeRecord]:
         """Return the episodes of the kept groups, in play order."""
@@ -64,6 +69,8 @@ class RolloutPhase:
             "seconds": self.seconds,
             "retrievals": [e.to_dict() for e in self.retrievals],
             "retrievals_recorded": self.retrievals_recorded,
+            "model_seconds": self.model_seconds,
+            "forwarded_tokens": self.forwarded_tokens,
         }
 
     @classmethod
@@ -71,7 +78,7 @@ class RolloutPhase:
         """Rebuild a phase that :meth:`to_dict` wrote.
 
         Files of older runs lack the last fields: they recorded their retrievals as they played
-        and counted no failed groups.
+        and counted no failed groups, no model seconds and no forwarded tokens.
         """
         return cls(
             episodes=[EpisodeRecord.from_dict(e) for e in data["episodes"]],
@@ -83,6 +90,8 @@ class RolloutPhase:
             seconds=float(data["seconds"]),
             retrievals=[RetrievalEvent.from_dict(e) for e in data.get("retrievals", [])],
             retrievals_recorded=bool(data.get("retrievals_recorded", True)),
+            model_seconds=float(data.get("model_seconds", 0.0)),
+            forwarded_tokens=int(data.get("forwarded_tokens", 0)),
         )
 
 
@@ -107,6 +116,7 @@ def collect_rollout(
         return [sum(r) for r in compute_turn_rewards(episodes, rewards)]
 
     started = time.perf_counter()
+    model_before, tokens_before = runner.timings.model_s, forwarded_tokens(runner.policy)
     rounds = iter(range(1_000_000))
     held: list[RetrievalEvent] = []
 
@@ -163,7 +173,17 @@ def collect_rollout(
         cursor_end=cursor + len(collection.goals_used),
         seconds=time.perf_counter() - started,
         retrievals=held,
+        model_seconds=runner.timings.model_s - model_before,
+        forwarded_tokens=forwarded_tokens(runner.policy) - tokens_before,
     )
+
+
+def forwarded_tokens(policy: object) -> int:
+    """Tokens an in-process policy's forward passes computed so far (0: it does not count)."""
+    stats = getattr(policy, "stats", None)
+    if stats is None:
+        return 0
+    return int(stats.prefill_tokens + stats.candidate_tokens + stats.generated_tokens)
 
 
 def in_goal_order(

@@ -98,7 +98,10 @@ def test_a_run_rolls_out_on_the_copy_syncs_it_and_evaluates_the_float32_weights(
     )
     state = run.run()
     assert copy.syncs == 2  # at the start and after the one update
-    assert state.history[-1]["update.sync_seconds"] >= 0
+    last = state.history[-1]
+    assert last["update.sync_seconds"] >= 0
+    assert last["rollout.forwarded_tokens"] > 0 and 0 < last["rollout.model_seconds"]
+    assert last["rollout.model_seconds"] <= last["rollout.seconds"]
     # Training turns came from the copy, evaluation turns from the float32 weights.
     assert runner.timings.turns >= CONFIG.group_size
     assert evaluator.timings.turns >= 2  # cycle 0 and cycle 1, one goal each

@@ -1,0 +1,245 @@
+"""Training episodes per hour at a recipe's settings: float32 (the baseline) against bf16 levers.
+
+    python -m benchmarks train_speed --config configs/webshop-rft.yaml --goals-per-cycle 16 \\
+        --rounds 2 --out out/train_speed.json
+
+Each arm is one ``skillrl train --config FILE --cycles 1 --eval-goals 1`` in a fresh workspace,
+in its own process, with the arm's flags added: every other setting is the recipe's (model,
+estimator, decoding, group size, turn limit, prompt budget, LoRA, learning rate, validation goals
+that evolve the bank). Cycle 1 is one whole improvement cycle (rollout, distill, update, a
+one-goal evaluation, evolve, save); its wall time is what an hour of training is made of, so
+training episodes per hour = cycle-1 episodes / cycle-1 seconds. Arms:
+
+  float32          today's run: rollouts and update in float32 (the baseline)
+  bf16 rollouts    ``--rollout-dtype bfloat16``
+  bf16 everywhere  ``--rollout-dtype bfloat16 --bf16`` (the update's forwards in bf16 autocast)
+
+With ``--rounds 2`` the arms run A B C C B A, so load drift hits them alike. Every arm plays the
+same training goals from the same seed; sampled episodes differ by rounding, so the figures are
+per episode and per turn.
+
+The rollout phase's compute rate: 2 x (the decoder blocks' linear weights) FLOPs per token its
+forward passes computed (prompt tokens not taken from the prefix cache, candidate and generated
+tokens), over the seconds spent in them. Attention scores and the LM head are left out, so the
+rate is a lower bound. It is set against the machine's 1024 x 1024 matmul rate in fp32 and in
+bf16, measured before every arm with the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness import machine, machine_text, provenance, run_text, write_result
+
+ARMS: dict[str, list[str]] = {
+    "float32": ["--rollout-dtype", "float32", "--no-bf16"],
+    "bf16 rollouts": ["--rollout-dtype", "bfloat16", "--no-bf16"],
+    "bf16 everywhere": ["--rollout-dtype", "bfloat16", "--bf16"],
+}
+
+
+def bf16_matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
+    """bf16 ``size`` x ``size`` matmul GFLOP/s (best of ``repeats``, after one warm-up)."""
+    import torch
+
+    a = torch.randn(size, size).to(torch.bfloat16)
+    b = torch.randn(size, size).to(torch.bfloat16)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        began = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - began)
+    return 2 * size**3 / best / 1e9
+
+
+def linear_weights(config: str) -> int:
+    """Weights of the recipe model's decoder-block linear layers (embeddings and norms excluded)."""
+    import torch
+    import yaml
+
+    from skillrl.policies.model_settings import shipped_adapter
+    from skillrl.policies.transformers_loading import load_causal_lm
+
+    recipe = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
+    model = str(recipe.get("model", "embedded"))
+    if model == "shipped":
+        model = str(shipped_adapter(str(recipe.get("env", "webshop"))))
+    _, loaded = load_causal_lm(model, torch.float32)
+    return sum(
+        p.numel() for name, p in loaded.named_parameters() if ".layers." in name and p.dim() == 2
+    )
+
+
+def run_arm(arm: str, round_index: int, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    """Run one arm's single-cycle training run; return its cycle-1 figures."""
+    workspace = root / f"{arm.replace(' ', '-')}-{round_index}"
+    before = machine()
+    before["bf16_matmul_gflops"] = round(bf16_matmul_gflops(), 1)
+    command = [
+        sys.executable, "-m", "cli", "train", "--config", args.config,
+        "--workspace", str(workspace), "--run-name", "speed", "--cycles", "1",
+        "--eval-goals", "1", "--goals-per-cycle", str(args.goals_per_cycle),
+        *(["--threads", str(args.threads)] if args.threads else []), *ARMS[arm],
+    ]  # fmt: skip
+    print(f"{arm} (round {round_index}): {machine_text(before)}", flush=True)
+    started = time.perf_counter()
+    subprocess.run(command, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    wall = time.perf_counter() - started
+    metrics = workspace / "runs" / "speed" / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines()]
+    cycle = next(r for r in rows if r["cycle"] == 1)
+    episodes = int(cycle["train.episodes"])
+    seconds = float(cycle["cycle.seconds"])
+    flops = 2 * args.linear_weights * int(cycle.get("rollout.forwarded_tokens", 0))
+    model_seconds = float(cycle.get("rollout.model_seconds", 0.0))
+    rate = flops / model_seconds / 1e9 if model_seconds > 0 else 0.0
+    row = {
+        "arm": arm,
+        "round": round_index,
+        "flags": ARMS[arm],
+        "episodes": episodes,
+        "turns": round(episodes * float(cycle["train.mean_turns"]), 1),
+        "training_success": cycle["train.success_rate"],
+        "cycle_seconds": seconds,
+        "rollout_seconds": cycle["rollout.seconds"],
+        "update_seconds": cycle.get("update.seconds", 0.0),
+        "episodes_per_hour": episodes / seconds * 3600,
+        "rollout_model_seconds": model_seconds,
+        "rollout_forwarded_tokens": cycle.get("rollout.forwarded_tokens", 0),
+        "rollout_gflops": rate,
+        "update_tokens_per_second": cycle.get("update.tokens_per_second", 0.0),
+        "update_samples": cycle.get("update.samples", 0),
+        "logprob_gap_mean": cycle.get("update.logprob_gap_mean", 0.0),
+        "ratio_mean": cycle.get("update.ratio_mean", 1.0),
+        "clip_high_fraction": cycle.get("update.clip_high_fraction", 0.0),
+        "process_seconds": wall,
+        "machine": before,
+    }
+    print(
+        f"  {episodes} episodes in {seconds:.0f} s (rollout {row['rollout_seconds']:.0f} s, "
+        f"update {row['update_seconds']:.0f} s): {row['episodes_per_hour']:.0f} episodes/hour; "
+        f"rollout compute {rate:.0f} GFLOP/s",
+        flush=True,
+    )
+    return row
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per arm: summed episodes over summed cycle seconds, and the ratio to the first arm."""
+    arms: list[dict[str, Any]] = []
+    for arm in ARMS:
+        mine = [r for r in rows if r["arm"] == arm]
+        if not mine:
+            continue
+
+        def total(key: str, mine: list[dict[str, Any]] = mine) -> float:
+            return sum(float(r[key]) for r in mine)
+
+        matmul = [r["machine"]["matmul_gflops"] for r in mine]
+        bf16 = [r["machine"]["bf16_matmul_gflops"] for r in mine]
+        arms.append(
+            {
+                "arm": arm,
+                "runs": len(mine),
+                "episodes": int(total("episodes")),
+                "turns": total("turns"),
+                "cycle_seconds": total("cycle_seconds"),
+                "rollout_seconds": total("rollout_seconds"),
+                "update_seconds": total("update_seconds"),
+                "episodes_per_hour": total("episodes") / total("cycle_seconds") * 3600,
+                "turns_per_hour": total("turns") / total("cycle_seconds") * 3600,
+                "rollout_episodes_per_hour": total("episodes") / total("rollout_seconds") * 3600,
+                "update_tokens_per_second": total("update_tokens_per_second") / len(mine),
+                "rollout_gflops": total("rollout_gflops") / len(mine),
+                "matmul_gflops": sum(matmul) / len(matmul),
+                "bf16_matmul_gflops": sum(bf16) / len(bf16),
+                "logprob_gap_mean": total("logprob_gap_mean") / len(mine),
+                "clip_high_fraction": total("clip_high_fraction") / len(mine),
+                "training_success": total("training_success") / len(mine),
+            }
+        )
+    base = arms[0]["episodes_per_hour"] if arms else 0.0
+    for a in arms:
+        a["vs_baseline"] = a["episodes_per_hour"] / base if base else 0.0
+    return arms
+
+
+def report(results: dict[str, Any]) -> str:
+    """The result file as Markdown: per arm, then per run."""
+    args = results["args"]
+    lines = [
+        run_text(results),
+        "",
+        f"Recipe `{args['config']}`, one improvement cycle of {args['goals_per_cycle']} goals x "
+        f"its group size per run, {results['linear_weights'] / 1e6:.1f}M linear weights in the "
+        f"decoder blocks; runs in the order {', '.join(results['order'])}.",
+        "",
+        "| arm | episodes (turns) | cycle s | rollout s | update s | episodes/hour "
+        "| vs float32 | rollout GFLOP/s | of fp32 / bf16 matmul | update tokens/s "
+        "| log-prob gap | clipped high | training success |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: "
+        "| ---: |",
+    ]
+    for a in results["arms"]:
+        lines.append(
+            f"| {a['arm']} | {a['episodes']} ({a['turns']:.0f}) | {a['cycle_seconds']:.0f} "
+            f"| {a['rollout_seconds']:.0f} | {a['update_seconds']:.0f} "
+            f"| {a['episodes_per_hour']:.0f} | {a['vs_baseline']:.2f}x "
+            f"| {a['rollout_gflops']:.0f} | {a['rollout_gflops'] / a['matmul_gflops']:.2f} / "
+            f"{a['rollout_gflops'] / a['bf16_matmul_gflops']:.2f} "
+            f"| {a['update_tokens_per_second']:.0f} | {a['logprob_gap_mean']:.4f} "
+            f"| {a['clip_high_fraction']:.3f} | {a['training_success']:.2f} |"
+        )
+    lines += [
+        "",
+        "| run | arm | cycle s | episodes/hour | matmul fp32 / bf16 GFLOP/s, load before |",
+        "| --- | --- | ---: | ---: | --- |",
+    ]
+    for i, r in enumerate(results["rows"], start=1):
+        m = r["machine"]
+        lines.append(
+            f"| {i} | {r['arm']} | {r['cycle_seconds']:.0f} | {r['episodes_per_hour']:.0f} "
+            f"| {m['matmul_gflops']:.0f} / {m['bf16_matmul_gflops']:.0f}, "
+            f"{m['load_average']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="configs/webshop-rft.yaml", help="The recipe.")
+    parser.add_argument("--goals-per-cycle", type=int, default=16)
+    parser.add_argument("--rounds", type=int, choices=(1, 2), default=1)
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--out", default="out/train_speed.json")
+    args = parser.parse_args()
+    results: dict[str, Any] = {"provenance": provenance("train_speed")}
+    args.linear_weights = linear_weights(args.config)
+    root = Path(args.out).with_suffix("")
+    root.mkdir(parents=True, exist_ok=True)
+    order = list(args.arms) + (list(reversed(args.arms)) if args.rounds == 2 else [])
+    rows = []
+    for position, arm in enumerate(order):
+        rows.append(run_arm(arm, 1 + position // len(args.arms), args, root))
+    results.update(
+        args={k: v for k, v in vars(args).items() if k != "linear_weights"},
+        linear_weights=args.linear_weights,
+        order=order,
+        rows=rows,
+        arms=summarise(rows),
+    )
+    path = write_result(args.out, results, name="train_speed")
+    print(report(json.loads(path.read_text())))
+
+
+if __name__ == "__main__":
+    main()
