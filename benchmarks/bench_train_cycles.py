@@ -501,10 +501,11 @@ def paired_report(
 ) -> list[dict]:
     """Goal-by-goal comparisons on the same test goals; printed, and returned for the summary.
 
-    Each configuration's last cycle against its own cycle 0, and every two configurations at
-    their last cycle: success by the exact McNemar test (goals lost / won), score by the 95%
-    interval of the mean per-goal difference. Far smaller differences are resolved this way
-    than by comparing two independent success intervals.
+    Each configuration's evaluated cycles against its own cycle 0 and against the evaluated
+    cycle before them, every two configurations at their last cycle, and the scripted policy
+    against each evaluated cycle: success by the exact McNemar test (goals lost / won), score by
+    the 95% interval of the mean per-goal difference. Far smaller differences are resolved this
+    way than by comparing two independent success intervals.
     """
     from dataclasses import asdict
 
@@ -516,7 +517,14 @@ def paired_report(
         data = files.load_episodes(cycle, "eval")
         return data["episodes"] if data else []
 
-    pairs = [(name, 0, name, len(rows) - 1) for name, rows in results.items() if len(rows) > 1]
+    def evaluated(rows: list[dict]) -> list[int]:
+        return [row["cycle"] for row in rows if "eval.success_rate" in row and row["cycle"] > 0]
+
+    pairs = []
+    for name, rows in results.items():
+        later = evaluated(rows)
+        pairs += [(name, 0, name, c) for c in later]
+        pairs += [(name, a, name, b) for a, b in zip(later, later[1:], strict=False)]
     names = list(results)
     pairs += [
         (x, len(results[x]) - 1, y, len(results[y]) - 1)
@@ -524,7 +532,7 @@ def paired_report(
         for y in names[i + 1 :]
     ]
     if scripted:
-        pairs += [(SCRIPTED, 0, name, len(rows) - 1) for name, rows in results.items()]
+        pairs += [(SCRIPTED, 0, name, c) for name, rows in results.items() for c in evaluated(rows)]
     print("\npaired on the same goals (after - before):")
     report = []
     for first, c1, second, c2 in pairs:

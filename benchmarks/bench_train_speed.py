@@ -38,6 +38,13 @@ from typing import Any
 
 from harness import machine, machine_text, provenance, run_text, write_result
 
+CHILD_ENVIRONMENT = {**os.environ, "HF_HUB_OFFLINE": "1"}
+"""What each arm's ``skillrl train`` runs under: this process's environment as it was started."""
+# This process only measures the matmul rates and waits; under OMP_WAIT_POLICY=ACTIVE its
+# OpenMP threads would spin on the cores the arm trains on (it cost an arm half its speed).
+# Set before torch is first imported, when OpenMP reads it.
+os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
 ARMS: dict[str, list[str]] = {
     "float32": ["--rollout-dtype", "float32", "--no-bf16"],
     "bf16 rollouts": ["--rollout-dtype", "bfloat16", "--no-bf16"],
@@ -91,7 +98,7 @@ def run_arm(arm: str, round_index: int, args: argparse.Namespace, root: Path) ->
     ]  # fmt: skip
     print(f"{arm} (round {round_index}): {machine_text(before)}", flush=True)
     started = time.perf_counter()
-    subprocess.run(command, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    subprocess.run(command, check=True, env=CHILD_ENVIRONMENT)
     wall = time.perf_counter() - started
     metrics = workspace / "runs" / "speed" / "metrics.jsonl"
     rows = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines()]

@@ -52,3 +52,31 @@ def test_the_report_shows_the_recipe_arm_the_scripted_row_and_its_comparison():
     assert "| r: recipe | 2 | 3/4 |" in text and "| r: recipe | 1 | not evaluated |" in text
     assert "| first result + goal options (scripted) | | 3/4 | [0.30, 0.95] | 0.850 |" in text
     assert "| scripted -> r c2 | 3 -> 3 | 1 / 1 |" in text
+
+
+def test_every_evaluated_cycle_is_paired_with_cycle_0_the_one_before_and_the_scripted(tmp_path):
+    from bench_train_cycles import paired_report
+
+    from skillrl_core.records import EpisodeRecord
+    from trainers.run_files import RunFiles
+
+    def episodes(wins: list[bool]) -> list[dict]:
+        out = []
+        for goal, won in enumerate(wins):
+            record = EpisodeRecord("webshop", str(goal), "buy", "", split="test")
+            record.success, record.score = won, float(won)
+            out.append(record.to_dict())
+        return out
+
+    files = RunFiles(tmp_path / "r" / "runs" / "bench")
+    outcomes = {0: [0, 0, 0, 1], 3: [1, 0, 0, 1], 6: [1, 1, 1, 1]}
+    for cycle, wins in outcomes.items():
+        files.save_episodes(cycle, "eval", {"episodes": episodes([bool(w) for w in wins])})
+    rows = [{"cycle": c, **({"eval.success_rate": 0.5} if c in outcomes else {})} for c in range(7)]
+    scripted = [EpisodeRecord.from_dict(e) for e in episodes([True, True, False, False])]
+    pairs = paired_report(tmp_path, {"r: recipe": rows}, scripted)
+    sides = [(p["before"][1], p["after"][1], p["before"][0][0]) for p in pairs]
+    assert sides == [(0, 3, "r"), (0, 6, "r"), (3, 6, "r"), (0, 3, "s"), (0, 6, "s")]
+    three_to_six = pairs[2]
+    assert (three_to_six["successes_before"], three_to_six["successes_after"]) == (2, 4)
+    assert (three_to_six["lost"], three_to_six["won"]) == (0, 2)

@@ -294,6 +294,9 @@ class TrainingRun:
         if prefix_cache is not None:
             # Stale once the weights change, and up to its budget of memory during the update.
             prefix_cache.clear()
+        # The order the update cuts its samples in depends on the cycle alone, not on how many
+        # updates this process ran before it: a resumed run shuffles as an unbroken one does.
+        self.trainer.generator.manual_seed(self.config.seed * 1_000_003 + cycle)
         step = self.trainer.train_step(episodes, advantages.advantages)
         self.trainer.model.eval()
         if not self.processes.is_main:

@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from fake_policy import ScriptedPolicy
 from transformers import AutoModelForCausalLM
 
@@ -151,6 +152,10 @@ def test_interrupted_run_resumes_to_the_same_bank_and_trajectory_counts(tmp_path
     assert (ws / "runs/r/learning_curve.png").stat().st_size > 1000
     model = AutoModelForCausalLM.from_pretrained(ws / "runs/r/checkpoints/cycle-0002")
     assert model.config.vocab_size == 97
+    # The same weights as the unbroken run: every update cut its samples in the same order.
+    straight = AutoModelForCausalLM.from_pretrained(straight_ws / "runs/r/checkpoints/cycle-0002")
+    weights = dict(straight.named_parameters())
+    assert all(torch.equal(weights[n], p) for n, p in model.named_parameters())
 
 
 def run_topups(state):
