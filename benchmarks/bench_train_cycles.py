@@ -39,7 +39,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import machine, machine_text, portable_command, provenance, run_text, write_result
+from harness import (
+    machine,
+    machine_text,
+    portable_command,
+    provenance,
+    run_text,
+    waiting_parent,
+    write_result,
+)
 
 CONFIGS = {
     "a: skills + turn-level GRPO (w=1)": ["--skills", "--step-weight", "1.0"],
@@ -71,7 +79,11 @@ def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> 
             print(f"[{name}] wall-time budget spent after cycle {done}", flush=True)
             break
         started = time.perf_counter()
-        subprocess.run(_train_command(name, flags, args, workspace, max(done + 1, 1)), check=True)
+        subprocess.run(
+            _train_command(name, flags, args, workspace, max(done + 1, 1)),
+            check=True,
+            env=getattr(args, "child_environment", None),
+        )
         rows = _metrics(workspace)
         for row in rows:
             if str(row["cycle"]) not in spent:
@@ -92,7 +104,11 @@ def _train_in_one_call(
     cycle is always evaluated), so it cannot grow a cycle at a time. The arm's wall time at the
     end of each cycle is the running sum of the rows' ``cycle.seconds``.
     """
-    subprocess.run(_train_command(name, flags, args, workspace, args.cycles), check=True)
+    subprocess.run(
+        _train_command(name, flags, args, workspace, args.cycles),
+        check=True,
+        env=getattr(args, "child_environment", None),
+    )
     return _summed_wall_seconds(workspace)
 
 
@@ -134,7 +150,7 @@ def train_recipe(args: argparse.Namespace, root: Path) -> list[dict]:
     saved = workspace / "runs" / "bench" / "config.json"
     recorded = json.loads(saved.read_text())["cycle"]["cycles"] if saved.exists() else 0
     if done < (args.cycles or recorded):  # a finished run is summarised, not resumed
-        subprocess.run(command, check=True)
+        subprocess.run(command, check=True, env=getattr(args, "child_environment", None))
     return _summed_wall_seconds(workspace)
 
 
@@ -429,6 +445,9 @@ def main() -> None:
         "the flags above, but --out, --threads and --plot).",
     )
     args = parser.parse_args()
+    # This process measures and waits; each arm's `skillrl train` gets the environment it
+    # started with (before anything here imports torch).
+    args.child_environment = waiting_parent()
     if args.cycles is None and not args.config:
         args.cycles = 1
     if args.eval_every > 1 and args.minutes:
@@ -486,7 +505,7 @@ def main() -> None:
         if scripted
         else None,
         "paired": paired_report(root, results, scripted),
-        "args": vars(args),
+        "args": {k: v for k, v in vars(args).items() if k != "child_environment"},
     }
     write_result(root / "summary.json", summary, name="train_cycles")
     if args.plot:

@@ -29,21 +29,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from harness import machine, machine_text, provenance, run_text, write_result
-
-CHILD_ENVIRONMENT = {**os.environ, "HF_HUB_OFFLINE": "1"}
-"""What each arm's ``skillrl train`` runs under: this process's environment as it was started."""
-# This process only measures the matmul rates and waits; under OMP_WAIT_POLICY=ACTIVE its
-# OpenMP threads would spin on the cores the arm trains on (it cost an arm half its speed).
-# Set before torch is first imported, when OpenMP reads it.
-os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+from harness import machine, machine_text, provenance, run_text, waiting_parent, write_result
 
 ARMS: dict[str, list[str]] = {
     "float32": ["--rollout-dtype", "float32", "--no-bf16"],
@@ -98,7 +90,7 @@ def run_arm(arm: str, round_index: int, args: argparse.Namespace, root: Path) ->
     ]  # fmt: skip
     print(f"{arm} (round {round_index}): {machine_text(before)}", flush=True)
     started = time.perf_counter()
-    subprocess.run(command, check=True, env=CHILD_ENVIRONMENT)
+    subprocess.run(command, check=True, env=getattr(args, "child_environment", None))
     wall = time.perf_counter() - started
     metrics = workspace / "runs" / "speed" / "metrics.jsonl"
     rows = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines()]
@@ -229,6 +221,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", default="out/train_speed.json")
     args = parser.parse_args()
+    # This process measures and waits; each arm's `skillrl train` gets the environment it
+    # started with (before anything here imports torch).
+    args.child_environment = waiting_parent()
     results: dict[str, Any] = {"provenance": provenance("train_speed")}
     args.linear_weights = linear_weights(args.config)
     root = Path(args.out).with_suffix("")
@@ -238,7 +233,9 @@ def main() -> None:
     for position, arm in enumerate(order):
         rows.append(run_arm(arm, 1 + position // len(args.arms), args, root))
     results.update(
-        args={k: v for k, v in vars(args).items() if k != "linear_weights"},
+        args={
+            k: v for k, v in vars(args).items() if k not in ("linear_weights", "child_environment")
+        },
         linear_weights=args.linear_weights,
         order=order,
         rows=rows,

@@ -32,6 +32,20 @@ from skillrl_core.files import atomic_write_json
 HERE = Path(__file__).resolve().parent
 
 
+def waiting_parent() -> dict[str, str]:
+    """Make this process a quiet parent of heavy child processes; return the children's env.
+
+    A benchmark that runs its arms as child processes only measures and waits. Under
+    ``OMP_WAIT_POLICY=ACTIVE`` (which the training scripts set) its own OpenMP threads, once
+    its matmul rate is measured, would spin on the cores the child computes on: one arm of
+    ``bench_train_speed`` ran at half speed so. Call it before torch is first imported (OpenMP
+    reads the variable then); the children keep the environment this process started with.
+    """
+    children = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    return children
+
+
 def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
     """fp32 ``size`` x ``size`` matmul GFLOP/s (best of ``repeats``, after one warm-up product)."""
     # Imported here: the report renderers and the tests import this module without needing torch.
