@@ -10,8 +10,8 @@ The resolved settings of every run (file, flags and defaults together) are saved
 run itself, as the ``options`` of ``<run folder>/config.json`` (:mod:`trainers.run_settings`,
 beside the configs they became): ``--resume`` takes every option not given on its command line
 from there, and ``--config runs/<name>/config.json`` repeats a run (a YAML reader reads the
-JSON; the file's ``options`` are taken). Runs saved before kept them in ``train.yaml``, which
-``--resume`` still reads.
+JSON; the file's ``options`` are taken). A run saved without options (a library caller's)
+resumes only with the settings its configs hold, which the resume check compares.
 """
 
 from __future__ import annotations
@@ -23,9 +23,6 @@ import click
 from click.core import ParameterSource
 
 from skillrl_cli.options import env_option_text
-
-LEGACY_SAVED_NAME = "train.yaml"
-"""Where runs saved their resolved options before ``config.json`` held them."""
 
 NOT_IN_FILE = frozenset({"config", "resume", "as_json", "workspace", "help"})
 """Options a settings file does not hold: they say where and how to run, not what."""
@@ -152,12 +149,9 @@ def fill_from_saved(ctx: click.Context, values: dict[str, Any], folder: Path) ->
 
     files = RunFiles(folder)
     options = saved_options(files)
-    if options is not None:
-        saved = options_from_mapping(options, ctx.command, str(files.config_path))
-    elif (folder / LEGACY_SAVED_NAME).is_file():
-        saved = read_settings(folder / LEGACY_SAVED_NAME, ctx.command)
-    else:
+    if options is None:
         return False
+    saved = options_from_mapping(options, ctx.command, str(files.config_path))
     for option in _options(ctx.command):
         name = str(option.name)
         if name in NOT_RESUMED or name not in saved:

@@ -54,7 +54,7 @@ def test_train_runs_resumes_with_more_cycles_and_eval_reads_the_checkpoint(
     assert (run / "checkpoints" / "cycle-0001" / "model.safetensors").exists()
     assert (run / "learning_curve.png").exists()
 
-    # --resume takes every setting but --cycles from the run's train.yaml.
+    # --resume takes every setting but --cycles from the run's config.json.
     where = ["--workspace", ws, "--run-name", "smoke"]
     more = invoke("train", "--cycles", "2", "--resume", "--json", *where)
     assert more.exit_code == 0, more.output

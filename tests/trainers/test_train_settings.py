@@ -6,7 +6,6 @@ import json
 import os
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
 import skillrl_cli.train as train_command
@@ -177,17 +176,17 @@ def test_resume_takes_the_saved_settings_and_only_cycles_from_the_command_line(
     assert settings.options["run-name"] == "r2"
 
 
-def test_a_run_saved_with_a_train_yaml_resumes_from_it(workspace, started):
-    first = train("--run-name", "yaml", "--goals-per-cycle", "3")
+def test_a_run_without_saved_options_resumes_only_with_the_settings_it_saved(workspace, started):
+    first = train("--run-name", "bare", "--goals-per-cycle", "3")
     assert isinstance(first.exception, Started), first.output
-    run = workspace / "runs" / "yaml"
+    run = workspace / "runs" / "bare"
     saved = start(run, started[0], {"cycle": 1})
-    # How runs kept their options before config.json held them: a train.yaml beside it.
-    (run / "train.yaml").write_text(yaml.safe_dump(saved.pop("options")))
+    saved.pop("options")  # a run a library caller started: its configs, no launch options
     (run / "config.json").write_text(json.dumps(saved))
-    again = train("--run-name", "yaml", "--resume")
+    refused = train("--run-name", "bare", "--resume")
+    assert refused.exit_code == 1 and "cycle.goals_per_cycle: 3 -> 4" in refused.output
+    again = train("--run-name", "bare", "--resume", "--goals-per-cycle", "3")
     assert isinstance(again.exception, Started), again.output
-    assert started[1][0].goals_per_cycle == 3
 
 
 def test_a_config_json_without_launch_options_is_refused_as_a_config_file(tmp_path, started):
