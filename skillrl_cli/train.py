@@ -213,8 +213,10 @@ from trainers.trackers import REPORT_TO
     default=False,
     show_default=True,
     help="Run the update's forward passes in bf16 autocast (mixed precision): weights, "
-    "gradients and optimizer state stay float32. Faster on CPUs with native bf16 (AVX512-BF16, "
-    "AMX) and on GPUs, slower where bf16 is emulated.",
+    "gradients and optimizer state stay float32. Its matrix products run faster on GPUs and on "
+    "CPUs with native bf16 (AVX512-BF16, AMX), but on a 2-core AMX CPU the recipe's update "
+    "took as long as in float32 (docs/results.md, Training speed); slower where bf16 is "
+    "emulated.",
 )
 @decoding_option
 @click.option(

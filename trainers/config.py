@@ -100,7 +100,8 @@ class GRPOConfig:
     bf16: bool = False
     """Run the update's forward passes under bf16 autocast (mixed precision, TRL's ``bf16``):
     matrix products in bf16, weights, gradients, log-softmax and optimizer state in float32.
-    Faster on CPUs with native bf16 (AVX512-BF16, AMX) and on GPUs; slower where bf16 is
+    The products run faster on GPUs and on CPUs with native bf16 (AVX512-BF16, AMX), but on a
+    2-core AMX CPU the recipe's update took as long as in float32; slower where bf16 is
     emulated. The log-probs the ratio compares then carry bf16 rounding, as bf16 rollouts do."""
     torch_compile: bool = False
     """Compile the trained model's forward and backward (``torch.compile``, inductor, dynamic
