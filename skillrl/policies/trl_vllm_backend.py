@@ -49,7 +49,7 @@ from skillrl.policies.base import (
 )
 from skillrl.policies.config import PolicyConfig
 from skillrl.policies.model_cache import Progress
-from skillrl.policies.weight_sync import is_peft, merged_named_params
+from skillrl.policies.weight_sync import is_peft, merged_weights
 from skillrl_core.errors import BackendError, DependencyNotInstalled, ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -252,15 +252,11 @@ class TRLVLLMServerPolicy:
         return seconds
 
     def _push_merged(self, model: Any) -> None:
-        model.merge_adapter()
-        try:
-            params = list(merged_named_params(model))
+        with merged_weights(model) as params:
             metadata = [
                 (name, str(p.dtype).removeprefix("torch."), list(p.shape)) for name, p in params
             ]
             self.client.update_named_params(metadata, iter(params))
-        finally:
-            model.unmerge_adapter()
 
     def close(self) -> None:
         """Leave the weight-sync group (the server keeps running)."""

@@ -20,6 +20,7 @@ LoRA weights are folded in the way TRL folds them before it pushes them to vLLM:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from collections.abc import Iterator
@@ -50,42 +51,47 @@ def merged_named_params(model: Any) -> Iterator[tuple[str, Any]]:
         yield name.replace("modules_to_save.default.", ""), param.data
 
 
-def copy_weights(source: Any, target: Any) -> int:
-    """Copy ``source``'s weights (LoRA merged) into ``target``, cast to its dtype; returns count.
+@contextlib.contextmanager
+def merged_weights(model: Any) -> Iterator[list[tuple[str, Any]]]:
+    """Yield the weights a plain model of ``model``'s architecture would hold, under its names.
+
+    A peft model's adapters are merged in place while the block runs and unmerged after it (the
+    tensors are the model's own: read them inside the block); a plain model's are its own.
+    """
+    if not is_peft(model):
+        yield [(name, p.data) for name, p in model.named_parameters()]
+        return
+    model.merge_adapter()
+    try:
+        yield list(merged_named_params(model))
+    finally:
+        model.unmerge_adapter()
+
+
+def copy_weights(source: Any, target: Any) -> None:
+    """Copy ``source``'s weights (LoRA merged) into ``target``, cast to its dtype.
 
     ``target`` is a plain model of the same architecture. A name of ``source`` that ``target``
     lacks (or the other way round) is an error: the copy would silently play other weights.
     """
     wanted = dict(target.named_parameters())
-    seen: set[str] = set()
-
-    def take(params: Iterator[tuple[str, Any]]) -> None:
+    with torch.no_grad(), merged_weights(source) as params:
         for name, value in params:
             if name not in wanted:
                 raise ConfigError(f"the rollout copy has no parameter {name!r} to refresh")
             wanted[name].data.copy_(value)
-            seen.add(name)
-
-    with torch.no_grad():
-        if is_peft(source):
-            source.merge_adapter()
-            try:
-                take(merged_named_params(source))
-            finally:
-                source.unmerge_adapter()
-        else:
-            take((name, p.data) for name, p in source.named_parameters())
-    missing = sorted(set(wanted) - seen)
+        missing = sorted(set(wanted) - {name for name, _ in params})
     if missing:
         raise ConfigError(f"the trained model has no weights for the rollout copy's {missing[:3]}")
-    return len(seen)
 
 
 class SyncedCopyPolicy(TransformersPolicy):
     """A transformers policy over its own copy of a trained model, in its own dtype."""
 
-    syncs: int = 0
-    """Weight refreshes so far."""
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.syncs = 0
+        """Weight refreshes so far."""
 
     @classmethod
     def copy_of(cls, policy: TransformersPolicy, dtype: torch.dtype) -> SyncedCopyPolicy:
