@@ -35,28 +35,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import machine, machine_text, provenance, run_text, waiting_parent, write_result
+from harness import (
+    machine,
+    machine_text,
+    matmul_gflops,
+    provenance,
+    run_text,
+    waiting_parent,
+    write_result,
+)
 
 ARMS: dict[str, list[str]] = {
     "float32": ["--rollout-dtype", "float32", "--no-bf16"],
     "bf16 rollouts": ["--rollout-dtype", "bfloat16", "--no-bf16"],
     "bf16 everywhere": ["--rollout-dtype", "bfloat16", "--bf16"],
 }
-
-
-def bf16_matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
-    """bf16 ``size`` x ``size`` matmul GFLOP/s (best of ``repeats``, after one warm-up)."""
-    import torch
-
-    a = torch.randn(size, size).to(torch.bfloat16)
-    b = torch.randn(size, size).to(torch.bfloat16)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        began = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - began)
-    return 2 * size**3 / best / 1e9
 
 
 def linear_weights(config: str) -> int:
@@ -81,7 +74,7 @@ def run_arm(arm: str, round_index: int, args: argparse.Namespace, root: Path) ->
     """Run one arm's single-cycle training run; return its cycle-1 figures."""
     workspace = root / f"{arm.replace(' ', '-')}-{round_index}"
     before = machine()
-    before["bf16_matmul_gflops"] = round(bf16_matmul_gflops(), 1)
+    before["bf16_matmul_gflops"] = round(matmul_gflops(dtype="bfloat16"), 1)
     command = [
         sys.executable, "-m", "cli", "train", "--config", args.config,
         "--workspace", str(workspace), "--run-name", "speed", "--cycles", "1",

@@ -46,12 +46,13 @@ def waiting_parent() -> dict[str, str]:
     return children
 
 
-def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
-    """fp32 ``size`` x ``size`` matmul GFLOP/s (best of ``repeats``, after one warm-up product)."""
+def matmul_gflops(size: int = 1024, repeats: int = 10, dtype: str = "float32") -> float:
+    """``size`` x ``size`` matmul GFLOP/s in ``dtype`` (best of ``repeats``, after one warm-up)."""
     # Imported here: the report renderers and the tests import this module without needing torch.
     import torch
 
-    a, b = torch.randn(size, size), torch.randn(size, size)
+    kind = getattr(torch, dtype)
+    a, b = torch.randn(size, size).to(kind), torch.randn(size, size).to(kind)
     a @ b
     best = float("inf")
     for _ in range(repeats):
