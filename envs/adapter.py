@@ -1,30 +1,31 @@
 """``AgentAdapter``: everything the agent runtime needs to know about one environment.
 
 The runtime (prompts, parsing, agents, rollouts, the trainer's runner, ``skillrl run``) knows
-no environment: it asks the adapter registered with the environment
-(``envs.register(..., adapter=...)``, looked up with :func:`envs.adapter_for`). The adapter
-says:
+no environment: it asks the adapter in the environment's :class:`~envs.spec.EnvSpec`
+(:func:`envs.adapter_for`). The contract is cut by who uses it, five small protocols that one
+adapter object implements together:
 
-- **prompt**: the system prompt (the role and the action grammar; it never changes within an
-  environment, so it leads the prompt and a KV cache can share it), the reply format, how one
-  observation is cleaned for a prompt (e.g. the task it repeats removed) and how the admissible
-  actions are listed;
-- **actions**: how the action is read from the text inside the generic
-  ``<think>..</think><action>..</action>`` envelope (which stays in :mod:`skillrl.parsing`), and
-  whether it is admissible;
-- **constrained decoding**: whether a turn is a free-text turn (the model writes text after a
-  prefix, e.g. WebShop's search query after ``search[``), how that text becomes an action and
-  when it is repaired, and otherwise the candidates scored (by default the admissible actions);
-- **episodes**: the episode score (always in [0, 1]) and success, split sizes, task categories,
-  a scripted expert when the environment has one, and a short reason for an expert action
-  (cold-start examples that think before acting);
-- **human play**: how a person's typed shorthand becomes an action, how actions are shown, and
-  the environment settings a person plays under (a readable page).
+- :class:`PromptText` (the prompt builder): the system prompt (the role and the action grammar;
+  it never changes within an environment, so it leads the prompt and a KV cache can share it),
+  the reply format, how one observation is cleaned for a prompt (e.g. the task it repeats
+  removed) and how the admissible actions are listed;
+- :class:`ActionGrammar` (the parser and constrained decoding): how the action is read from the
+  text inside the generic ``<think>..</think><action>..</action>`` envelope (which stays in
+  :mod:`skillrl.parsing`) and whether it is admissible; whether a turn is a free-text turn (the
+  model writes text after a prefix, e.g. WebShop's search query after ``search[``), how that
+  text becomes an action and when it is repaired, and otherwise the candidates scored;
+- :class:`EpisodeRules` (rollouts, evaluation, the trainers' goal counts): the episode score
+  (always in [0, 1]) and success, split sizes, task categories;
+- :class:`ExpertSource` (the expert agent, the cold start): a scripted expert when the
+  environment has one, and a short reason for an expert action (cold-start examples that think
+  before acting);
+- :class:`HumanPlay` (``skillrl run --policy human``): how a person's typed shorthand becomes an
+  action, how actions are shown, and the environment settings a person plays under.
 
-:class:`ActionListAdapter` implements the protocol for environments whose every action is one
-of a listed set of strings (Sokoban's four moves, a toy environment); an environment with richer
-actions (WebShop) writes its own. An environment registered without an adapter gets a plain
-:class:`ActionListAdapter`.
+:class:`ActionListAdapter` implements all five for environments whose every action is one of a
+listed set of strings (Sokoban's four moves, a toy environment), so such an environment writes
+no adapter method; an environment with richer actions (WebShop) writes its own. An environment
+registered without an adapter gets a plain :class:`ActionListAdapter`.
 """
 
 from __future__ import annotations
@@ -60,10 +61,9 @@ class Expert(Protocol):
 
 
 @runtime_checkable
-class AgentAdapter(Protocol):
-    """The agent-facing contract of one environment (see the module docstring)."""
+class PromptText(Protocol):
+    """What the prompt builder asks of an environment: its role, reply format, page, action list."""
 
-    # -- prompt ------------------------------------------------------------------------------
     def system_prompt(self) -> str:
         """Return the agent's role and the action grammar (the same every turn of every episode)."""
         ...
@@ -80,7 +80,11 @@ class AgentAdapter(Protocol):
         """Return the admissible actions as the prompt lists them (at most ``max_actions``)."""
         ...
 
-    # -- reading actions ---------------------------------------------------------------------
+
+@runtime_checkable
+class ActionGrammar(Protocol):
+    """How a reply becomes an action: the parser's reading and constrained decoding's choices."""
+
     def read_action(self, text: str, available_actions: Sequence[str]) -> ActionRead | None:
         """Return the first action of this environment's grammar in ``text``; None if none.
 
@@ -89,7 +93,6 @@ class AgentAdapter(Protocol):
         """
         ...
 
-    # -- constrained decoding ----------------------------------------------------------------
     def is_free_text_turn(self, available_actions: Sequence[str]) -> bool:
         """Whether the model writes free text this turn (else it picks among candidates)."""
         ...
@@ -114,7 +117,11 @@ class AgentAdapter(Protocol):
         """Return the actions scored on a candidate turn (in order; the choice is one of them)."""
         ...
 
-    # -- episodes ----------------------------------------------------------------------------
+
+@runtime_checkable
+class EpisodeRules(Protocol):
+    """How an episode is judged and which goals exist: rollouts, evaluation, the trainers."""
+
     def episode_score(self, reward: float, terminated: bool, info: Mapping[str, Any]) -> float:
         """Return the episode's score in [0, 1] from its last step's reward, end and info."""
         ...
@@ -131,6 +138,11 @@ class AgentAdapter(Protocol):
         """Return the task categories (``info["category"]`` values) of the environment."""
         ...
 
+
+@runtime_checkable
+class ExpertSource(Protocol):
+    """The scripted expert and its reasons: the expert agent and the cold start's examples."""
+
     def make_expert(self, max_turns: int) -> Expert | None:
         """Return a scripted expert for one episode, or None when the environment has none.
 
@@ -143,7 +155,11 @@ class AgentAdapter(Protocol):
         """Return a short reason for an expert's ``action`` (cold-start examples think first)."""
         ...
 
-    # -- human play --------------------------------------------------------------------------
+
+@runtime_checkable
+class HumanPlay(Protocol):
+    """How a person plays in ``skillrl run --policy human``: shorthand, the list shown, help."""
+
     def expand_typed(self, typed: str, available_actions: Sequence[str]) -> str:
         """Return a person's shorthand (a number, a word) as an action string."""
         ...
@@ -165,6 +181,17 @@ class AgentAdapter(Protocol):
     def human_env_options(self) -> Mapping[str, Any]:
         """Environment settings a person plays under unless told otherwise (a readable page)."""
         ...
+
+
+@runtime_checkable
+class AgentAdapter(PromptText, ActionGrammar, EpisodeRules, ExpertSource, HumanPlay, Protocol):
+    """The agent-facing contract of one environment: the five parts above, one object.
+
+    Each consumer names the part it uses (the prompt builder a :class:`PromptText`, the parser
+    an :class:`ActionGrammar`, ...), so a reader sees which methods a change can reach.
+    :class:`ActionListAdapter` implements all of them; a new environment with listed actions
+    implements none (see docs/environments.md).
+    """
 
 
 class ActionListAdapter:

@@ -14,7 +14,7 @@ import json
 import logging
 from typing import Any
 
-from envs.adapter import AgentAdapter
+from envs.adapter import EpisodeRules
 from memory.types import RetrievedSkills
 from skillrl.agents.base import AgentDecision, AgentState
 from skillrl_core.errors import ConfigError
@@ -88,7 +88,7 @@ def finish_episode(
     info: dict[str, Any],
     reward: float,
     terminated: bool,
-    adapter: AgentAdapter,
+    adapter: EpisodeRules,
 ) -> None:
     """Score and judge the episode the environment's way (the score is in [0, 1])."""
     record.success = adapter.episode_success(info)

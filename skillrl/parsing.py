@@ -4,7 +4,7 @@ The expected format is ``<think>...</think><action>...</action>``. Small models 
 the envelope is read leniently: an unclosed ``<action>`` counts, and without any ``<action>`` tag
 the whole reply outside the thinking is searched. What an action looks like inside it (WebShop's
 ``search[...]``/``click[...]``, Sokoban's moves) is the environment's grammar, read by its
-:class:`envs.adapter.AgentAdapter`. Anything unreadable or inadmissible is an invalid action:
+:class:`envs.adapter.ActionGrammar`. Anything unreadable or inadmissible is an invalid action:
 reported, never raised.
 
 Actions written inside ``<think>`` are thoughts, not actions (``<think>do not press A
@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from envs.adapter import AgentAdapter
+from envs.adapter import ActionGrammar
 
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
@@ -43,7 +43,7 @@ class ParsedAction:
 
 
 def parse_action(
-    text: str, available_actions: Sequence[str], adapter: AgentAdapter
+    text: str, available_actions: Sequence[str], adapter: ActionGrammar
 ) -> ParsedAction:
     """Read the action in ``text`` with ``adapter``'s grammar; check it is admissible."""
     think, rest = split_thinking(text)

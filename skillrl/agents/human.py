@@ -3,9 +3,9 @@
 The agent itself does no terminal I/O: it asks an injected ``ask(state) -> str`` function (the
 CLI supplies one that shows the page and reads a line), so the library never prints. Typed
 shorthand (a number from the list, a word) is expanded by the environment's adapter
-(:meth:`envs.adapter.AgentAdapter.expand_typed`) and read with its grammar, so a person plays
+(:meth:`envs.adapter.HumanPlay.expand_typed`) and read with its grammar, so a person plays
 every registered environment the same way. Picking a free-text box itself carries no words:
-:meth:`~envs.adapter.AgentAdapter.wants_free_text` tells the CLI to ask for them.
+:meth:`~envs.adapter.HumanPlay.wants_free_text` tells the CLI to ask for them.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ environment), the user message opens with the task (the same on every turn of an
 come the per-turn parts: this turn's retrieved skills (general, task-specific, mistakes to
 avoid; at most :attr:`PromptConfig.max_skills` of them, each as its one-line title), a short
 window of recent turns, the current observation and the admissible actions.
-Everything environment-specific comes from the environment's :class:`envs.adapter.AgentAdapter`
+Everything environment-specific comes from the environment's :class:`envs.adapter.PromptText`
 (looked up by ``state.env_id``). The policy is small (135M parameters on two CPU cores), so
 every part is kept short and the whole is capped at :attr:`PromptConfig.max_prompt_tokens`: when
 over, skills go first (mistakes, then task skills, then general ones, lowest-ranked first) down
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import envs
-from envs.adapter import AgentAdapter
+from envs.adapter import PromptText
 from memory.types import RetrievedEntry
 from skillrl.agents.base import AgentState
 from skillrl.policies.base import Conversation
@@ -127,7 +127,7 @@ def build_prompt(
     state: AgentState,
     config: PromptConfig,
     count: CountTokens,
-    adapter: AgentAdapter | None = None,
+    adapter: PromptText | None = None,
 ) -> BuiltPrompt:
     """Build the prompt for ``state`` within ``config.max_prompt_tokens``.
 
@@ -272,7 +272,7 @@ def estimate_tokens(text: str) -> int:
 
 
 def fixed_prompt_tokens(
-    adapter: AgentAdapter, config: PromptConfig, count: CountTokens = estimate_tokens
+    adapter: PromptText, config: PromptConfig, count: CountTokens = estimate_tokens
 ) -> int:
     """Tokens of what every prompt of ``adapter``'s environment holds: system message and format.
 
