@@ -45,8 +45,9 @@ from skillrl_core.errors import ConfigError  # noqa: E402
 from skillrl_core.files import atomic_write_text  # noqa: E402
 from skillrl_core.goal_range import FORMS, GoalRange, parse_goal_range  # noqa: E402
 from skillrl_core.significance import mcnemar_exact  # noqa: E402
-from trainers.cold_start import ColdStartRun  # noqa: E402
+from trainers.cold_start import ColdStartPhase, ColdStartRun  # noqa: E402
 from trainers.episode_metrics import summarise, wilson_interval  # noqa: E402
+from trainers.phased_run import PhaseEnded  # noqa: E402
 from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
 from trainers.sft_config import ColdStartConfig  # noqa: E402
 
@@ -296,11 +297,11 @@ class Curve:
             self.results["base"] = self.results["rounds"].pop("-1")
             self.save()
 
-        def hook(round_index: int, point: str) -> None:
-            if point == "train:end":
-                self.evaluate(run, round_index)
+        def evaluate_round(event: PhaseEnded) -> None:
+            if event.phase is ColdStartPhase.TRAIN:
+                self.evaluate(run, event.index)
 
-        run.hook = hook
+        run.events.on(PhaseEnded, evaluate_round)
         run.run(resume=run.exists())
         for r in range(run.config.rounds):  # a kill between a round's end and its evaluation
             if str(r) not in self.results["rounds"]:

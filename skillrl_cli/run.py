@@ -1,6 +1,6 @@
 """``skillrl run``: play episodes with a model, the scripted expert or a person, turn by turn.
 
-:func:`settle` turns the options into one typed :class:`PlaySettings` (the episodes, who plays,
+:func:`settle_play` turns the options into one typed :class:`PlaySettings` (the episodes, who plays,
 how the model plays, the bank's use); :func:`play` opens the bank, builds the agent and runs the
 library's ``RolloutEngine``. Everything shown on screen is rendered here with rich.
 """
@@ -137,7 +137,7 @@ def run(**o: Any) -> None:
     """Play episodes and show every turn: skills, thinking, action, observation, reward."""
     console = Console(stderr=o["as_json"])
     # Settled before the bank or a model loads: a typo fails in a second, not after a minute.
-    settings = settle(click.get_current_context(), o, console)
+    settings = settle_play(click.get_current_context(), o, console)
     records, stats = play(settings, console)
     from skillrl_cli.run_display import episode_summary, summary_table
 
@@ -212,7 +212,7 @@ class PlaySettings:
         return self.step or self.player == "human"
 
 
-def settle(ctx: click.Context, o: dict[str, Any], console: Console) -> PlaySettings:
+def settle_play(ctx: click.Context, o: dict[str, Any], console: Console) -> PlaySettings:
     """Resolve the options of ``skillrl run`` into its settings, checking each on the way.
 
     The goals are checked first, then the model is resolved (``--model auto``) and its recorded
@@ -231,7 +231,7 @@ def settle(ctx: click.Context, o: dict[str, Any], console: Console) -> PlaySetti
     interactive = o["step"] or o["policy_kind"] == "human"
     return PlaySettings(
         env_id=o["env_id"],
-        starts=_starts(o, env_config, goals),
+        starts=_play_starts(o, env_config, goals),
         player=o["policy_kind"],
         model=model,
         skills=o["skills"] is not False and o["policy_kind"] != "expert",
@@ -347,7 +347,7 @@ def make_agent(settings: PlaySettings, console: Console, uses_skills: bool) -> A
             return _typed_action(console, state, "your action> ")
 
         return HumanAgent(ask, uses_skills=uses_skills)
-    assert settings.model is not None  # settle() builds it whenever the model plays
+    assert settings.model is not None  # settle_play() builds it whenever the model plays
     return model_agent(settings.model, console, uses_skills)
 
 
@@ -406,7 +406,7 @@ def _defaulted(ctx: click.Context, name: str) -> bool:
     return source is None or source == click.core.ParameterSource.DEFAULT
 
 
-def _starts(
+def _play_starts(
     o: dict[str, Any], env_config: dict[str, Any], goals: GoalRange | None
 ) -> list[EpisodeStart]:
     from envs.registry import config_fields

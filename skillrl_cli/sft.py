@@ -424,24 +424,22 @@ def _needs_bank(config: Any) -> bool:
 
 def _run_with_bars(run: Any, console: Any, resume: bool) -> None:
     from skillrl_cli.train_session import PhaseBars
+    from trainers.cold_start import ColdStartPhase
+    from trainers.phased_run import PhaseEnded, PhaseStarted
 
     rounds = run.config.rounds
     with PhaseBars(console, "cold start (phases)", 2 * rounds) as bars:
         run.on_episode = bars.show("  episodes")
         run.on_step = bars.show("  optimizer steps")
 
-        def hook(index: int, point: str) -> None:
-            phase, _, when = point.partition(":")
-            if when == "start":
-                what = "gathering examples" if phase == "data" else "fine-tuning"
-                kind = "behaviour cloning" if index == 0 else f"DAgger round {index}"
-                bars.phase(f"{kind}: {what}")
-            elif when == "end":
-                bars.advance()
+        def started(event: PhaseStarted) -> None:
+            what = "gathering examples" if event.phase is ColdStartPhase.DATA else "fine-tuning"
+            kind = "behaviour cloning" if event.index == 0 else f"DAgger round {event.index}"
+            bars.phase(f"{kind}: {what}")
 
-        run.hook = hook
+        run.events.on(PhaseStarted, started).on(PhaseEnded, lambda event: bars.advance())
         if resume and run.exists():
             state = run.load_state()
-            done = sum(state.completed(r, p) for r in range(rounds) for p in ("data", "train"))
+            done = sum(state.completed(r, p) for r in range(rounds) for p in ColdStartPhase)
             bars.phases_done(done)
         run.run(resume=resume)

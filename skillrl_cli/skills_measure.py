@@ -134,7 +134,7 @@ def measure(bank: Any, entries: tuple[str, ...], dry_run: bool, as_json: bool, *
         record=not dry_run,
     )
     with console.status(f"playing {goals.count} goals with and without their entries"):
-        report = measure_paired_utility(agent, bank, _starts(o, env_config, goals), config)
+        report = measure_paired_utility(agent, bank, _measured_starts(o, env_config, goals), config)
     if as_json:
         print_json(
             {
@@ -165,7 +165,7 @@ def _check_options(kw: dict[str, Any]) -> None:
         check_entry_id(text, option="--entry")
 
 
-def _starts(o: dict[str, Any], env_config: dict[str, Any], goals: Any) -> list[Any]:
+def _measured_starts(o: dict[str, Any], env_config: dict[str, Any], goals: Any) -> list[Any]:
     from envs.registry import config_fields
     from skillrl.rollout import EpisodeStart
 

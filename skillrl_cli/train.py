@@ -26,7 +26,7 @@ from skillrl_cli.options import (
 )
 from skillrl_cli.train_config import config_option, option_sources
 from skillrl_cli.train_session import run_with_progress
-from skillrl_cli.train_setup import check_run_folder, settle
+from skillrl_cli.train_setup import check_run_folder, settle_training
 from skillrl_core.splits import TEST_SPLIT
 from trainers.advantages import ESTIMATORS
 from trainers.config import ROLLOUT_DTYPES
@@ -393,7 +393,7 @@ def train(**options: Any) -> None:
     (--config runs/<name>/config.json repeats it).
     """
     ctx = click.get_current_context()
-    settings = settle(ctx, options)  # every check, and a --cold-start, before GRPO loads
+    settings = settle_training(ctx, options)  # every check, and a --cold-start, before GRPO loads
     from trainers.processes import Processes
 
     processes = Processes.current()  # under accelerate launch / torchrun: which process this is

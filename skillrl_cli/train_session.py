@@ -1,15 +1,14 @@
 """What ``skillrl train``, ``sft`` and ``eval`` load, and how a training run is shown.
 
-The settings a training run goes with (:class:`TrainSettings`, which ``train_setup.settle``
-builds), the policy, the bank and the distiller it needs, its run folder, and the cycle loop
-under rich progress bars.
+The settings a training run goes with (:class:`TrainSettings`, which
+``train_setup.settle_training`` builds), the policy, the bank and the distiller it needs, its
+run folder, and the cycle loop under rich progress bars.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -205,6 +204,17 @@ def run_folder(workspace: str, run_name: str) -> Path:
     return resolve_workspace(workspace) / "runs" / run_name
 
 
+PHASE_WORDS = {
+    "rollout": "rolling out groups",
+    "update": "GRPO update",
+    "eval": "evaluating",
+    "distill": "distilling",
+    "evolve": "evolving the bank",
+    "save": "saving",
+}
+"""What the progress line says while a cycle's phase runs (by ``CyclePhase`` value)."""
+
+
 def run_with_progress(settings: TrainSettings, processes: Processes | None = None) -> RunState:
     """Open the policy (and bank), run the cycles with a rich progress bar, close the bank.
 
@@ -216,8 +226,10 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
 
     from skillrl.policies import load_policy
     from trainers.cycle import TrainingRun
+    from trainers.phased_run import PhaseEnded, PhaseStarted, RunEvents
     from trainers.policy_rollouts import PolicyRollouts, Timings
     from trainers.processes import Processes
+    from trainers.run_files import CyclePhase
 
     processes = processes or Processes()
     cycle, grpo = settings.cycle, settings.grpo
@@ -249,23 +261,15 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
         with PhaseBars(console, "starting (phases)", phases_total(cycle)) as bars:
             runner.on_progress = eval_runner.on_progress = bars.show_rollout("  rollout:")
 
-            def hook(index: int, point: str) -> None:
-                phase, _, when = point.partition(":")
-                if when == "start":
-                    what = {
-                        "rollout": "rolling out groups",
-                        "update": "GRPO update",
-                        "eval": "evaluating",
-                        "distill": "distilling",
-                        "evolve": "evolving the bank",
-                        "save": "saving",
-                    }.get(phase, phase)
-                    bars.phase(f"cycle {index}: {what}")
-                elif when == "end":
-                    bars.advance()
-                    if phase == "save" and processes.is_main:
-                        print_cycle(console, run.files.metrics_path)
+            def started(event: PhaseStarted) -> None:
+                bars.phase(f"cycle {event.index}: {PHASE_WORDS[event.phase]}")
 
+            def ended(event: PhaseEnded) -> None:
+                bars.advance()
+                if event.phase is CyclePhase.SAVE and processes.is_main:
+                    print_cycle(console, run.state.history[-1])
+
+            events = RunEvents().on(PhaseStarted, started).on(PhaseEnded, ended)
             run = TrainingRun(
                 cycle,
                 grpo,
@@ -275,7 +279,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
                 run_dir=settings.folder,
                 bank=bank,
                 distiller=distiller,
-                hook=hook,
+                events=events,
                 processes=processes,
                 options=settings.options,
             )
@@ -331,10 +335,8 @@ def phases_total(cycle: CycleConfig) -> int:
     return len(run_phases(cycle))
 
 
-def print_cycle(console: Any, metrics_path: Path) -> None:
-    """Print the last cycle's line of ``metrics.jsonl``."""
-    lines = metrics_path.read_text(encoding="utf-8").splitlines()
-    row = json.loads(lines[-1]) if lines else {}
+def print_cycle(console: Any, row: Mapping[str, Any]) -> None:
+    """Print one cycle's metrics row (what ``metrics.jsonl`` holds for it) on one line."""
     parts = [f"cycle {row.get('cycle')}"]
     if "eval.success_rate" in row:
         parts += [

@@ -1,11 +1,11 @@
 """What ``skillrl train`` settles before it trains: its configs, its starting model, its folder.
 
-:func:`settle` turns the command's option values (``o``, keyed by option name: click's values,
-then the run's saved options on ``--resume`` and the starting model's recorded settings) into
-one typed :class:`TrainSettings`, once; everything after it (the folder claim, the policy, the
-bank, the cycles) reads that object. Every check fails fast, before any model loads: a bad
-combination is a :class:`ConfigError`, a run folder that cannot be started or resumed a
-:class:`CheckpointError`.
+:func:`settle_training` turns the command's option values (``o``, keyed by option name:
+click's values, then the run's saved options on ``--resume`` and the starting model's
+recorded settings) into one typed :class:`TrainSettings`, once; everything after it (the
+folder claim, the policy, the bank, the cycles) reads that object. Every check fails fast,
+before any model loads: a bad combination is a :class:`ConfigError`, a run folder that cannot
+be started or resumed a :class:`CheckpointError`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig
 
 
-def settle(ctx: click.Context, o: dict[str, Any]) -> TrainSettings:
+def settle_training(ctx: click.Context, o: dict[str, Any]) -> TrainSettings:
     """Resolve the options of ``skillrl train`` into its settings, checking each on the way.
 
     Order matters: the run's saved options (``--resume``) or the starting model's recorded

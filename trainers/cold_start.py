@@ -4,8 +4,9 @@ Round 0 gathers demonstrations (expert / bank / teacher, training goals only) an
 policy on them; each DAgger round r >= 1 rolls the current policy out on fresh training goals,
 labels every state it visited with the expert's action, adds those examples to the dataset and
 fine-tunes again on all of it (DAgger aggregates). Each round has two phases, ``data`` and
-``train``; a phase writes its files first and ``state.json`` last, so a killed run resumes with
-``resume=True`` without redoing finished work: the dataset files are kept, finished rounds are
+``train`` (:class:`ColdStartPhase`, driven by :func:`trainers.phased_run.drive`); a phase writes
+its files first and ``state.json`` last, so a killed run resumes with ``resume=True`` without
+redoing finished work: the dataset files are kept, finished rounds are
 skipped, and a half-trained round continues from its last trainer checkpoint.
 
 Layout of the run folder (``<workspace>/runs/<name>/sft/``)::
@@ -37,6 +38,7 @@ from skillrl_core.files import atomic_write_json, atomic_write_text
 from skillrl_core.splits import TRAIN_SPLIT
 from trainers.checkpoint import save_checkpoint
 from trainers.cold_start_data import ExampleGatherer
+from trainers.phased_run import Phase, PhaseSaved, RunEvents, drive, phase_completed
 from trainers.sft import RoundResult, train_round
 from trainers.sft_config import ColdStartConfig
 from trainers.sft_data import TurnExample, read_examples, write_examples
@@ -49,10 +51,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-PHASES: tuple[str, ...] = ("data", "train")
-Hook = Callable[[int, str], None]
-"""Called as ``hook(round, point)`` at ``<phase>:start`` / ``<phase>:end``, after a round's
-examples are written (``data:saved``) and after each trainer checkpoint (``train:saved``)."""
+
+class ColdStartPhase(Phase):
+    """The phases of a cold-start round, in order."""
+
+    DATA = "data"
+    TRAIN = "train"
 
 
 @dataclass
@@ -67,11 +71,17 @@ class ColdStartState:
     """One metrics row per completed round."""
     current: dict[str, Any] = field(default_factory=dict)
 
-    def completed(self, round_index: int, phase: str) -> bool:
+    def completed(self, round_index: int, phase: ColdStartPhase) -> bool:
         """Whether ``phase`` of ``round_index`` is done."""
-        if round_index != self.round:
-            return round_index < self.round
-        return bool(self.phase) and PHASES.index(phase) <= PHASES.index(self.phase)
+        return phase_completed(list(ColdStartPhase), self.round, self.phase, round_index, phase)
+
+    def finish_phase(self, round_index: int, phase: ColdStartPhase) -> None:
+        """Record ``phase`` of ``round_index`` as the last one done."""
+        self.round, self.phase = round_index, phase.value
+
+    def finish_stage(self, round_index: int) -> None:
+        """Record ``round_index`` as done: the next round starts with no phase done."""
+        self.round, self.phase, self.current = round_index + 1, "", {}
 
 
 def checkpoint_path(root: Path, round_index: int) -> Path:
@@ -90,7 +100,7 @@ def finished_checkpoint(root: Path, rounds: int) -> Path | None:
     return final if done and final.exists() else None
 
 
-def training_goal_order(env_id: str, env_config: dict[str, Any], seed: int) -> list[int]:
+def cold_start_goal_order(env_id: str, env_config: dict[str, Any], seed: int) -> list[int]:
     """Return the training split's goal indices in a seeded order (rounds take disjoint slices)."""
     import envs
 
@@ -138,7 +148,7 @@ class ColdStartRun:
         bank: SkillBank | None = None,
         teacher: ChatPolicy | None = None,
         env_config: dict[str, Any] | None = None,
-        hook: Hook | None = None,
+        events: RunEvents | None = None,
         on_episode: Callable[[int, int], None] | None = None,
         on_step: Callable[[int, int], None] | None = None,
     ) -> None:
@@ -154,7 +164,10 @@ class ColdStartRun:
         self.prompt_config = prompt_config or PromptConfig()
         self.env_config = {**(env_config or {}), "max_turns": config.max_turns}
         self.root = run_dir
-        self.hook = hook or (lambda r, point: None)
+        self.events = events or RunEvents()
+        """Where the run reports its phases (:mod:`trainers.phased_run`'s typed events):
+        :class:`PhaseSaved` after a round's examples are written (``data``) and after each
+        trainer checkpoint (``train``)."""
         self.on_episode = on_episode
         """Called as ``on_episode(finished, total)`` while examples are gathered."""
         self.on_step = on_step
@@ -212,17 +225,15 @@ class ColdStartRun:
     def run(self, *, resume: bool = False) -> ColdStartState:
         """Run (or continue) every round; returns the final state."""
         state = self._start(resume)
-        for round_index in range(state.round, self.config.rounds):
-            for phase in PHASES:
-                if state.completed(round_index, phase):
-                    continue
-                self.hook(round_index, f"{phase}:start")
-                getattr(self, f"_{phase}")(round_index, state)
-                state.round, state.phase = round_index, phase
-                self._save_state(state)
-                self.hook(round_index, f"{phase}:end")
-            state.round, state.phase, state.current = round_index + 1, "", {}
-            self._save_state(state)
+        runners = {ColdStartPhase.DATA: self._data, ColdStartPhase.TRAIN: self._train}
+        drive(
+            state,
+            range(state.round, self.config.rounds),
+            lambda round_index: list(ColdStartPhase),
+            runners,
+            commit=self._save_state,
+            events=self.events,
+        )
         state.done = True
         self._save_state(state)
         return state
@@ -269,7 +280,9 @@ class ColdStartRun:
     def goals_of(self, round_index: int) -> list[int]:
         """Training goals played in a round (round 0: ``goals``; then ``dagger_goals`` each)."""
         if self._order is None:
-            self._order = training_goal_order(self.config.env_id, self.env_config, self.config.seed)
+            self._order = cold_start_goal_order(
+                self.config.env_id, self.env_config, self.config.seed
+            )
         c = self.config
         start = 0 if round_index == 0 else c.goals + (round_index - 1) * c.dagger_goals
         count = c.goals if round_index == 0 else c.dagger_goals
@@ -287,7 +300,7 @@ class ColdStartRun:
             gathered = self._gatherer.gather(round_index, self.goals_of(round_index))
             examples, metrics = gathered.examples, gathered.metrics
             write_examples(path, examples)
-        self.hook(round_index, "data:saved")
+        self.events.emit(PhaseSaved(round_index, ColdStartPhase.DATA))
         everything: list[TurnExample] = []
         for r in range(round_index + 1):
             everything.extend(read_examples(self.round_data(r)))
@@ -378,7 +391,7 @@ class ColdStartRun:
             folder,
             resume=True,  # a folder left by a killed attempt is continued, never restarted
             on_log=on_log,
-            on_save=lambda step: self.hook(round_index, "train:saved"),
+            on_save=lambda step: self.events.emit(PhaseSaved(round_index, ColdStartPhase.TRAIN)),
             on_step=self.on_step,
         )
 

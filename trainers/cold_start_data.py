@@ -75,8 +75,13 @@ class ExampleGatherer:
         if round_index == 0:
             examples: list[TurnExample] = []
             metrics: dict[str, Any] = {}
+            sources = {
+                "expert": self._from_expert,
+                "teacher": self._from_teacher,
+                "bank": self._from_bank,
+            }
             for source in self.config.sources:
-                found, episodes = getattr(self, f"_from_{source}")(goals)
+                found, episodes = sources[source](goals)
                 examples.extend(found)
                 metrics[f"data.{source}_episodes"] = len(episodes)
                 metrics[f"data.{source}_success_rate"] = _success_rate(episodes)
@@ -84,7 +89,7 @@ class ExampleGatherer:
         labelled = self._collect(
             self._learner_agent(round_index),
             ExpertLabeller(self.config.max_turns),
-            self._starts(goals),
+            self._training_starts(goals),
             "dagger",
             round_index,
             keep=lambda record: True,
@@ -106,13 +111,13 @@ class ExampleGatherer:
 
     def _from_expert(self, goals: list[int]) -> tuple[list[TurnExample], list[EpisodeRecord]]:
         labelled = self._collect(
-            None, ExpertLabeller(self.config.max_turns), self._starts(goals), "expert", 0
+            None, ExpertLabeller(self.config.max_turns), self._training_starts(goals), "expert", 0
         )
         return labelled.examples, labelled.episodes
 
     def _from_teacher(self, goals: list[int]) -> tuple[list[TurnExample], list[EpisodeRecord]]:
         actor = self._llm_agent(self.teacher, temperature=0.0, seed=None)
-        labelled = self._collect(actor, None, self._starts(goals), "teacher", 0)
+        labelled = self._collect(actor, None, self._training_starts(goals), "teacher", 0)
         return labelled.examples, labelled.episodes
 
     def _from_bank(self, goals: list[int]) -> tuple[list[TurnExample], list[EpisodeRecord]]:
@@ -167,7 +172,7 @@ class ExampleGatherer:
             seed=self.config.seed,
         )
 
-    def _starts(self, goals: list[int]) -> list[EpisodeStart]:
+    def _training_starts(self, goals: list[int]) -> list[EpisodeStart]:
         return [
             EpisodeStart(
                 env_id=self.config.env_id,

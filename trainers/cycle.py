@@ -1,6 +1,7 @@
 """The recursive improvement cycle behind ``skillrl train``: weights and bank improve together.
 
-Cycle 0 evaluates the starting point. Every later cycle runs, in order (``run_files.PHASES``):
+Cycle 0 evaluates the starting point. Every later cycle runs, in order (``run_files.CyclePhase``,
+driven by :func:`trainers.phased_run.drive`):
 
 1. ``rollout``: G episodes per training goal (same goal and seed, sampled at the update's
    ``GRPOConfig.temperature``, skills retrieved every turn); zero-signal groups dropped and
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,10 +56,12 @@ from trainers.config import CycleConfig, GRPOConfig
 from trainers.cycle_rollout import collect_rollout, training_goal_order
 from trainers.episode_metrics import summarise
 from trainers.grpo import GRPOTrainer
+from trainers.phased_run import PhaseSaved, RunEvents, StageStarted, drive
 from trainers.policy_rollouts import PolicyRollouts
 from trainers.processes import Processes
 from trainers.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
 from trainers.run_files import (
+    CyclePhase,
     RunFiles,
     RunState,
     cycle_phases,
@@ -74,10 +77,6 @@ if TYPE_CHECKING:
     from skillrl.policies.transformers_backend import TransformersPolicy
 
 logger = logging.getLogger(__name__)
-
-Hook = Callable[[int, str], None]
-"""Called as ``hook(cycle, point)`` at ``<phase>:start``, ``<phase>:end`` and, inside a phase
-after its files are written but before it is committed, ``rollout:saved`` / ``update:saved``."""
 
 
 class TrainingRun:
@@ -100,7 +99,7 @@ class TrainingRun:
         bank: SkillBank | None = None,
         distiller: Distiller | None = None,
         reward_functions: Sequence[TurnRewardFn] | None = None,
-        hook: Hook | None = None,
+        events: RunEvents | None = None,
         processes: Processes | None = None,
         options: Mapping[str, Any] | None = None,
     ) -> None:
@@ -117,7 +116,13 @@ class TrainingRun:
             reward_functions
             or default_reward_functions(config.invalid_action_penalty, config.turn_cost)
         )
-        self.hook = hook or (lambda cycle, point: None)
+        self.events = events or RunEvents()
+        """Where the run reports its phases (:mod:`trainers.phased_run`'s typed events);
+        ``rollout`` and ``update`` emit :class:`PhaseSaved` once their files are written."""
+        self.events.on(StageStarted, self._start_clock)
+        self.state = RunState()
+        """Where the run stands, in memory (``state.json`` is its committed copy); each saved
+        cycle's metrics row is ``state.history[-1]`` when ``PhaseEnded`` of ``save`` fires."""
         pad = policy.tokenizer.pad_token_id
         self.trainer = GRPOTrainer(policy.model, grpo, pad_token_id=pad, seed=config.seed)
         self.goal_order = training_goal_order(config, runner.split_size(config.train_split))
@@ -127,7 +132,7 @@ class TrainingRun:
     # -- driving ---------------------------------------------------------------------------
     def run(self, *, resume: bool = False) -> RunState:
         """Run (or continue) every cycle; returns the final state."""
-        state = self._start(resume)
+        state = self.state = self._start(resume)
         # A rollout server (trl-vllm) starts from the trainer's weights, resumed ones included;
         # syncing before the first rollout also surfaces a sync setup problem early.
         if self.processes.is_main:
@@ -144,35 +149,26 @@ class TrainingRun:
 
     def _cycles(self, state: RunState) -> None:
         """Run every cycle from ``state.cycle`` on, skipping the phases already completed."""
-        for cycle in range(state.cycle, self.config.cycles + 1):
-            self._cycle_started = time.perf_counter()
-            for phase, run_phase in self._phases(cycle):
-                if state.completed(cycle, phase):
-                    continue
-                self.hook(cycle, f"{phase}:start")
-                run_phase(cycle, state)
-                state.cycle, state.phase = cycle, phase
-                self._save_state(state)
-                self.processes.wait()  # what this phase wrote is on disk for every process
-                self.hook(cycle, f"{phase}:end")
-            state.cycle, state.phase, state.current = cycle + 1, "", {}
-            self._save_state(state)
-
-    def _phases(self, cycle: int) -> list[tuple[str, Callable[[int, RunState], None]]]:
-        """Return the phases of ``cycle`` in order, each bound to the method that runs it.
-
-        Which phases a cycle runs is ``run_files.cycle_phases``'s to say.
-        """
-        methods = {
-            "rollout": self._rollout,
-            "distill": self._distill,
-            "update": self._update,
-            "eval": self._eval,
-            "evolve": self._evolve,
-            "save": self._save,
+        runners = {
+            CyclePhase.ROLLOUT: self._rollout,
+            CyclePhase.DISTILL: self._distill,
+            CyclePhase.UPDATE: self._update,
+            CyclePhase.EVAL: self._eval,
+            CyclePhase.EVOLVE: self._evolve,
+            CyclePhase.SAVE: self._save,
         }
-        names = cycle_phases(self.config, cycle)
-        return [(name, methods[name]) for name in names]
+        drive(
+            state,
+            range(state.cycle, self.config.cycles + 1),
+            lambda cycle: cycle_phases(self.config, cycle),
+            runners,
+            commit=self._save_state,
+            events=self.events,
+            barrier=self.processes.wait,  # what a phase wrote is on disk for every process
+        )
+
+    def _start_clock(self, started: StageStarted) -> None:
+        self._cycle_started = time.perf_counter()
 
     def _save_state(self, state: RunState) -> None:
         """Commit ``state`` (the main process's; the others keep theirs in step, unsaved)."""
@@ -225,7 +221,7 @@ class TrainingRun:
             )
             if self.processes.is_main:
                 self.files.save_rollout(cycle, phase)
-        self.hook(cycle, "rollout:saved")
+        self.events.emit(PhaseSaved(cycle, CyclePhase.ROLLOUT))
         if self.bank is not None and self.processes.is_main:
             # Retrievals were held back while rolling out (a killed attempt counts nothing);
             # they reach the bank now, once, marked in rollout.json so a resume skips them.
@@ -312,7 +308,7 @@ class TrainingRun:
             self.files.trainer_state,
             meta={"cycle": cycle, "metrics": metrics},
         )
-        self.hook(cycle, "update:saved")
+        self.events.emit(PhaseSaved(cycle, CyclePhase.UPDATE))
         seconds = self._sync_rollout_weights()  # after the save: a failed sync loses no update
         if seconds is not None:
             metrics["update.sync_seconds"] = seconds

@@ -30,6 +30,7 @@ from skillrl_core.errors import CheckpointError, DataFileError
 from skillrl_core.files import atomic_write_json, atomic_write_text, read_json_object
 from skillrl_core.records import EpisodeRecord
 from trainers.cycle_rollout import RolloutPhase
+from trainers.phased_run import Phase, phase_completed
 from trainers.update_record import UpdateRecord
 
 if TYPE_CHECKING:
@@ -37,22 +38,30 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-PHASES: tuple[str, ...] = ("rollout", "distill", "update", "eval", "evolve", "save")
-"""The phases of a training cycle in order (cycle 0 only runs ``eval`` and ``save``)."""
+
+class CyclePhase(Phase):
+    """The phases of a training cycle, in order (cycle 0 only runs ``eval`` and ``save``)."""
+
+    ROLLOUT = "rollout"
+    DISTILL = "distill"
+    UPDATE = "update"
+    EVAL = "eval"
+    EVOLVE = "evolve"
+    SAVE = "save"
 
 
-def cycle_phases(config: CycleConfig, cycle: int) -> tuple[str, ...]:
+def cycle_phases(config: CycleConfig, cycle: int) -> tuple[CyclePhase, ...]:
     """Return the phases ``cycle`` of a run under ``config`` runs, in order.
 
     Cycle 0 evaluates and saves; a later cycle runs every phase, ``eval`` only when
     ``config.evaluates(cycle)`` (``--eval-every``).
     """
     if cycle == 0:
-        return ("eval", "save")
-    return tuple(p for p in PHASES if p != "eval" or config.evaluates(cycle))
+        return (CyclePhase.EVAL, CyclePhase.SAVE)
+    return tuple(p for p in CyclePhase if p is not CyclePhase.EVAL or config.evaluates(cycle))
 
 
-def run_phases(config: CycleConfig) -> list[tuple[int, str]]:
+def run_phases(config: CycleConfig) -> list[tuple[int, CyclePhase]]:
     """Return every ``(cycle, phase)`` of a whole run under ``config``, in order."""
     return [(c, phase) for c in range(config.cycles + 1) for phase in cycle_phases(config, c)]
 
@@ -85,8 +94,9 @@ class RunState:
             value = getattr(state, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name!r} ({value!r}) must be an integer >= 0")
-        if state.phase not in ("", *PHASES):
-            raise ValueError(f"'phase' ({state.phase!r}) must be one of {', '.join(PHASES)}")
+        names = [phase.value for phase in CyclePhase]
+        if state.phase not in ("", *names):
+            raise ValueError(f"'phase' ({state.phase!r}) must be one of {', '.join(names)}")
         if not isinstance(state.done, bool):
             raise ValueError(f"'done' ({state.done!r}) must be true or false")
         if not isinstance(state.history, list) or not all(
@@ -97,13 +107,17 @@ class RunState:
             raise ValueError("'current' must be an object")
         return state
 
-    def completed(self, cycle: int, phase: str) -> bool:
+    def completed(self, cycle: int, phase: CyclePhase) -> bool:
         """Whether ``phase`` of ``cycle`` is already done."""
-        if cycle != self.cycle:
-            return cycle < self.cycle
-        if not self.phase:
-            return False
-        return PHASES.index(phase) <= PHASES.index(self.phase)
+        return phase_completed(list(CyclePhase), self.cycle, self.phase, cycle, phase)
+
+    def finish_phase(self, cycle: int, phase: CyclePhase) -> None:
+        """Record ``phase`` of ``cycle`` as the last one done."""
+        self.cycle, self.phase = cycle, phase.value
+
+    def finish_stage(self, cycle: int) -> None:
+        """Record ``cycle`` as done: the next one starts with no phase done and no metrics."""
+        self.cycle, self.phase, self.current = cycle + 1, "", {}
 
 
 class RunFiles:

@@ -74,7 +74,7 @@ class BootstrapReport:
     retired: dict[str, str] = field(default_factory=dict)
 
 
-def _starts(config: BootstrapConfig, indices: range) -> list[EpisodeStart]:
+def _bootstrap_starts(config: BootstrapConfig, indices: range) -> list[EpisodeStart]:
     from skillrl.rollout import EpisodeStart
 
     return [
@@ -111,7 +111,9 @@ def play(bank: SkillBank, config: BootstrapConfig, agent: Agent | None = None) -
     started = time.perf_counter()
     for player, indices in plan:
         if len(indices):
-            records = RolloutEngine(player, bank=bank, config=rollout).run(_starts(config, indices))
+            records = RolloutEngine(player, bank=bank, config=rollout).run(
+                _bootstrap_starts(config, indices)
+            )
             report.episodes += len(records)
             report.successes += sum(r.success for r in records)
     report.rollout_seconds = time.perf_counter() - started

@@ -16,6 +16,9 @@ from pathlib import Path
 
 from test_cycle_resume import open_run
 
+from trainers.phased_run import PhaseEnded, PhaseStarted
+from trainers.run_files import CyclePhase
+
 
 def die(*_args: object) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
@@ -23,16 +26,16 @@ def die(*_args: object) -> None:
 
 def main(workspace: Path, where: str, resume: bool) -> None:
     run, _bank = open_run(workspace)
-    phase = [(-1, "")]
-
-    def hook(cycle: int, point: str) -> None:
-        phase[0] = (cycle, point)
+    latest: list[PhaseStarted | PhaseEnded | None] = [None]
 
     def on_episode(done: int, total: int) -> None:
-        if where == "rollout" and phase[0] == (1, "rollout:start") and done == 3:
+        if where == "rollout" and latest[0] == PhaseStarted(1, CyclePhase.ROLLOUT) and done == 3:
             die()
 
-    run.hook = hook
+    def remember(event: PhaseStarted | PhaseEnded) -> None:
+        latest[0] = event
+
+    run.events.on(PhaseStarted, remember).on(PhaseEnded, remember)
     run.runner.on_episode = on_episode
     if where == "save":
         run.policy.tokenizer.save_pretrained = die

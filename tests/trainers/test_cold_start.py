@@ -21,9 +21,10 @@ from skillrl.policies import PolicyConfig, load_policy
 from skillrl.prompts import PromptConfig
 from skillrl.rollout import EpisodeStart
 from skillrl_core.errors import ConfigError, DataFileError
-from trainers.cold_start import ColdStartRun
+from trainers.cold_start import ColdStartPhase, ColdStartRun
 from trainers.cold_start_data import ExampleGatherer
 from trainers.dagger import ExpertLabeller, LabellingAgent, collect_examples, succeeded
+from trainers.phased_run import PhaseSaved, PhaseStarted, RunEvents
 from trainers.policy_rollouts import PolicyRollouts
 from trainers.sft import build_trainer, train_round
 from trainers.sft_config import ColdStartConfig
@@ -273,30 +274,31 @@ def test_killed_and_resumed_run_ends_with_the_same_dataset_and_steps(tiny_folder
     straight = ColdStartRun(CONFIG, policy=tiny_policy(tiny_folder), run_dir=tmp_path / "a")
     expected = straight.run()
 
-    points = []
-
-    def kill(round_index, point):
-        points.append((round_index, point))
-        if (round_index, point) == (1, "train:saved"):
+    def kill(event):
+        if event == PhaseSaved(1, ColdStartPhase.TRAIN):
             raise Killed
 
     killed = ColdStartRun(
-        CONFIG, policy=tiny_policy(tiny_folder), run_dir=tmp_path / "b", hook=kill
+        CONFIG,
+        policy=tiny_policy(tiny_folder),
+        run_dir=tmp_path / "b",
+        events=RunEvents().on(PhaseSaved, kill),
     )
     with pytest.raises(Killed):
         killed.run()
     assert (tmp_path / "b" / "trainer" / "round-0001").exists()
     gathered = (tmp_path / "b" / "data" / "round-0001.jsonl").read_bytes()
 
-    points.clear()
+    started = []
     resumed = ColdStartRun(
         CONFIG,
         policy=tiny_policy(tiny_folder),
         run_dir=tmp_path / "b",
-        hook=lambda r, p: points.append((r, p)),
+        events=RunEvents().on(PhaseStarted, started.append),
     )
     state = resumed.run(resume=True)
-    assert not [p for p in points if p[1] == "data:start"]  # nothing gathered twice
+    assert PhaseStarted(1, ColdStartPhase.TRAIN) in started
+    assert not [e for e in started if e.phase is ColdStartPhase.DATA]  # nothing gathered twice
     assert (tmp_path / "b" / "data" / "round-0001.jsonl").read_bytes() == gathered
     assert (tmp_path / "b" / "dataset.jsonl").read_bytes() == (
         tmp_path / "a" / "dataset.jsonl"

@@ -14,7 +14,9 @@ from skillrl.distill import AnalyticDistiller, seed_bank_if_empty
 from skillrl_core.errors import CheckpointError
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.cycle import TrainingRun
+from trainers.phased_run import PhaseEnded, PhaseSaved, PhaseStarted, RunEvents
 from trainers.policy_rollouts import PolicyRollouts
+from trainers.run_files import CyclePhase
 from trainers.run_settings import run_settings
 
 CONFIG = CycleConfig(
@@ -65,9 +67,14 @@ def open_run(workspace, config=CONFIG, stop_at=None, options=None):
         max_new_tokens=config.max_new_tokens,
     )
 
-    def hook(cycle, point):
-        if (cycle, point) == stop_at:
-            raise Interrupted(f"killed at cycle {cycle} {point}")
+    events = RunEvents()
+    if stop_at is not None:
+
+        def stop(event):
+            if event == stop_at:
+                raise Interrupted(f"killed at {event}")
+
+        events.on(type(stop_at), stop)
 
     run = TrainingRun(
         config,
@@ -77,7 +84,7 @@ def open_run(workspace, config=CONFIG, stop_at=None, options=None):
         run_dir=workspace / "runs" / "r",
         bank=bank,
         distiller=AnalyticDistiller(),
-        hook=hook,
+        events=events,
         options=options,
     )
     return run, bank
@@ -134,7 +141,12 @@ def test_interrupted_run_resumes_to_the_same_bank_and_trajectory_counts(tmp_path
     ws = tmp_path / "killed"
     # Killed after a committed phase, in the middle of a rollout (episodes written, not yet
     # stored), and after an update was applied and saved but not committed.
-    stops = [(1, "distill:end"), (2, "rollout:saved"), (2, "update:saved"), (2, "save:start")]
+    stops = [
+        PhaseEnded(1, CyclePhase.DISTILL),
+        PhaseSaved(2, CyclePhase.ROLLOUT),
+        PhaseSaved(2, CyclePhase.UPDATE),
+        PhaseStarted(2, CyclePhase.SAVE),
+    ]
     resume = False
     for stop in stops:
         run, bank = open_run(ws, stop_at=stop)
@@ -175,7 +187,7 @@ def test_resume_refuses_changed_settings_and_a_fresh_start_refuses_an_existing_r
         distill=False,
         evolve=False,
     )
-    run, bank = open_run(tmp_path, config=small, stop_at=(1, "rollout:end"))
+    run, bank = open_run(tmp_path, config=small, stop_at=PhaseEnded(1, CyclePhase.ROLLOUT))
     with pytest.raises(Interrupted):
         run.run()
     bank.close()
@@ -192,7 +204,9 @@ def test_resume_refuses_changed_settings_and_a_fresh_start_refuses_an_existing_r
 
 def test_a_run_saves_its_launch_options_once_with_its_configs(tmp_path):
     small = CycleConfig(cycles=1, goals_per_cycle=1, group_size=2, eval_goals=1, max_turns=2)
-    run, bank = open_run(tmp_path, small, stop_at=(1, "rollout:end"), options={"cycles": 1})
+    run, bank = open_run(
+        tmp_path, small, stop_at=PhaseEnded(1, CyclePhase.ROLLOUT), options={"cycles": 1}
+    )
     with pytest.raises(Interrupted):
         run.run()
     bank.close()
@@ -203,7 +217,7 @@ def test_a_run_saves_its_launch_options_once_with_its_configs(tmp_path):
 
     # A library caller resuming without options keeps the saved ones; new ones replace them.
     longer = CycleConfig(**{**small.__dict__, "cycles": 2})
-    run, bank = open_run(tmp_path, longer, stop_at=(2, "rollout:end"))
+    run, bank = open_run(tmp_path, longer, stop_at=PhaseEnded(2, CyclePhase.ROLLOUT))
     with pytest.raises(Interrupted):
         run.run(resume=True)
     bank.close()
@@ -216,7 +230,7 @@ def test_a_run_saves_its_launch_options_once_with_its_configs(tmp_path):
 
 
 def test_evaluation_leaves_the_bank_usage_counters_alone(tmp_path):
-    run, bank = open_run(tmp_path, stop_at=(0, "save:end"))
+    run, bank = open_run(tmp_path, stop_at=PhaseEnded(0, CyclePhase.SAVE))
     with pytest.raises(Interrupted):
         run.run()  # cycle 0 is the evaluation of the starting point
     evaluated = [e for e in run.files.load_episodes(0, "eval")["episodes"] if e.turns]
@@ -318,7 +332,7 @@ def test_the_bank_never_evolves_from_test_goals(tmp_path, monkeypatch, validatio
     real = skillrl.distill.evolve_from_validation
     monkeypatch.setattr(skillrl.distill, "evolve_from_validation", record)
     config = CycleConfig(**{**CONFIG.__dict__, "cycles": 1, "validation_goals": validation_goals})
-    run, bank = open_run(tmp_path, config=config, stop_at=(1, "save:end"))
+    run, bank = open_run(tmp_path, config=config, stop_at=PhaseEnded(1, CyclePhase.SAVE))
     with pytest.raises(Interrupted):
         run.run()
     bank.close()
@@ -350,7 +364,7 @@ def test_eval_every_evaluates_cycle_0_every_nth_and_the_last_and_a_resume_counts
     from skillrl_cli.train_session import phases_done, phases_total
 
     config = CycleConfig(**{**CONFIG.__dict__, "cycles": 3, "eval_every": 2})
-    run, bank = open_run(tmp_path, config, stop_at=(3, "rollout:start"))
+    run, bank = open_run(tmp_path, config, stop_at=PhaseStarted(3, CyclePhase.ROLLOUT))
     with pytest.raises(Interrupted):
         run.run()
     bank.close()

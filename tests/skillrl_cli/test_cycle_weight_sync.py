@@ -12,7 +12,9 @@ from fake_policy import ScriptedPolicy
 
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.cycle import TrainingRun
+from trainers.phased_run import PhaseSaved, PhaseStarted, RunEvents
 from trainers.policy_rollouts import PolicyRollouts
+from trainers.run_files import CyclePhase
 
 CONFIG = CycleConfig(
     cycles=1,
@@ -51,24 +53,26 @@ def open_run(run_dir, events):
     served = ServedPolicy(events)
     runner = PolicyRollouts(served, max_turns=CONFIG.max_turns, max_new_tokens=24)
 
-    def hook(cycle, point):
-        events.append(f"{cycle}:{point}")
-        if point == "update:start":
+    def started(event):
+        events.append(event)
+        if event.phase is CyclePhase.UPDATE:
             # A scripted group may carry no gradient; this marks the weights the update saves.
             with torch.no_grad():
                 trained.model.model.norm.weight.add_(1.0)
 
-    run = TrainingRun(CONFIG, GRPO, policy=trained, runner=runner, run_dir=run_dir, hook=hook)
+    watched = RunEvents().on(PhaseStarted, started).on(PhaseSaved, events.append)
+    run = TrainingRun(CONFIG, GRPO, policy=trained, runner=runner, run_dir=run_dir, events=watched)
     return run, served
 
 
 def test_weights_are_synced_at_start_and_after_each_update_before_eval(tmp_path):
-    events: list[str] = []
+    events: list = []
     run, served = open_run(tmp_path / "run", events)
     state = run.run()
-    assert events.index("sync") < events.index("0:eval:start")  # start: before any rollout
-    after = events.index("1:update:saved") + 1
-    assert events[after] == "sync" and events.index("1:eval:start") > after
+    first_eval = events.index(PhaseStarted(0, CyclePhase.EVAL))
+    assert events.index("sync") < first_eval  # start: before any rollout
+    after = events.index(PhaseSaved(1, CyclePhase.UPDATE)) + 1
+    assert events[after] == "sync" and events.index(PhaseStarted(1, CyclePhase.EVAL)) > after
     assert events.count("sync") == 2
     assert all(model is run.trainer.unwrapped_model for model, _ in served.synced)
     final = {n: p.detach() for n, p in run.trainer.unwrapped_model.named_parameters()}
