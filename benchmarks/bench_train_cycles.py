@@ -6,9 +6,11 @@ Run: python benchmarks/bench_train_cycles.py [--model embedded] [--env webshop] 
 
 ``--config FILE`` runs one arm instead: ``skillrl train --config FILE`` (a recipe such as
 ``configs/webshop-rft.yaml``) in its own workspace, every setting from the file; the table's
-settings are read back from the options the run saved. On WebShop the scripted "first result +
-goal options" policy plays the same test goals as a second reference, paired with each arm's
-last cycle.
+settings are read back from the options the run saved. ``--recipe-arm "b: bf16
+rollouts=--rollout-dtype bfloat16"`` (repeatable) adds an arm that runs the same recipe with
+those flags, in its own workspace (``<out>/b``), paired goal by goal with the recipe's. On
+WebShop the scripted "first result + goal options" policy plays the same test goals as a second
+reference, paired with each arm's evaluated cycles.
 
 From a cold-started policy: ``--model`` = the policy cold-started with skills (for a
 and b), ``--no-skills-model`` = the one cold-started without (for c; a policy trained without
@@ -36,6 +38,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,11 +140,29 @@ RECIPE_ARM = "r: recipe"
 """The name of the ``--config`` arm (its workspace is ``<out>/r``)."""
 
 
-def train_recipe(args: argparse.Namespace, root: Path) -> list[dict]:
-    """Run the ``--config`` recipe in one ``skillrl train`` call (resumed if it was started)."""
-    workspace = root / "r"
+def recipe_arm(text: str) -> tuple[str, list[str]]:
+    """``"b: bf16 rollouts=--rollout-dtype bfloat16"`` -> (arm name, extra flags)."""
+    name, sep, flags = text.partition("=")
+    letter = name.split(":")[0].strip()
+    if not sep or len(letter) != 1 or not letter.isalpha() or ":" not in name or letter == "r":
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a recipe arm is 'LETTER: NAME=FLAGS' with a letter other than r"
+        )
+    return name.strip(), flags.split()
+
+
+def train_recipe(
+    args: argparse.Namespace, root: Path, name: str = RECIPE_ARM, flags: Sequence[str] = ()
+) -> list[dict]:
+    """Run the ``--config`` recipe (with ``flags``) in one ``skillrl train`` call.
+
+    The arm's workspace is ``<out>/<letter>``; a run already started there is resumed, and a
+    finished one is summarised, not run again.
+    """
+    workspace = root / name.split(":")[0]
     command = [sys.executable, "-m", "cli", "train", "--config", args.config, "--workspace",
                str(workspace), "--run-name", "bench", "--threads", str(args.threads)]  # fmt: skip
+    command += flags
     if args.cycles is not None:
         command += ["--cycles", str(args.cycles)]
     done = max((row["cycle"] for row in _metrics(workspace)), default=-1)
@@ -444,6 +465,14 @@ def main() -> None:
         help="Run this `skillrl train --config` recipe as the only arm (its settings replace "
         "the flags above, but --out, --threads and --plot).",
     )
+    parser.add_argument(
+        "--recipe-arm",
+        type=recipe_arm,
+        action="append",
+        default=[],
+        help="With --config: 'LETTER: NAME=FLAGS', another arm that runs the recipe with FLAGS "
+        "added (repeatable), e.g. 'b: bf16 rollouts=--rollout-dtype bfloat16'.",
+    )
     args = parser.parse_args()
     # This process measures and waits; each arm's `skillrl train` gets the environment it
     # started with (before anything here imports torch).
@@ -458,9 +487,13 @@ def main() -> None:
     run = provenance("train_cycles")
     root = Path(args.out)
     results = {}
+    if args.recipe_arm and not args.config:
+        parser.error("--recipe-arm needs --config")
     if args.config:
         results[RECIPE_ARM] = train_recipe(args, root)
         recipe_settings(args, root)
+        for name, flags in args.recipe_arm:
+            results[name] = train_recipe(args, root, name, flags)
     for name, flags in CONFIGS.items() if not args.config else ():
         metrics = root / name.split(":")[0] / "runs" / "bench" / "metrics.jsonl"
         if name[0] in args.only:
@@ -565,7 +598,7 @@ def paired_report(
             f"  {label:<16} success {r.successes_before}->{r.successes_after} of {r.goals} "
             f"(lost {r.lost}, won {r.won}, McNemar p={r.mcnemar_p:.2f}); score "
             f"{r.score_difference:+.3f} +- {r.score_half_width:.3f}"
-            f"{'  (resolved)' if abs(r.score_difference) > r.score_half_width else ''}"
+            f"{'  (score resolved)' if abs(r.score_difference) > r.score_half_width else ''}"
         )
         report.append({"before": [first, c1], "after": [second, c2], **asdict(r)})
     return report

@@ -80,3 +80,38 @@ def test_every_evaluated_cycle_is_paired_with_cycle_0_the_one_before_and_the_scr
     three_to_six = pairs[2]
     assert (three_to_six["successes_before"], three_to_six["successes_after"]) == (2, 4)
     assert (three_to_six["lost"], three_to_six["won"]) == (0, 2)
+
+
+def test_a_recipe_arm_is_a_letter_a_name_and_flags_and_pairs_with_the_recipe(tmp_path):
+    import pytest
+    from bench_train_cycles import paired_report, recipe_arm
+
+    from skillrl_core.records import EpisodeRecord
+    from trainers.run_files import RunFiles
+
+    assert recipe_arm("b: bf16 rollouts=--rollout-dtype bfloat16") == (
+        "b: bf16 rollouts",
+        ["--rollout-dtype", "bfloat16"],
+    )
+    for bad in ("bf16 rollouts=--bf16", "b: no flags", "r: the recipe's own=--bf16", "bb: x=--y"):
+        with pytest.raises(argparse.ArgumentTypeError, match="LETTER: NAME=FLAGS"):
+            recipe_arm(bad)
+
+    def save(letter: str, cycle: int, wins: list[int]) -> None:
+        files = RunFiles(tmp_path / letter / "runs" / "bench")
+        records = []
+        for goal, won in enumerate(wins):
+            record = EpisodeRecord("webshop", str(goal), "buy", "", split="test")
+            record.success, record.score = bool(won), float(won)
+            records.append(record.to_dict())
+        files.save_episodes(cycle, "eval", {"episodes": records})
+
+    for letter, cycle, wins in [("r", 0, [0, 0, 1]), ("r", 2, [1, 0, 1]), ("b", 0, [0, 0, 1])]:
+        save(letter, cycle, wins)
+    save("b", 2, [1, 1, 1])
+    rows = [{"cycle": c, **({"eval.success_rate": 0.5} if c != 1 else {})} for c in range(3)]
+    pairs = paired_report(tmp_path, {"r: recipe": rows, "b: bf16 rollouts": rows})
+    sides = [(p["before"][0][0], p["before"][1], p["after"][0][0], p["after"][1]) for p in pairs]
+    assert ("r", 2, "b", 2) in sides and ("b", 0, "b", 2) in sides
+    across = pairs[sides.index(("r", 2, "b", 2))]
+    assert (across["successes_before"], across["successes_after"], across["won"]) == (2, 3, 1)
