@@ -26,7 +26,7 @@ from skillrl_cli.options import (
 )
 from skillrl_cli.train_config import config_option, option_sources
 from skillrl_cli.train_session import run_with_progress
-from skillrl_cli.train_setup import check_run_folder, settle_training
+from skillrl_cli.train_setup import AUTO_ROLLOUT_DTYPE, check_run_folder, settle_training
 from skillrl_core.splits import TEST_SPLIT
 from trainers.advantages import ESTIMATORS
 from trainers.config import ROLLOUT_DTYPES
@@ -200,13 +200,14 @@ from trainers.trackers import REPORT_TO
 )
 @click.option(
     "--rollout-dtype",
-    type=click.Choice(ROLLOUT_DTYPES),
+    type=click.Choice((*ROLLOUT_DTYPES, AUTO_ROLLOUT_DTYPE)),
     default="float32",
     show_default=True,
     help="Number format of the training rollouts. float32 plays the trained weights; bfloat16 "
     "plays a copy refreshed after every update, faster on CPUs with native bf16 (AVX512-BF16, "
-    "AMX) and on GPUs, and the update's clipped ratio corrects for the rounding. Evaluation "
-    "always plays float32. In-process backend only.",
+    "AMX) and on GPUs, and the update's clipped ratio corrects for the rounding; auto picks "
+    "bfloat16 where the machine computes it natively, else float32, and the run saves what it "
+    "picked. Evaluation always plays float32. In-process backend only.",
 )
 @click.option(
     "--bf16/--no-bf16",

@@ -460,3 +460,24 @@ def test_the_shipped_rft_recipe_resumes_from_its_own_config_file(workspace, star
     assert started[1][0].cycles == 6 and started[1][1] == grpo
     changed = train("--config", recipe, "--resume", "--lr", "1e-3")
     assert changed.exit_code == 1 and "learning-rate" in changed.output
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_rollout_dtype_auto_picks_bf16_only_where_native_and_the_run_saves_its_pick(
+    workspace, started, monkeypatch, native
+):
+    import torch
+
+    from skillrl.policies import transformers_loading
+
+    monkeypatch.setattr(transformers_loading, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    picked = "bfloat16" if native else "float32"
+    assert isinstance(train("--run-name", "auto", "--rollout-dtype", "auto").exception, Started)
+    cycle, _grpo, settings = started[0]
+    assert cycle.rollout_dtype == picked and settings.options["rollout-dtype"] == picked
+    # A rollout server decides its own format: auto asks nothing of it (no refusal).
+    served = train("--run-name", "served", "--rollout-dtype", "auto", "--backend", "trl-vllm",
+                   "--base-url", "http://127.0.0.1:8000")  # fmt: skip
+    assert isinstance(served.exception, Started), served.output
+    assert started[1][0].rollout_dtype == "float32"
