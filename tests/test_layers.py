@@ -4,14 +4,12 @@ Every ``import`` and ``from ... import`` in the packages is read with :mod:`ast`
 inside functions and under ``if TYPE_CHECKING`` alike, since a deferred import is still a
 dependency), as is every ``importlib.import_module("literal")``. A module may import its own layer
 and the layers below it as ``MAY_IMPORT`` lists them; anything else fails, naming file, line and
-module. Internal code also never imports the compatibility shims ``skillrl.errors``,
-``skillrl.records`` and ``skillrl.validation`` (they re-export ``skillrl_core`` for old user code).
+module.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,17 +27,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 }
 """Layer -> the other layers its modules may import (docs/ARCHITECTURE.md, "Layers")."""
 
-SHIMS = frozenset({"skillrl.errors", "skillrl.records", "skillrl.validation"})
-"""Re-exports of ``skillrl_core`` kept for old imports; no code of ours uses them."""
-
 PACKAGE_LAYER = {"skillrl_cli": "cli"}
 """Top-level packages named otherwise than their layer: the CLI's commands beside ``cli.py``."""
 
 LIBRARY = ("skillrl_core", "envs", "memory", "skillrl", "trainers", "skillrl_cli")
 """Folders whose modules belong to a layer (``cli.py`` is the other member of ``cli``)."""
-
-SHIM_FREE = ("benchmarks", "tests")
-"""Folders outside the layers that must still import ``skillrl_core``, not the shims."""
 
 
 @dataclass(frozen=True)
@@ -104,17 +96,11 @@ def imports_of(source: str, relative: str) -> list[Import]:
     return found
 
 
-def violations(imports: list[Import], *, layer: str | None, shim_exempt: bool = False) -> list[str]:
-    """One line per import that crosses a layer the wrong way or uses a shim."""
+def violations(imports: list[Import], *, layer: str | None) -> list[str]:
+    """One line per import that crosses a layer the wrong way."""
     out = []
     reported: set[tuple[int, str]] = set()  # ``from a.b import c`` is one import, not two
     for imp in imports:
-        if not shim_exempt and imp.module in SHIMS:
-            out.append(
-                f"{imp.path}:{imp.line} imports the shim {imp.module}; import "
-                f"{imp.module.replace('skillrl.', 'skillrl_core.')} instead"
-            )
-            continue
         target = layer_of_module(imp.module)
         if layer is None or target is None or target == layer or target in MAY_IMPORT[layer]:
             continue
@@ -136,8 +122,7 @@ def _sources(*folders: str) -> list[str]:
 
 def _check(relative: str) -> list[str]:
     source = (ROOT / relative).read_text(encoding="utf-8")
-    shim = relative.removesuffix(".py").replace("/", ".") in SHIMS
-    return violations(imports_of(source, relative), layer=layer_of_path(relative), shim_exempt=shim)
+    return violations(imports_of(source, relative), layer=layer_of_path(relative))
 
 
 def test_every_layered_module_imports_only_its_own_and_lower_layers() -> None:
@@ -147,26 +132,6 @@ def test_every_layered_module_imports_only_its_own_and_lower_layers() -> None:
     assert not problems, "imports that cross a layer the wrong way:\n" + "\n".join(problems)
 
 
-def test_tests_and_benchmarks_import_skillrl_core_not_the_shims() -> None:
-    problems = [line for f in _sources(*SHIM_FREE) for line in _check(f)]
-    assert not [p for p in problems if "the shim" in p], "\n".join(problems)
-
-
-def test_the_shims_still_re_export_skillrl_core() -> None:
-    for shim in sorted(SHIMS):
-        old = importlib.import_module(shim)
-        new = importlib.import_module(shim.replace("skillrl.", "skillrl_core.", 1))
-        public = [name for name in dir(new) if not name.startswith("_")]
-        assert public and all(getattr(old, name) is getattr(new, name) for name in public), shim
-
-
-def test_layers_are_ordered_each_above_what_it_may_import() -> None:
-    for layer, allowed in MAY_IMPORT.items():
-        assert layer not in allowed
-        assert all(MAY_IMPORT[lower] <= allowed for lower in allowed), layer
-
-
-# The checker itself: each case is code that must be caught, or let through.
 CAUGHT = [
     ("envs/x/env.py", "from memory import SkillBank", "memory"),
     ("memory/bank.py", "def f():\n    import envs.registry\n", "envs.registry"),
@@ -178,8 +143,6 @@ CAUGHT = [
     ("skillrl_core/errors.py", "import skillrl", "skillrl"),
     ("skillrl/x.py", "import importlib\nimportlib.import_module('trainers.policy_rollouts')",
      "trainers.policy_rollouts"),
-    ("trainers/x.py", "from skillrl.errors import ConfigError", "skillrl.errors"),
-    ("skillrl_cli/run.py", "from skillrl.records import EpisodeRecord", "skillrl.records"),
 ]  # fmt: skip
 ALLOWED = [
     ("skillrl_cli/train.py", "from trainers.cycle import TrainingRun\nimport cli"),
