@@ -343,20 +343,15 @@ def test_the_bank_never_evolves_from_test_goals(tmp_path, monkeypatch, validatio
 
 
 def test_a_cycle_runs_its_phases_in_the_order_state_json_records():
-    from types import SimpleNamespace
+    from trainers.run_files import cycle_phases
 
-    from trainers.cycle import TrainingRun
-    from trainers.run_files import PHASES
-
-    methods = {f"_{name}": name for name in PHASES}
-    run = SimpleNamespace(config=CycleConfig(cycles=3, eval_every=2), **methods)
-    assert [name for name, _ in TrainingRun._phases(run, 2)] == list(PHASES)
-    assert [method for _, method in TrainingRun._phases(run, 2)] == list(PHASES)
-    assert [name for name, _ in TrainingRun._phases(run, 0)] == ["eval", "save"]
-    without_eval = [p for p in PHASES if p != "eval"]
-    assert [name for name, _ in TrainingRun._phases(run, 1)] == without_eval
-    assert [method for _, method in TrainingRun._phases(run, 1)] == without_eval
-    assert [name for name, _ in TrainingRun._phases(run, 3)] == list(PHASES)  # the last
+    config = CycleConfig(cycles=3, eval_every=2)
+    every = list(CyclePhase)
+    assert [p.value for p in every] == ["rollout", "distill", "update", "eval", "evolve", "save"]
+    assert list(cycle_phases(config, 2)) == every
+    assert list(cycle_phases(config, 0)) == [CyclePhase.EVAL, CyclePhase.SAVE]
+    assert list(cycle_phases(config, 1)) == [p for p in every if p is not CyclePhase.EVAL]
+    assert list(cycle_phases(config, 3)) == every  # the last is always evaluated
 
 
 @pytest.mark.slow
