@@ -1,4 +1,5 @@
-"""Suite-wide test settings: offline models, GPU tests skipped without a GPU."""
+"""Suite-wide test settings and fixtures: offline models, GPU tests skipped without a GPU, a
+workspace, the embedder and a bank in the workspace."""
 
 from __future__ import annotations
 
@@ -53,3 +54,22 @@ def workspace(tmp_path, monkeypatch):
     path.mkdir()
     monkeypatch.setenv("SKILLRL_WORKSPACE", str(path))
     return path
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The real packaged all-MiniLM-L6-v2, loaded once (the CLI in this process reuses it)."""
+    from memory.embedding import shared_embedder
+
+    return shared_embedder()
+
+
+@pytest.fixture
+def bank(workspace, embedder):
+    """An empty bank in the test's workspace folder, the one the CLI opens (the skill-bank
+    tests override it with one bank per configured store)."""
+    from memory import BankConfig, SkillBank
+
+    opened = SkillBank.open(BankConfig(workspace=workspace), embedder=embedder)
+    yield opened
+    opened.close()

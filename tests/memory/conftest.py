@@ -1,4 +1,4 @@
-"""Skill-bank fixtures: one real MiniLM embedder per session, banks on every configured store.
+"""Skill-bank fixtures: banks on every configured store (the embedder is tests/conftest.py's).
 
 ``store`` runs a test on SQLite + embedded Chroma always, and also on PostgreSQL and on a Chroma
 server when ``SKILLRL_TEST_POSTGRES_URL`` / ``SKILLRL_TEST_CHROMA_URL`` are set (``.ci/run`` and
@@ -17,16 +17,9 @@ import pytest
 from bank_samples import GENERAL, MISTAKE, PRICE_NOTE, SIZE_NOTE
 
 from memory import BankConfig, SkillBank
-from memory.embedding import SentenceTransformerEmbedder, shared_embedder
 
 POSTGRES_ENV = "SKILLRL_TEST_POSTGRES_URL"
 CHROMA_ENV = "SKILLRL_TEST_CHROMA_URL"
-
-
-@pytest.fixture(scope="session")
-def embedder() -> SentenceTransformerEmbedder:
-    """The real packaged all-MiniLM-L6-v2, loaded once (the CLI in this process reuses it)."""
-    return shared_embedder()
 
 
 def _postgres_database(admin_url: str) -> Iterator[str]:
