@@ -82,11 +82,7 @@ def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> 
             print(f"[{name}] wall-time budget spent after cycle {done}", flush=True)
             break
         started = time.perf_counter()
-        subprocess.run(
-            _train_command(name, flags, args, workspace, max(done + 1, 1)),
-            check=True,
-            env=getattr(args, "child_environment", None),
-        )
+        _run_child(_train_command(name, flags, args, workspace, max(done + 1, 1)), args)
         rows = _metrics(workspace)
         for row in rows:
             if str(row["cycle"]) not in spent:
@@ -98,6 +94,11 @@ def train(name: str, flags: list[str], args: argparse.Namespace, root: Path) -> 
     return _with_wall_seconds(workspace)
 
 
+def _run_child(command: list[str], args: argparse.Namespace) -> None:
+    """Run one ``skillrl train`` call with the environment this process started with."""
+    subprocess.run(command, check=True, env=getattr(args, "child_environment", None))
+
+
 def _train_in_one_call(
     name: str, flags: list[str], args: argparse.Namespace, workspace: Path
 ) -> list[dict]:
@@ -107,11 +108,7 @@ def _train_in_one_call(
     cycle is always evaluated), so it cannot grow a cycle at a time. The arm's wall time at the
     end of each cycle is the running sum of the rows' ``cycle.seconds``.
     """
-    subprocess.run(
-        _train_command(name, flags, args, workspace, args.cycles),
-        check=True,
-        env=getattr(args, "child_environment", None),
-    )
+    _run_child(_train_command(name, flags, args, workspace, args.cycles), args)
     return _summed_wall_seconds(workspace)
 
 
@@ -171,7 +168,7 @@ def train_recipe(
     saved = workspace / "runs" / "bench" / "config.json"
     recorded = json.loads(saved.read_text())["cycle"]["cycles"] if saved.exists() else 0
     if done < (args.cycles or recorded):  # a finished run is summarised, not resumed
-        subprocess.run(command, check=True, env=getattr(args, "child_environment", None))
+        _run_child(command, args)
     return _summed_wall_seconds(workspace)
 
 
