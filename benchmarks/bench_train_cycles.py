@@ -182,9 +182,10 @@ def recipe_settings(args: argparse.Namespace, root: Path) -> None:
         cycle["max_turns"],
     )
     args.goals, args.group_size = cycle["goals_per_cycle"], cycle["group_size"]
-    args.lr, args.lora = options["learning-rate"], options["lora"]
-    args.temperature, args.env = options["temperature"], cycle["env_id"]
-    args.estimator = saved["grpo"].get("estimator", "grpo")
+    grpo = saved["grpo"]
+    args.lr, args.lora = grpo["learning_rate"], grpo["use_peft"]
+    args.temperature, args.env = grpo["temperature"], cycle["env_id"]
+    args.estimator = grpo.get("estimator", "grpo")
     args.constrained = options.get("constrained", True) is not False
     args.env_option = [f"{k}={v}" for k, v in cycle.get("env_config", {}).items()]
 

@@ -8,38 +8,32 @@ table.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from envs.registry import DEFAULT_ENV
-from skillrl.policies.config import DTYPES
+from skillrl.prompts import PromptConfig
 from skillrl_cli.bank_access import open_bank
+from skillrl_cli.config_options import OptionGroup, build, config_options
 from skillrl_cli.options import (
-    AUTO_MODEL,
-    MODEL_HELP,
-    SEED,
-    backend_option,
-    constrained_from,
+    PlayedModel,
+    check_decoding,
     decoding_line,
-    decoding_option,
     env_config_from,
     env_option,
     json_option,
-    max_new_tokens_option,
-    max_prompt_tokens_option,
-    max_turns_option,
-    model_settings_for,
-    policy_config_from,
-    prompt_config_from,
+    recorded_settings,
     resolve_model,
     workspace_option,
 )
 from skillrl_cli.upfront_checks import check_prompt_budget, goal_range
 from skillrl_core.goal_range import FORMS
-from skillrl_core.splits import TEST_SPLIT
-from trainers.evaluate import EVAL_DTYPE
+from skillrl_core.option_fields import option
+from trainers.evaluate import EVAL_DTYPE, EvalConfig
 
 SKILL_MODES: dict[str, tuple[bool, ...]] = {"both": (True, False), "on": (True,), "off": (False,)}
 """``--skills`` choices and the settings each evaluates (skills on, off), in order."""
@@ -52,88 +46,64 @@ def skill_modes(chosen: str | None) -> tuple[bool, ...]:
     return SKILL_MODES[chosen or UNRECORDED_SKILL_MODE]
 
 
-def _int_list(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
+def int_list(option_name: str, text: str) -> tuple[int, ...]:
+    """Read a comma-separated list of integers (``--k 1,2,4``); a bad one is a usage error."""
     try:
-        numbers = tuple(int(v) for v in value.split(",") if v.strip())
+        numbers = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError as error:
-        raise click.BadParameter(f"{value!r} is not a comma-separated list of integers") from error
+        raise click.BadParameter(
+            f"{text!r} is not a comma-separated list of integers", param_hint=option_name
+        ) from error
     if not numbers:
-        raise click.BadParameter("give at least one number")
+        raise click.BadParameter("give at least one number", param_hint=option_name)
     return numbers
 
 
+@dataclass(frozen=True)
+class EvalChoices:
+    """What ``skillrl eval`` plays besides :class:`EvalConfig`: the goals, skills and limits."""
+
+    env_id: str = option(DEFAULT_ENV, help="Environment id.", aliases=("--env",))
+    goals: str = option(
+        "20", help=f"Goals of the split to evaluate: {FORMS}.", metavar="N|FIRST-LAST"
+    )
+    skills: str | None = option(
+        None,
+        help="Evaluate with skills, without, or both. Default: as the model was trained (on or "
+        f"off, from its recorded settings), else {UNRECORDED_SKILL_MODE}.",
+        choices=tuple(SKILL_MODES),
+    )
+    k: str = option(
+        "1", help="K values of Pass@(K,T), comma-separated (each <= --samples).", metavar="K,..."
+    )
+    t: str = option(
+        "5,10,15", help="T values (turn budgets) of Pass@(K,T), comma-separated.", metavar="T,..."
+    )
+    max_turns: int = option(15, help="Turn limit per episode.", low=1)
+    max_new_tokens: int = option(48, help="Tokens the policy may generate per turn.", low=1)
+
+
+CHOICES = OptionGroup(EvalChoices)
+EVAL_OPTIONS = OptionGroup(EvalConfig)
+MODEL_OPTIONS = OptionGroup(
+    PlayedModel,
+    defaults={"dtype": EVAL_DTYPE},
+    helps={
+        "dtype": "Number format of the transformers policy. Evaluation plays float32 unless "
+        "told otherwise: in bf16 the batch a prompt is padded into moved greedy actions, so a "
+        "figure could change with the batch size alone; in float32 it does not. auto: bf16 on "
+        "GPUs and on CPUs with native bf16, else float32 (faster, not batch-invariant)."
+    },
+)
+PROMPT_OPTIONS = OptionGroup(PromptConfig)
+
+
 @click.command("eval")
-@click.option("--env", "env_id", default=DEFAULT_ENV, show_default=True, help="Environment id.")
-@click.option("--split", default=TEST_SPLIT, show_default=True, help="Split of the goals.")
-@click.option(
-    "--goals",
-    "goals_text",
-    default="20",
-    show_default=True,
-    metavar="N|FIRST-LAST",
-    help=f"Goals of the split to evaluate: {FORMS}.",
-)
-@click.option("--model", default=AUTO_MODEL, show_default=True, help=MODEL_HELP)
-@backend_option
-@click.option(
-    "--dtype",
-    type=click.Choice(DTYPES),
-    default=EVAL_DTYPE,
-    show_default=True,
-    help="Number format of the transformers policy. Evaluation plays float32 unless told "
-    "otherwise: in bf16 the batch a prompt is padded into moved greedy actions, so a figure "
-    "could change with the batch size alone; in float32 it does not. auto: bf16 on GPUs and "
-    "on CPUs with native bf16, else float32 (faster, not batch-invariant).",
-)
-@click.option("--base-url", default=None, help="Server URL for --backend openai.")
-@click.option(
-    "--skills",
-    "skills_mode",
-    type=click.Choice(list(SKILL_MODES)),
-    default=None,
-    help="Evaluate with skills, without, or both. Default: as the model was trained (on or off, "
-    f"from its recorded settings), else {UNRECORDED_SKILL_MODE}.",
-)
-@click.option(
-    "--samples",
-    type=click.IntRange(1),
-    default=1,
-    show_default=True,
-    help="Sampled episodes per goal for Pass@(K,T) (1: the greedy episode).",
-)
-@click.option(
-    "--temperature",
-    type=click.FloatRange(0),
-    default=0.7,
-    show_default=True,
-    help="Sampling temperature of those episodes.",
-)
-@click.option(
-    "--k",
-    "ks",
-    default="1",
-    show_default=True,
-    callback=_int_list,
-    help="K values of Pass@(K,T), comma-separated (each <= --samples).",
-)
-@click.option(
-    "--t",
-    "ts",
-    default="5,10,15",
-    show_default=True,
-    callback=_int_list,
-    help="T values (turn budgets) of Pass@(K,T), comma-separated.",
-)
-@max_turns_option
-@max_new_tokens_option
-@max_prompt_tokens_option
-@decoding_option
-@click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
-@click.option("--seed", type=SEED, default=0, show_default=True, help="Env and sampling seed.")
+@config_options(CHOICES, EVAL_OPTIONS, MODEL_OPTIONS, PROMPT_OPTIONS)
 @env_option
 @workspace_option
 @json_option
-def eval_command(**o: Any) -> None:
+def eval_command(**values: Any) -> None:
     """Evaluate a model and bank: success, score, turns, Pass@(K,T), timings.
 
     Without --model, the model that --model auto names (see --model below) is evaluated; the
@@ -141,45 +111,64 @@ def eval_command(**o: Any) -> None:
     """
     from rich.console import Console
 
-    from trainers.evaluate import EvalConfig, evaluate
+    from trainers.evaluate import evaluate
     from trainers.policy_rollouts import PolicyRollouts
 
+    choices, played = build(CHOICES, values), build(MODEL_OPTIONS, values)
+    prompt, workspace = build(PROMPT_OPTIONS, values), values["workspace"]
     # Every setting is checked before any model loads: a typo fails in seconds.
-    env_config = env_config_from(o["env_id"], o["env_options"])
-    goals = goal_range(o["env_id"], env_config, o["split"], o["goals_text"])
-    console = Console(stderr=o["as_json"])
-    o["model"] = resolve_model(o["model"], o["backend"], o["workspace"], console, o["env_id"])
-    if model_settings_for(o["model"], o, click.get_current_context(), console, "skills_mode"):
-        env_config = env_config_from(o["env_id"], o["env_options"])
-    o["constrained"] = constrained_from(o)  # an impossible choice is refused before loading
-    check_prompt_budget(o["env_id"], o["max_prompt_tokens"])  # as the model's settings say
-    modes = skill_modes(o["skills_mode"])
-    config = EvalConfig(
-        split=o["split"],
+    env_options = values["env_options"]
+    env_config = env_config_from(choices.env_id, env_options)
+    goals = goal_range(choices.env_id, env_config, values["split"], choices.goals)
+    config = build(
+        EVAL_OPTIONS,
+        values,
         goals=goals,
-        samples=o["samples"],
-        temperature=o["temperature"],
-        ks=o["ks"],
-        ts=o["ts"],
-        seed=o["seed"],
+        ks=int_list("--k", choices.k),
+        ts=int_list("--t", choices.t),
     )
-    console.print(decoding_line(o["constrained"]))
+    console = Console(stderr=values["as_json"])
+    played = dataclasses.replace(
+        played,
+        model=resolve_model(played.model, played.backend, workspace, console, choices.env_id),
+    )
+    taken = recorded_settings(
+        played.model,
+        click.get_current_context(),
+        console,
+        env_id=choices.env_id,
+        backend=played.backend,
+        env_options=env_options,
+    )
+    if taken is not None:
+        if taken.skills is not None:
+            choices = dataclasses.replace(choices, skills="on" if taken.skills else "off")
+        if taken.constrained is not None:
+            played = dataclasses.replace(played, constrained=taken.constrained)
+        if taken.max_prompt_tokens is not None:
+            prompt = dataclasses.replace(prompt, max_prompt_tokens=taken.max_prompt_tokens)
+        env_config = env_config_from(choices.env_id, taken.env_options)
+    # An impossible decoding is refused before loading.
+    constrained = check_decoding(played.backend, played.constrained)
+    check_prompt_budget(choices.env_id, prompt.max_prompt_tokens)  # as the model's settings say
+    modes = skill_modes(choices.skills)
+    console.print(decoding_line(constrained))
     from skillrl.policies import load_policy
 
-    policy = load_policy(policy_config_from(o))
-    bank = open_bank(o["workspace"], o["env_id"]) if True in modes else None
+    policy = load_policy(played.policy_config(workspace))
+    bank = open_bank(workspace, choices.env_id) if True in modes else None
     results = []
     try:
         for skills in modes:
             runner = PolicyRollouts(
                 policy,
-                env_id=o["env_id"],
+                env_id=choices.env_id,
                 bank=bank if skills else None,
                 env_config=env_config,
-                max_turns=o["max_turns"],
-                max_new_tokens=o["max_new_tokens"],
-                constrained=o["constrained"],
-                prompt_config=prompt_config_from(o),
+                max_turns=choices.max_turns,
+                max_new_tokens=choices.max_new_tokens,
+                constrained=constrained,
+                prompt_config=prompt,
                 count_retrievals=False,
                 # Only measured, never trained on: sampled (Pass@K) turns get the same query
                 # repair as greedy ones.
@@ -190,7 +179,7 @@ def eval_command(**o: Any) -> None:
     finally:
         if bank is not None:
             bank.close()
-    if o["as_json"]:
+    if values["as_json"]:
         click.echo(json.dumps([r.to_dict() for r in results], indent=2, sort_keys=True))
         return
     _print(console, results, config)

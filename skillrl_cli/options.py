@@ -1,18 +1,29 @@
-"""Click options shared by several subcommands."""
+"""What several subcommands share: the workspace and JSON switches, ``--env-option``, the model.
+
+The settings of a command are config fields (:mod:`skillrl_cli.config_options`); this module
+holds the pieces more than one command plays with: :class:`PlayedModel` (the model ``run``,
+``eval`` and ``skills measure`` play), ``--model auto`` (:func:`resolve_model`), a model's
+recorded settings (:func:`recorded_settings`), the decoding choice (:func:`check_decoding`),
+and the environment settings of ``--env-option``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from envs.registry import DEFAULT_ENV
 from skillrl.policies.config import DTYPES
 from skillrl.policies.model_cache import CACHE_ENV_VAR
-from skillrl.prompts.builder import DEFAULT_MAX_PROMPT_TOKENS
 from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_CONTENTS, WORKSPACE_ENV_VAR
 from skillrl_core.errors import ConfigError
+from skillrl_core.option_fields import option
+
+if TYPE_CHECKING:
+    from skillrl.policies import PolicyConfig
 
 workspace_option = click.option(
     "--workspace",
@@ -28,97 +39,91 @@ json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of tables."
 )
 
-backend_option = click.option(
-    "--backend",
-    type=click.Choice(["transformers", "openai", "vllm"]),
-    default="transformers",
-    show_default=True,
-    help="Policy backend.",
-)
+AUTO_MODEL = "auto"
+BASE_MODEL = "base"
 
-dtype_option = click.option(
-    "--dtype",
-    type=click.Choice(DTYPES),
-    default="auto",
-    show_default=True,
-    help="Number format of the transformers policy. auto: bf16 on GPUs and on CPUs with native "
-    "bf16 (AVX512-BF16, AMX), else float32. Training runs evaluate in float32: pass float32 to "
-    "reproduce a run's own figures on such a CPU.",
+AUTO_MODEL_ORDER: tuple[tuple[str, str], ...] = (
+    (
+        "trained",
+        "the newest checkpoint that `skillrl train` or `skillrl sft` saved in this workspace for "
+        "the environment played (see `skillrl runs`; runs of other environments are skipped)",
+    ),
+    ("shipped", "the cold-started adapter shipped for that environment"),
+    ("base", "the embedded base model"),
 )
+"""Where ``--model auto`` looks, in order, as (source, how help names it): :func:`resolve_model`
+tries the sources in this order and ``--model``'s help is written from the same tuple."""
 
-max_turns_option = click.option(
-    "--max-turns",
-    type=click.IntRange(1),
-    default=15,
-    show_default=True,
-    help="Turn limit per episode.",
-)
-
-max_new_tokens_option = click.option(
-    "--max-new-tokens",
-    type=click.IntRange(1),
-    default=48,
-    show_default=True,
-    help="Tokens the policy may generate per turn.",
-)
-
-max_prompt_tokens_option = click.option(
-    "--max-prompt-tokens",
-    type=click.IntRange(16),
-    default=DEFAULT_MAX_PROMPT_TOKENS,
-    show_default=True,
-    help="Token budget of each turn's prompt (skills go first, then older actions).",
+MODEL_HELP = (
+    "'auto': "
+    + ", else ".join(text for _source, text in AUTO_MODEL_ORDER)
+    + "; 'base' or 'embedded': SmolLM2-135M-Instruct as shipped, untrained; or a checkpoint or "
+    "LoRA adapter folder, a .gguf file or a hub id."
 )
 
 
-def policy_config_from(o: dict[str, Any]) -> Any:
-    """Build the :class:`skillrl.policies.PolicyConfig` of the policy a command plays.
+MODEL_HELP_TRAIN = (
+    "'embedded' (SmolLM2-135M-Instruct, untrained), 'shipped' (the cold-started adapter the "
+    "package ships for --env), a checkpoint or adapter folder, or a hub id. A model that records "
+    "the settings it was trained under (skillrl.json: skills, prompt budget, decoding, "
+    "environment options) trains under them unless you give those options."
+)
 
-    From ``--backend``, ``--model`` (already resolved), ``--base-url``, ``--dtype``,
-    ``--threads`` and ``--workspace``; ``train`` and ``sft`` load a policy to train instead
-    (``train_session.training_policy_config``).
-    """
-    from skillrl.policies import PolicyConfig
-    from skillrl.workspace import resolve_workspace
+DECODING_HELP = (
+    "Decoding. Constrained (the default, except with --backend openai): the model writes only "
+    "the search words and picks each click among the admissible ones by its score, so every "
+    "action is valid. --free: the model writes <think>/<action> freely and invalid actions are "
+    "no-ops (the only choice with --backend openai). Default: as the model was trained (its "
+    "recorded settings), else constrained."
+)
 
-    return PolicyConfig(
-        backend=o["backend"],
-        model=o["model"],
-        base_url=o["base_url"],
-        dtype=o["dtype"],
-        threads=o["threads"],
-        workspace=resolve_workspace(o["workspace"]),
-    )
-
-
-def prompt_config_from(o: dict[str, Any]) -> Any:
-    """Build the :class:`skillrl.prompts.PromptConfig` that the command options ask for."""
-    from skillrl.prompts import PromptConfig
-
-    return PromptConfig(max_prompt_tokens=o["max_prompt_tokens"])
-
+PLAY_BACKENDS: tuple[str, ...] = ("transformers", "openai", "vllm")
+"""Backends a model plays on in ``run``, ``eval`` and ``skills measure``."""
 
 # Backends that cannot score candidate continuations (the chat API returns no prompt log-probs).
 _FREE_ONLY_BACKENDS = ("openai",)
 
-decoding_option = click.option(
-    "--constrained/--free",
-    default=None,
-    help="Decoding. Constrained (the default, except with --backend openai): the model writes "
-    "only the search words and picks each click among the admissible ones by its score, so "
-    "every action is valid. --free: the model writes <think>/<action> freely and invalid "
-    "actions are no-ops (the only choice with --backend openai).",
-)
+
+@dataclass(frozen=True)
+class PlayedModel:
+    """The model ``run``, ``eval`` and ``skills measure`` play, and how it is served."""
+
+    model: str = option(AUTO_MODEL, help=MODEL_HELP)
+    backend: str = option("transformers", help="Policy backend.", choices=PLAY_BACKENDS)
+    dtype: str = option(
+        "auto",
+        help="Number format of the transformers policy. auto: bf16 on GPUs and on CPUs with "
+        "native bf16 (AVX512-BF16, AMX), else float32. Training runs evaluate in float32: pass "
+        "float32 to reproduce a run's own figures on such a CPU.",
+        choices=DTYPES,
+    )
+    base_url: str | None = option(
+        None, help="Server root for --backend openai (e.g. http://host:8000/v1)."
+    )
+    constrained: bool | None = option(None, help=DECODING_HELP, negative="--free")
+    threads: int | None = option(None, help="CPU threads for torch.", low=1)
+
+    def policy_config(self, workspace: str | None) -> PolicyConfig:
+        """Return the :class:`~skillrl.policies.PolicyConfig` of this model (once resolved)."""
+        from skillrl.policies import PolicyConfig
+        from skillrl.workspace import resolve_workspace
+
+        return PolicyConfig(
+            backend=self.backend,
+            model=self.model,
+            base_url=self.base_url,
+            dtype=self.dtype,
+            threads=self.threads,
+            workspace=resolve_workspace(workspace),
+        )
 
 
-def constrained_from(o: dict[str, Any]) -> bool:
-    """Resolve ``--constrained/--free`` for ``--backend``: constrained unless it cannot score.
+def check_decoding(backend: str, choice: bool | None) -> bool:
+    """Resolve ``--constrained/--free`` for ``backend``: constrained unless it cannot score.
 
     Raises :class:`ConfigError` up front for ``--constrained`` with a backend that cannot score
     continuations, instead of failing on the first click.
     """
-    backend = o.get("backend", "transformers")
-    choice = o.get("constrained")
     if choice is None:
         return backend not in _FREE_ONLY_BACKENDS
     if choice and backend in _FREE_ONLY_BACKENDS:
@@ -219,38 +224,13 @@ def env_config_from(env_id: str, settings: dict[str, Any]) -> dict[str, Any]:
     """
     from envs.registry import check_config
 
-    for key, option in ENV_OPTION_RESERVED.items():
+    for key, flag in ENV_OPTION_RESERVED.items():
         if key in settings:
-            raise click.UsageError(f"--env-option {key}=... : set it with {option} instead")
+            raise click.UsageError(f"--env-option {key}=... : set it with {flag} instead")
     return check_config(env_id, settings)
 
 
 # -- which model (--model auto) ----------------------------------------------------------------
-
-SEED = click.IntRange(0, 2**32 - 1)
-"""Type of every ``--seed``: what numpy, torch and the environments accept (no negatives)."""
-
-AUTO_MODEL = "auto"
-BASE_MODEL = "base"
-
-AUTO_MODEL_ORDER: tuple[tuple[str, str], ...] = (
-    (
-        "trained",
-        "the newest checkpoint that `skillrl train` or `skillrl sft` saved in this workspace for "
-        "the environment played (see `skillrl runs`; runs of other environments are skipped)",
-    ),
-    ("shipped", "the cold-started adapter shipped for that environment"),
-    ("base", "the embedded base model"),
-)
-"""Where ``--model auto`` looks, in order, as (source, how help names it): :func:`resolve_model`
-tries the sources in this order and ``--model``'s help is written from the same tuple."""
-
-MODEL_HELP = (
-    "'auto': "
-    + ", else ".join(text for _source, text in AUTO_MODEL_ORDER)
-    + "; 'base' or 'embedded': SmolLM2-135M-Instruct as shipped, untrained; or a checkpoint or "
-    "LoRA adapter folder, a .gguf file or a hub id."
-)
 
 
 def resolve_model(
@@ -349,17 +329,39 @@ def _figures_text(figures: dict[str, Any]) -> str:
     return f", {success}/{goals} test goals solved when it was made"
 
 
-def model_settings_for(
-    model: str, o: dict[str, Any], ctx: click.Context, console: Any, skills_key: str
-) -> Any:
-    """Apply the settings recorded with ``model`` to every option left at its default.
+@dataclass(frozen=True)
+class RecordedSettings:
+    """The settings a model was trained under that a command takes (None: not taken).
 
-    ``skills_key`` names how the command spells skills: ``skills`` (``--skills/--no-skills``,
-    ``run``) or ``skills_mode`` (``on``/``off``/``both``, ``eval``). The model's environment
-    options join ``o["env_options"]`` (when it was trained on the command's environment): the
-    caller builds its environment configuration after this. Returns the settings (None: the
-    model records none). Options the user set win, and the screen says which settings came from
-    the model.
+    A setting is taken when the user left its option at the default; options the user gave win.
+    """
+
+    skills: bool | None
+    """Whether the model plays with retrieved skills."""
+    max_prompt_tokens: int | None
+    """Its prompt budget."""
+    constrained: bool | None
+    """Constrained (True) or free decoding."""
+    env_options: dict[str, Any]
+    """The environment settings to play with: those the model recorded for this environment,
+    with every ``--env-option`` the user gave in their place, key by key."""
+
+
+def recorded_settings(
+    model: str,
+    ctx: click.Context,
+    console: Any,
+    *,
+    env_id: str,
+    backend: str,
+    env_options: dict[str, Any],
+    skills_option: str = "skills",
+) -> RecordedSettings | None:
+    """Read the settings recorded with ``model`` for each option left at its default.
+
+    ``skills_option`` names the option that spells skills in the command (``skills``, or
+    ``skills_mode`` in ``eval``). The screen says which settings came from the model. Returns
+    None when the model records none.
     """
     from skillrl.policies.model_settings import ModelSettings
 
@@ -372,26 +374,24 @@ def model_settings_for(
         return source is None or source == click.core.ParameterSource.DEFAULT
 
     taken = []
-    if defaulted(skills_key):
-        if skills_key == "skills":
-            o["skills"] = settings.skills
-        else:
-            o["skills_mode"] = "on" if settings.skills else "off"
-        taken.append("skills" if settings.skills else "no skills")
-    if defaulted("max_prompt_tokens"):
-        o["max_prompt_tokens"] = settings.max_prompt_tokens
-        taken.append(f"{settings.max_prompt_tokens}-token prompts")
-    if defaulted("constrained") and o.get("backend", "transformers") not in _FREE_ONLY_BACKENDS:
-        o["constrained"] = settings.constrained
-        taken.append("constrained decoding" if settings.constrained else "free decoding")
-    if settings.env_id == o.get("env_id"):
-        given = o.get("env_options") or {}
-        recorded = {k: v for k, v in sorted(settings.env_options.items()) if k not in given}
-        o["env_options"] = {**recorded, **given}  # an --env-option the user gave wins, key by key
+    skills = settings.skills if defaulted(skills_option) else None
+    if skills is not None:
+        taken.append("skills" if skills else "no skills")
+    budget = settings.max_prompt_tokens if defaulted("max_prompt_tokens") else None
+    if budget is not None:
+        taken.append(f"{budget}-token prompts")
+    constrained = None
+    if defaulted("constrained") and backend not in _FREE_ONLY_BACKENDS:
+        constrained = settings.constrained
+        taken.append("constrained decoding" if constrained else "free decoding")
+    played = dict(env_options)
+    if settings.env_id == env_id:
+        recorded = {k: v for k, v in sorted(settings.env_options.items()) if k not in played}
+        played = {**recorded, **played}  # an --env-option the user gave wins, key by key
         taken += [f"{key}={value}" for key, value in recorded.items()]
     if taken:
         console.print(
             f"[dim]settings the model was trained under: {', '.join(taken)} (options you give "
             "override them)[/]"
         )
-    return settings
+    return RecordedSettings(skills, budget, constrained, played)

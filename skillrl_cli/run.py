@@ -7,6 +7,7 @@ library's ``RolloutEngine``. Everything shown on screen is rendered here with ri
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -19,24 +20,18 @@ from rich.console import Console
 from rich.markup import escape
 
 from envs.registry import DEFAULT_ENV
+from skillrl.prompts import PromptConfig
 from skillrl.workspace import resolve_workspace
+from skillrl_cli.config_options import OptionGroup, build, config_options
 from skillrl_cli.options import (
-    AUTO_MODEL,
-    MODEL_HELP,
-    SEED,
-    backend_option,
-    constrained_from,
+    PlayedModel,
+    RecordedSettings,
+    check_decoding,
     decoding_line,
-    decoding_option,
-    dtype_option,
     env_config_from,
     env_option,
     json_option,
-    max_prompt_tokens_option,
-    max_turns_option,
-    model_settings_for,
-    policy_config_from,
-    prompt_config_from,
+    recorded_settings,
     resolve_model,
     workspace_option,
 )
@@ -48,96 +43,85 @@ from skillrl_cli.upfront_checks import (
 )
 from skillrl_core.errors import BankError, ConfigError
 from skillrl_core.goal_range import FORMS, GoalRange
+from skillrl_core.option_fields import SEED_MAX, option
 
 if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig, SamplingConfig
-    from skillrl.prompts import PromptConfig
     from skillrl.rollout import EpisodeStart
 
 
+@dataclass(frozen=True)
+class RunChoices:
+    """What ``skillrl run`` plays: which episodes, who acts, and how they are shown and kept."""
+
+    env_id: str = option(DEFAULT_ENV, help="Environment id.", aliases=("--env",))
+    policy: Literal["model", "expert", "human"] = option(
+        "model",
+        help="Who acts: the model, the scripted expert, or you at the terminal.",
+        choices=("model", "expert", "human"),
+    )
+    episodes: int = option(1, help="Episodes to play.", low=1)
+    split: str = option("test", help="Goal split: test, eval or train.")
+    goal: str = option(
+        "0", help="First goal index of the split (episode i plays goal+i), or one goal id."
+    )
+    goals: str | None = option(
+        None,
+        help=f"Goals of the split to play, one episode each: {FORMS}; instead of --goal and "
+        "--episodes.",
+        metavar="N|FIRST-LAST",
+    )
+    seed: int = option(0, help="Seed (episode i uses seed+i).", low=0, high=SEED_MAX)
+    skills: bool | None = option(
+        None,
+        help="Retrieve skills into every prompt, or not. --no-skills plays the same model with "
+        "prompts that carry no entry and leaves the bank unread: a measure of what the entries "
+        "add (the shipped adapters are trained with entries withheld from a quarter of their "
+        "prompts, so they play either way). Default: as the model was trained (its recorded "
+        "settings), else with skills.",
+    )
+    max_turns: int = option(15, help="Turn limit per episode.", low=1)
+    step: bool = option(
+        False,
+        help="Pause every turn: Enter accepts the action, or type another.",
+        show_default=False,
+    )
+    temperature: float = option(0.0, help="Sampling temperature (0: greedy, reproducible).", low=0)
+    parallel: int = option(16, help="Episodes played at once.", low=1)
+    record: bool = option(
+        True,
+        help="Save the episodes into the skill bank's trajectory store (for distillation) and "
+        "count their retrievals in the entries' usage statistics (training-split goals only).",
+    )
+    seed_bank: bool = option(
+        True, help="Seed an empty skill bank with the starting skills on first run."
+    )
+
+
+RUN_OPTIONS = OptionGroup(RunChoices)
+MODEL_OPTIONS = OptionGroup(PlayedModel)
+PROMPT_OPTIONS = OptionGroup(PromptConfig)
+
+
 @click.command("run")
-@click.option("--env", "env_id", default=DEFAULT_ENV, show_default=True, help="Environment id.")
-@click.option(
-    "--policy",
-    "policy_kind",
-    type=click.Choice(["model", "expert", "human"]),
-    default="model",
-    show_default=True,
-    help="Who acts: the model, the scripted expert, or you at the terminal.",
-)
-@click.option(
-    "--episodes", type=click.IntRange(1), default=1, show_default=True, help="Episodes to play."
-)
-@click.option("--split", default="test", show_default=True, help="Goal split: test, eval or train.")
-@click.option(
-    "--goal",
-    default="0",
-    show_default=True,
-    help="First goal index of the split (episode i plays goal+i), or one goal id.",
-)
-@click.option(
-    "--goals",
-    "goals_text",
-    default=None,
-    metavar="N|FIRST-LAST",
-    help=f"Goals of the split to play, one episode each: {FORMS}; instead of --goal and "
-    "--episodes.",
-)
-@click.option(
-    "--seed", type=SEED, default=0, show_default=True, help="Seed (episode i uses seed+i)."
-)
-@click.option("--model", default=AUTO_MODEL, show_default=True, help=MODEL_HELP)
-@backend_option
-@dtype_option
-@click.option(
-    "--base-url", default=None, help="Server root for --backend openai (e.g. http://host:8000/v1)."
-)
-@click.option(
-    "--skills/--no-skills",
-    default=None,
-    help="Retrieve skills into every prompt, or not. --no-skills plays the same model with "
-    "prompts that carry no entry and leaves the bank unread: a measure of what the entries "
-    "add (the shipped adapters are trained with entries withheld from a quarter of "
-    "their prompts, so they play either way). Default: as the model was trained (its recorded "
-    "settings), else with skills.",
-)
-@decoding_option
-@max_turns_option
-@max_prompt_tokens_option
-@click.option(
-    "--step", is_flag=True, help="Pause every turn: Enter accepts the action, or type another."
-)
-@click.option(
-    "--temperature",
-    type=click.FloatRange(0),
-    default=0.0,
-    show_default=True,
-    help="Sampling temperature (0: greedy, reproducible).",
-)
-@click.option(
-    "--parallel",
-    type=click.IntRange(1),
-    default=16,
-    show_default=True,
-    help="Episodes played at once.",
-)
-@click.option(
-    "--record/--no-record",
-    default=True,
-    show_default=True,
-    help="Save the episodes into the skill bank's trajectory store (for distillation) and count "
-    "their retrievals in the entries' usage statistics (training-split goals only).",
-)
-@click.option("--no-seed-bank", is_flag=True, help="Do not seed an empty skill bank on first run.")
-@click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
+@config_options(RUN_OPTIONS, MODEL_OPTIONS, PROMPT_OPTIONS)
 @env_option
 @json_option
 @workspace_option
-def run(**o: Any) -> None:
+def run(**values: Any) -> None:
     """Play episodes and show every turn: skills, thinking, action, observation, reward."""
-    console = Console(stderr=o["as_json"])
+    console = Console(stderr=values["as_json"])
     # Settled before the bank or a model loads: a typo fails in a second, not after a minute.
-    settings = settle_play(click.get_current_context(), o, console)
+    settings = settle_play(
+        click.get_current_context(),
+        build(RUN_OPTIONS, values),
+        build(MODEL_OPTIONS, values),
+        build(PROMPT_OPTIONS, values),
+        env_options=values["env_options"],
+        workspace=values["workspace"],
+        as_json=values["as_json"],
+        console=console,
+    )
     records, stats = play(settings, console)
     from skillrl_cli.run_display import episode_summary, summary_table
 
@@ -212,66 +196,117 @@ class PlaySettings:
         return self.step or self.player == "human"
 
 
-def settle_play(ctx: click.Context, o: dict[str, Any], console: Console) -> PlaySettings:
+def settle_play(
+    ctx: click.Context,
+    choices: RunChoices,
+    played: PlayedModel,
+    prompt: PromptConfig,
+    *,
+    env_options: dict[str, Any],
+    workspace: str | None,
+    as_json: bool,
+    console: Console,
+) -> PlaySettings:
     """Resolve the options of ``skillrl run`` into its settings, checking each on the way.
 
     The goals are checked first, then the model is resolved (``--model auto``) and its recorded
-    settings fill the options left at their defaults, which may change the environment's.
+    settings apply to the options left at their defaults, which may change the environment's.
     """
-    env_config = env_config_from(o["env_id"], o["env_options"])
-    if o["policy_kind"] == "human":
-        env_config = _pages_for_a_person(o, console)
-    goals = _goal_range(ctx, o, env_config)
+    env_config = env_config_from(choices.env_id, env_options)
+    if choices.policy == "human":
+        env_options = _pages_for_a_person(choices.env_id, env_options, console)
+        env_config = env_config_from(choices.env_id, env_options)
+    goals = _goal_range(ctx, choices, env_config)
     model = None
-    if o["policy_kind"] == "model":
-        o["model"] = resolve_model(o["model"], o["backend"], o["workspace"], console, o["env_id"])
-        if model_settings_for(o["model"], o, ctx, console, "skills"):
-            env_config = env_config_from(o["env_id"], o["env_options"])
-        model = model_play(o, temperature=o["temperature"], seed=o["seed"])
-    interactive = o["step"] or o["policy_kind"] == "human"
+    if choices.policy == "model":
+        played = dataclasses.replace(
+            played,
+            model=resolve_model(played.model, played.backend, workspace, console, choices.env_id),
+        )
+        taken = recorded_settings(
+            played.model,
+            ctx,
+            console,
+            env_id=choices.env_id,
+            backend=played.backend,
+            env_options=env_options,
+        )
+        if taken is not None:
+            choices, played, prompt = with_recorded(taken, choices, played, prompt)
+            env_config = env_config_from(choices.env_id, taken.env_options)
+        model = model_play(
+            choices.env_id,
+            played,
+            prompt,
+            workspace,
+            temperature=choices.temperature,
+            seed=choices.seed,
+        )
+    interactive = choices.step or choices.policy == "human"
     return PlaySettings(
-        env_id=o["env_id"],
-        starts=_play_starts(o, env_config, goals),
-        player=o["policy_kind"],
+        env_id=choices.env_id,
+        starts=_play_starts(choices, env_config, goals),
+        player=choices.policy,
         model=model,
-        skills=o["skills"] is not False and o["policy_kind"] != "expert",
-        max_turns=o["max_turns"],
-        parallel=1 if interactive else o["parallel"],
-        workspace=resolve_workspace(o["workspace"]),
-        record=o["record"],
-        seed_bank=not o["no_seed_bank"],
-        step=o["step"],
-        as_json=o["as_json"],
+        skills=choices.skills is not False and choices.policy != "expert",
+        max_turns=choices.max_turns,
+        parallel=1 if interactive else choices.parallel,
+        workspace=resolve_workspace(workspace),
+        record=choices.record,
+        seed_bank=choices.seed_bank,
+        step=choices.step,
+        as_json=as_json,
     )
 
 
-def _pages_for_a_person(o: dict[str, Any], console: Console) -> dict[str, Any]:
-    """Add the environment's settings for a person (a readable page) under ``--env-option``."""
+def with_recorded(
+    taken: RecordedSettings, choices: RunChoices, played: PlayedModel, prompt: PromptConfig
+) -> tuple[RunChoices, PlayedModel, PromptConfig]:
+    """Apply the settings a model was trained under (those the user left at their defaults)."""
+    if taken.skills is not None:
+        choices = dataclasses.replace(choices, skills=taken.skills)
+    if taken.constrained is not None:
+        played = dataclasses.replace(played, constrained=taken.constrained)
+    if taken.max_prompt_tokens is not None:
+        prompt = dataclasses.replace(prompt, max_prompt_tokens=taken.max_prompt_tokens)
+    return choices, played, prompt
+
+
+def _pages_for_a_person(
+    env_id: str, env_options: dict[str, Any], console: Console
+) -> dict[str, Any]:
+    """Add the environment's settings for a person (a readable page) to ``--env-option``'s."""
     import envs
 
-    given = o["env_options"] or {}
-    readable = envs.adapter_for(o["env_id"]).human_env_options()
-    added = {key: value for key, value in readable.items() if key not in given}
+    readable = envs.adapter_for(env_id).human_env_options()
+    added = {key: value for key, value in readable.items() if key not in env_options}
     if added:
-        o["env_options"] = {**added, **given}
         said = ", ".join(f"{key}={value}" for key, value in sorted(added.items()))
         console.print(f"[dim]pages for a person: {said} (--env-option sets another)[/]")
-    return env_config_from(o["env_id"], o["env_options"])
+    return {**added, **env_options}
 
 
-def model_play(o: dict[str, Any], *, temperature: float, seed: int) -> ModelPlay:
-    """Return how the model plays, from options already resolved (``--model``, its settings).
+def model_play(
+    env_id: str,
+    played: PlayedModel,
+    prompt: PromptConfig,
+    workspace: str | None,
+    *,
+    temperature: float,
+    seed: int,
+) -> ModelPlay:
+    """Return how the model plays, from settings already resolved (``--model``, its settings).
 
     ``skillrl skills measure`` builds its model the same way. Decoding and the prompt budget
     are checked here, before anything loads.
     """
     from skillrl.policies import SamplingConfig
 
-    constrained = constrained_from(o)
-    check_prompt_budget(o["env_id"], o["max_prompt_tokens"])  # as the model's settings say
+    constrained = check_decoding(played.backend, played.constrained)
+    check_prompt_budget(env_id, prompt.max_prompt_tokens)  # as the model's settings say
     return ModelPlay(
-        policy=policy_config_from(o),
-        prompt=prompt_config_from(o),
+        policy=played.policy_config(workspace),
+        prompt=prompt,
         constrained=constrained,
         sampling=SamplingConfig(
             max_new_tokens=64, temperature=temperature, seed=seed, stop=["</action>"]
@@ -373,27 +408,29 @@ def model_agent(play: ModelPlay, console: Console, uses_skills: bool) -> Any:
 
 
 def _goal_range(
-    ctx: click.Context, o: dict[str, Any], env_config: dict[str, Any]
+    ctx: click.Context, choices: RunChoices, env_config: dict[str, Any]
 ) -> GoalRange | None:
     """Return the goals the episodes play by index (None: each plays the goal id --goal).
 
     A split, --goal or --goals that names no goal of the split is refused before anything loads.
     """
-    env_id, split = o["env_id"], o["split"]
-    if o["goals_text"] is not None:
+    env_id, split = choices.env_id, choices.split
+    if choices.goals is not None:
         given = [f"--{n}" for n in ("goal", "episodes") if not _defaulted(ctx, n)]
         if given:
             raise click.UsageError(f"--goals names the goals itself: leave out {given[0]}")
-        return goal_range(env_id, env_config, split, o["goals_text"])
-    goal = o["goal"].strip()
+        return goal_range(env_id, env_config, split, choices.goals)
+    goal = choices.goal.strip()
     if not (goal.isascii() and goal.isdigit()):
         check_goal_id(env_id, env_config, split, goal)
         return None
-    played = GoalRange(int(goal), int(goal) + o["episodes"] - 1)
+    played = GoalRange(int(goal), int(goal) + choices.episodes - 1)
     size = split_size(env_id, env_config, split, "--split")
     if played.last >= size:
         asked = (
-            f"--goal {goal}" if played.count == 1 else f"--goal {goal} --episodes {o['episodes']}"
+            f"--goal {goal}"
+            if played.count == 1
+            else f"--goal {goal} --episodes {choices.episodes}"
         )
         raise ConfigError(
             f"{asked} reaches past the last goal of split {split!r} ({size} goals, 0-{size - 1})"
@@ -407,22 +444,20 @@ def _defaulted(ctx: click.Context, name: str) -> bool:
 
 
 def _play_starts(
-    o: dict[str, Any], env_config: dict[str, Any], goals: GoalRange | None
+    choices: RunChoices, env_config: dict[str, Any], goals: GoalRange | None
 ) -> list[EpisodeStart]:
-    from envs.registry import config_fields
     from skillrl.rollout import EpisodeStart
 
-    env_config = dict(env_config)
-    if "max_turns" in config_fields(o["env_id"]) and "max_turns" not in env_config:
-        env_config["max_turns"] = o["max_turns"]
-    count = goals.count if goals is not None else o["episodes"]
+    count = goals.count if goals is not None else choices.episodes
     starts = []
     for i in range(count):
-        start = EpisodeStart(o["env_id"], o["split"], seed=o["seed"] + i, env_config=env_config)
+        start = EpisodeStart(
+            choices.env_id, choices.split, seed=choices.seed + i, env_config=env_config
+        )
         if goals is not None:
             start.goal_index = goals.first + i
         else:
-            start.goal_id = o["goal"].strip()
+            start.goal_id = choices.goal.strip()
         starts.append(start)
     return starts
 

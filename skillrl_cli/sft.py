@@ -17,211 +17,64 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from envs.registry import DEFAULT_ENV
 from skillrl.policies.model_folders import check_model_path
-from skillrl_cli.options import (
-    SEED,
-    env_config_from,
-    env_option,
-    json_option,
-    max_new_tokens_option,
-    max_prompt_tokens_option,
-    max_turns_option,
-    prompt_config_from,
-    workspace_option,
-)
+from skillrl.prompts import PromptConfig
+from skillrl_cli.config_options import OptionGroup, build, config_options
+from skillrl_cli.options import env_config_from, env_option, json_option, workspace_option
 from skillrl_cli.upfront_checks import check_prompt_budget, split_size
 from skillrl_core.errors import ConfigError
-from skillrl_core.splits import TRAIN_SPLIT
+from skillrl_core.option_fields import option
 from trainers.sft_config import ColdStartConfig
 
 if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig
-    from skillrl.prompts import PromptConfig
+
+
+@dataclass(frozen=True)
+class SFTLaunch:
+    """How ``skillrl sft`` starts: from which model, with which teacher, into which folder."""
+
+    model: str = option(
+        "embedded",
+        help="Policy to fine-tune: 'embedded' (SmolLM2-135M-Instruct), a checkpoint folder or hub "
+        "id.",
+    )
+    teacher_backend: str = option(
+        "openai",
+        help="Backend of the teacher model (--source teacher).",
+        choices=("transformers", "openai", "vllm", "trl-vllm"),
+    )
+    teacher_model: str | None = option(None, help="Teacher model (--source teacher).")
+    teacher_base_url: str | None = option(None, help="Teacher server URL, if any.")
+    threads: int | None = option(None, help="CPU threads for torch.", low=1)
+    run_name: str | None = option(
+        None,
+        help="Run folder under <workspace>/runs/ (files in its sft/ folder); default <env>-sft.",
+    )
+    adapter_rank: int = option(
+        32,
+        help="Also write the final model as one LoRA adapter of this rank over --model, with the "
+        "settings it was trained under (runs/<name>/sft/adapter/; 0: none). Exact when the rank "
+        "is at least --lora-r times the rounds; the command says how much of the change a "
+        "smaller one keeps.",
+        low=0,
+    )
+    resume: bool = option(
+        False, help="Continue the run from its last completed step.", show_default=False
+    )
+
+
+COLD_START_OPTIONS = OptionGroup(ColdStartConfig)
+PROMPT_OPTIONS = OptionGroup(PromptConfig)
+LAUNCH_OPTIONS = OptionGroup(SFTLaunch)
 
 
 @click.command("sft")
-@click.option("--env", "env_id", default=DEFAULT_ENV, show_default=True, help="Environment id.")
-@click.option(
-    "--source",
-    "sources",
-    type=click.Choice(["expert", "bank", "teacher"]),
-    multiple=True,
-    default=("expert",),
-    show_default=True,
-    help="Where demonstrations come from (repeat to combine): the scripted expert on training "
-    "goals, successful training episodes stored in the bank, or a teacher model.",
-)
-@click.option(
-    "--goals",
-    type=click.IntRange(0),
-    default=64,
-    show_default=True,
-    help="Training goals the expert (and teacher) play for behaviour cloning.",
-)
-@click.option(
-    "--bank-episodes",
-    type=click.IntRange(0),
-    default=200,
-    show_default=True,
-    help="Most successful training episodes taken from the bank (--source bank).",
-)
-@click.option(
-    "--split",
-    default=TRAIN_SPLIT,
-    show_default=True,
-    help="Split of the goals; only 'train' is accepted (test and eval goals are never trained on).",
-)
-@click.option(
-    "--dagger-rounds",
-    type=click.IntRange(0),
-    default=0,
-    show_default=True,
-    help="DAgger rounds after behaviour cloning: roll out the policy, label every visited state "
-    "with the expert's action, add the examples, train again.",
-)
-@click.option(
-    "--dagger-goals",
-    type=click.IntRange(1),
-    default=32,
-    show_default=True,
-    help="Fresh training goals the policy plays in each DAgger round.",
-)
-@click.option(
-    "--dagger-temperature",
-    type=click.FloatRange(0),
-    default=0.0,
-    show_default=True,
-    help="Sampling temperature of DAgger rollouts (0: greedy).",
-)
-@click.option(
-    "--dagger-keep",
-    type=click.Choice(["all", "mistakes"]),
-    default="all",
-    show_default=True,
-    help="Labelled learner states a DAgger round keeps: all of them, or only those where the "
-    "learner's action differs from the expert's (fewer examples per round, but mostly "
-    "corrective actions: see docs/results.md for what two such rounds did to a cold start).",
-)
-@click.option(
-    "--dagger-replay",
-    type=click.FloatRange(0),
-    default=None,
-    help="Train each DAgger round on its new examples plus this many times as many drawn from "
-    "earlier rounds (default: on the whole aggregated dataset, as in the paper).",
-)
-@click.option(
-    "--skills/--no-skills",
-    default=True,
-    show_default=True,
-    help="Put the skills retrieved at each turn into the examples (run the policy likewise).",
-)
-@click.option(
-    "--skill-withhold",
-    type=click.FloatRange(0, 1, max_open=True),
-    default=0.0,
-    show_default=True,
-    help="With --skills: the fraction of examples whose prompt is built with no entries (drawn "
-    "per turn from --seed), so the policy learns to play with and without retrieved skills.",
-)
-@click.option(
-    "--constrained/--free",
-    default=True,
-    show_default=True,
-    help="Targets in the constrained agent's format (query / click) or thought + action "
-    "(free decoding); train for the mode you will run.",
-)
-@max_turns_option
-@max_new_tokens_option
-@max_prompt_tokens_option
-@click.option(
-    "--epochs",
-    type=click.FloatRange(0, min_open=True),
-    default=2.0,
-    show_default=True,
-    help="Passes over the dataset in every round.",
-)
-@click.option(
-    "--learning-rate",
-    "--lr",
-    type=click.FloatRange(0, min_open=True),
-    default=2e-4,
-    show_default=True,
-    help="AdamW learning rate (LoRA; use about 1e-5 with --full).",
-)
-@click.option(
-    "--batch-size", type=click.IntRange(1), default=4, show_default=True, help="Examples per pass."
-)
-@click.option(
-    "--grad-accum",
-    type=click.IntRange(1),
-    default=2,
-    show_default=True,
-    help="Passes per optimizer step.",
-)
-@click.option(
-    "--lora/--full",
-    "use_lora",
-    default=True,
-    show_default=True,
-    help="Train a LoRA adapter (merged into the checkpoints) or every weight.",
-)
-@click.option("--lora-r", type=click.IntRange(1), default=16, show_default=True, help="LoRA rank.")
-@click.option(
-    "--lora-layers",
-    type=click.IntRange(1),
-    default=None,
-    help="Adapt only the top N decoder layers (default: all): no backward pass below them.",
-)
-@click.option(
-    "--packing/--no-packing",
-    default=False,
-    show_default=True,
-    help="Pack examples into full rows (TRL); rarely pays for turn prompts of similar length.",
-)
-@click.option(
-    "--save-steps",
-    type=click.IntRange(1),
-    default=25,
-    show_default=True,
-    help="Optimizer steps between resumable checkpoints inside a round.",
-)
-@click.option(
-    "--model",
-    default="embedded",
-    show_default=True,
-    help="Policy to fine-tune: 'embedded' (SmolLM2-135M-Instruct), a checkpoint folder or hub id.",
-)
-@click.option(
-    "--teacher-backend",
-    type=click.Choice(["transformers", "openai", "vllm", "trl-vllm"]),
-    default="openai",
-    show_default=True,
-    help="Backend of the teacher model (--source teacher).",
-)
-@click.option("--teacher-model", default=None, help="Teacher model (--source teacher).")
-@click.option("--teacher-base-url", default=None, help="Teacher server URL, if any.")
-@click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
-@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of goals and training.")
-@click.option(
-    "--run-name",
-    default=None,
-    help="Run folder under <workspace>/runs/ (files in its sft/ folder); default <env>-sft.",
-)
-@click.option(
-    "--adapter-rank",
-    type=click.IntRange(0),
-    default=32,
-    show_default=True,
-    help="Also write the final model as one LoRA adapter of this rank over --model, with the "
-    "settings it was trained under (runs/<name>/sft/adapter/; 0: none). Exact when the rank is at "
-    "least --lora-r times the rounds; the command says how much of the change a smaller one keeps.",
-)
-@click.option("--resume", is_flag=True, help="Continue the run from its last completed step.")
+@config_options(COLD_START_OPTIONS, PROMPT_OPTIONS, LAUNCH_OPTIONS)
 @env_option
 @workspace_option
 @json_option
-def sft(**options: Any) -> None:
+def sft(**values: Any) -> None:
     """Fine-tune the policy on expert (bank, teacher) turns, then DAgger rounds.
 
     Every example is a turn's prompt exactly as the agent builds it at run time (task, the
@@ -230,14 +83,38 @@ def sft(**options: Any) -> None:
     Only training goals are used. The dataset is written as JSONL (runs/<name>/sft/dataset.jsonl)
     and each round's model as a safetensors checkpoint. Kill it at any time; --resume continues.
     """
-    from skillrl_cli.train_session import run_folder
+    from skillrl_cli.train_session import run_folder, training_policy_config
 
-    o = options
-    name = f"{o['env_id']}-sft" if o["run_name"] is None else o["run_name"]  # "" is refused
-    job = cold_start_job(o, cold_start_config(o), run_folder(o["workspace"], name) / "sft")
+    launch = build(LAUNCH_OPTIONS, values)
+    config = build(
+        COLD_START_OPTIONS,
+        values,
+        sources=tuple(dict.fromkeys(values["sources"])),
+        lora_alpha=2 * values["lora_r"],
+    )
+    name = f"{config.env_id}-sft" if launch.run_name is None else launch.run_name  # "" refused
+    workspace = values["workspace"]
+    teacher = None
+    if "teacher" in config.sources:
+        from skillrl_cli.distill import teacher_config
+
+        teacher = teacher_config(
+            workspace, launch.teacher_backend, launch.teacher_model, launch.teacher_base_url,
+            "--source teacher",
+        )  # fmt: skip
+    job = ColdStartJob(
+        config=config,
+        policy=training_policy_config(launch.model, workspace, launch.threads),
+        prompt=build(PROMPT_OPTIONS, values),
+        env_options=dict(values["env_options"]),
+        teacher=teacher,
+        folder=run_folder(workspace, name) / "sft",
+        resume=launch.resume,
+        as_json=values["as_json"],
+    )
     final = run_cold_start(job)
-    if o["adapter_rank"]:
-        _export_adapter(job, final, o["adapter_rank"])
+    if launch.adapter_rank:
+        _export_adapter(job, final, launch.adapter_rank)
     if job.as_json:
         state = json.loads((job.folder / "state.json").read_text(encoding="utf-8"))
         click.echo(json.dumps(state["history"], indent=2, sort_keys=True))
@@ -270,35 +147,6 @@ class ColdStartJob:
         return self.policy.model
 
 
-def cold_start_job(o: dict[str, Any], config: ColdStartConfig, folder: Path) -> ColdStartJob:
-    """Settle a cold start's options (``sft``'s, or ``train --cold-start``'s) into a job.
-
-    Needs ``model``, ``workspace``, ``threads``, ``max_prompt_tokens``, ``resume``, ``as_json``
-    and, optionally, ``env_options`` and the teacher's ``teacher_backend`` / ``teacher_model``
-    / ``teacher_base_url`` (``train`` has no teacher options).
-    """
-    from skillrl_cli.train_session import training_policy_config
-
-    teacher = None
-    if "teacher" in config.sources:
-        from skillrl_cli.distill import teacher_config
-
-        teacher = teacher_config(
-            o["workspace"], o["teacher_backend"], o.get("teacher_model"),
-            o.get("teacher_base_url"), "--source teacher",
-        )  # fmt: skip
-    return ColdStartJob(
-        config=config,
-        policy=training_policy_config(o["model"], o["workspace"], o["threads"]),
-        prompt=prompt_config_from(o),
-        env_options=dict(o.get("env_options") or {}),
-        teacher=teacher,
-        folder=folder,
-        resume=o["resume"],
-        as_json=o["as_json"],
-    )
-
-
 def _export_adapter(job: ColdStartJob, checkpoint: Path, rank: int) -> None:
     from rich.console import Console
 
@@ -318,38 +166,6 @@ def _export_adapter(job: ColdStartJob, checkpoint: Path, rank: int) -> None:
         f"{done.modules} linear modules, "
         f"{done.bytes / 2**20:.1f} MiB, keeps {100 * done.kept_energy:.2f}% of the weight change); "
         f"play it with `skillrl run --model {done.folder}`"
-    )
-
-
-def cold_start_config(o: dict[str, Any]) -> ColdStartConfig:
-    """Build the :class:`ColdStartConfig` the ``sft`` options ask for."""
-    return ColdStartConfig(
-        env_id=o["env_id"],
-        sources=tuple(dict.fromkeys(o["sources"])),
-        split=o["split"],
-        goals=o["goals"],
-        bank_episodes=o["bank_episodes"],
-        dagger_rounds=o["dagger_rounds"],
-        dagger_goals=o["dagger_goals"],
-        dagger_temperature=o["dagger_temperature"],
-        dagger_keep=o.get("dagger_keep", "all"),
-        dagger_replay=o.get("dagger_replay"),
-        skills=o["skills"],
-        skill_withhold=o.get("skill_withhold", 0.0),
-        constrained=o["constrained"],
-        max_turns=o["max_turns"],
-        max_new_tokens=o["max_new_tokens"],
-        num_train_epochs=o["epochs"],
-        learning_rate=o["learning_rate"],
-        per_device_train_batch_size=o["batch_size"],
-        gradient_accumulation_steps=o["grad_accum"],
-        packing=o["packing"],
-        use_peft=o["use_lora"],
-        lora_r=o["lora_r"],
-        lora_alpha=2 * o["lora_r"],
-        lora_layers=o.get("lora_layers"),
-        save_steps=o["save_steps"],
-        seed=o["seed"],
     )
 
 

@@ -9,25 +9,21 @@ entries' paired utility, which ``skillrl skills show`` prints and bank upkeep ju
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 import click
 from rich.console import Console
 
 from envs.registry import DEFAULT_ENV
+from skillrl.prompts import PromptConfig
+from skillrl_cli.config_options import OptionGroup, build, config_options
 from skillrl_cli.options import (
-    AUTO_MODEL,
-    MODEL_HELP,
-    SEED,
-    backend_option,
-    decoding_option,
-    dtype_option,
+    PlayedModel,
     env_config_from,
     env_option,
     json_option,
-    max_prompt_tokens_option,
-    max_turns_option,
-    model_settings_for,
+    recorded_settings,
     resolve_model,
 )
 from skillrl_cli.skills_options import bank_options
@@ -35,71 +31,61 @@ from skillrl_cli.skills_view import SHORT_ID, literal, print_json
 from skillrl_cli.upfront_checks import goal_range
 from skillrl_core.errors import ConfigError
 from skillrl_core.goal_range import FORMS
+from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.splits import TEST_SPLIT, TRAIN_SPLIT
 
 
+@dataclass(frozen=True)
+class MeasureChoices:
+    """Which entries ``skillrl skills measure`` measures, on which goals, and what it stores."""
+
+    env_id: str = option(DEFAULT_ENV, help="Environment whose goals play.", aliases=("--env",))
+    split: str = option(
+        TRAIN_SPLIT,
+        help="Split of the goals (training goals by default: what the agent is tested on must "
+        "not decide what the bank keeps).",
+    )
+    goals: str = option(
+        "20",
+        help=f"Goals of the split to play: {FORMS}. Each costs one rollout with the bank plus "
+        "one per entry that rollout retrieved.",
+        metavar="N|FIRST-LAST",
+    )
+    entries: tuple[str, ...] = option(
+        (),
+        help="Entry to measure (its id or a unique prefix of 6+ characters), repeatable. "
+        "Default: every entry the goals' rollouts retrieve. Only goals whose rollout retrieved "
+        "an entry measure it.",
+        aliases=("--entry",),
+        metavar="ID",
+        show_default=False,
+    )
+    seed: int = option(
+        0,
+        help="Seed of the first goal (goal i plays seed+i); both rollouts of a pair share it.",
+        low=0,
+        high=SEED_MAX,
+    )
+    max_turns: int = option(15, help="Turn limit per episode.", low=1)
+    parallel: int = option(16, help="Episodes played at once.", low=1)
+    dry_run: bool = option(
+        False,
+        help="Play and print the figures, store nothing (the bank is opened read-only).",
+        show_default=False,
+    )
+
+
+CHOICES = OptionGroup(MeasureChoices)
+MODEL_OPTIONS = OptionGroup(PlayedModel)
+PROMPT_OPTIONS = OptionGroup(PromptConfig)
+
+
 @click.command("measure")
-@click.option(
-    "--env", "env_id", default=DEFAULT_ENV, show_default=True, help="Environment whose goals play."
-)
-@click.option(
-    "--split",
-    default=TRAIN_SPLIT,
-    show_default=True,
-    help="Split of the goals (training goals by default: what the agent is tested on must not "
-    "decide what the bank keeps).",
-)
-@click.option(
-    "--goals",
-    "goals_text",
-    default="20",
-    show_default=True,
-    metavar="N|FIRST-LAST",
-    help=f"Goals of the split to play: {FORMS}. Each costs one rollout with the bank plus one "
-    "per entry that rollout retrieved.",
-)
-@click.option(
-    "--entry",
-    "entries",
-    multiple=True,
-    metavar="ID",
-    help="Entry to measure (its id or a unique prefix of 6+ characters), repeatable. Default: "
-    "every entry the goals' rollouts retrieve. Only goals whose rollout retrieved an entry "
-    "measure it.",
-)
-@click.option(
-    "--seed",
-    type=SEED,
-    default=0,
-    show_default=True,
-    help="Seed of the first goal (goal i plays seed+i); both rollouts of a pair share it.",
-)
-@click.option("--model", default=AUTO_MODEL, show_default=True, help=MODEL_HELP)
-@backend_option
-@dtype_option
-@click.option(
-    "--base-url", default=None, help="Server root for --backend openai (e.g. http://host:8000/v1)."
-)
-@decoding_option
-@max_turns_option
-@max_prompt_tokens_option
-@click.option(
-    "--parallel",
-    type=click.IntRange(1),
-    default=16,
-    show_default=True,
-    help="Episodes played at once.",
-)
-@click.option("--threads", type=click.IntRange(1), default=None, help="CPU threads for torch.")
+@config_options(CHOICES, MODEL_OPTIONS, PROMPT_OPTIONS)
 @env_option
-@click.option(
-    "--dry-run",
-    is_flag=True,
-    help="Play and print the figures, store nothing (the bank is opened read-only).",
-)
 @json_option
-@bank_options(changes=True, check_first=lambda kw: _check_options(kw))
-def measure(bank: Any, entries: tuple[str, ...], dry_run: bool, as_json: bool, **o: Any) -> None:
+@bank_options(changes=True, check_first=lambda values: _check_options(values))
+def measure(bank: Any, as_json: bool, **values: Any) -> None:
     """Measure entries by paired rollouts: each goal with the entry and with it withheld.
 
     The model decodes greedily, so the two rollouts of a pair differ by the entry alone. The
@@ -110,31 +96,49 @@ def measure(bank: Any, entries: tuple[str, ...], dry_run: bool, as_json: bool, *
     from skillrl.distill.paired_utility import PairedUtilityConfig, measure_paired_utility
     from skillrl_cli.run import model_agent, model_play
 
+    choices, played = build(CHOICES, values), build(MODEL_OPTIONS, values)
+    prompt, env_options = build(PROMPT_OPTIONS, values), values["env_options"]
     console = Console(stderr=as_json)
-    o["workspace"] = str(bank.config.workspace)  # bank_options took --workspace
+    workspace = str(bank.config.workspace)  # bank_options took --workspace
     # Checked before any model loads: a typo fails in a second.
-    env_config = env_config_from(o["env_id"], o["env_options"])
-    goals = goal_range(o["env_id"], env_config, o["split"], o["goals_text"])
-    wanted = frozenset(bank.resolve_id(text) for text in entries)
-    o["model"] = resolve_model(o["model"], o["backend"], o["workspace"], console, o["env_id"])
-    settings = model_settings_for(o["model"], o, click.get_current_context(), console, "skills")
-    if settings is not None:
-        env_config = env_config_from(o["env_id"], o["env_options"])
-        if not settings.skills:
+    env_config = env_config_from(choices.env_id, env_options)
+    goals = goal_range(choices.env_id, env_config, choices.split, choices.goals)
+    wanted = frozenset(bank.resolve_id(text) for text in choices.entries)
+    played = dataclasses.replace(
+        played,
+        model=resolve_model(played.model, played.backend, workspace, console, choices.env_id),
+    )
+    taken = recorded_settings(
+        played.model,
+        click.get_current_context(),
+        console,
+        env_id=choices.env_id,
+        backend=played.backend,
+        env_options=env_options,
+    )
+    if taken is not None:
+        env_config = env_config_from(choices.env_id, taken.env_options)
+        if taken.constrained is not None:
+            played = dataclasses.replace(played, constrained=taken.constrained)
+        if taken.max_prompt_tokens is not None:
+            prompt = dataclasses.replace(prompt, max_prompt_tokens=taken.max_prompt_tokens)
+        if taken.skills is False:
             console.print(
                 "[yellow]the model was trained without skills; measuring what entries are "
                 "worth to it with skills anyway[/]"
             )
     # Greedy: the two rollouts of a pair differ by the entry alone.
-    agent = model_agent(model_play(o, temperature=0.0, seed=o["seed"]), console, True)
+    play = model_play(choices.env_id, played, prompt, workspace, temperature=0.0, seed=choices.seed)
+    agent = model_agent(play, console, True)
     config = PairedUtilityConfig(
         entry_ids=wanted,
-        max_turns=o["max_turns"],
-        max_parallel=o["parallel"],
-        record=not dry_run,
+        max_turns=choices.max_turns,
+        max_parallel=choices.parallel,
+        record=not choices.dry_run,
     )
     with console.status(f"playing {goals.count} goals with and without their entries"):
-        report = measure_paired_utility(agent, bank, _measured_starts(o, env_config, goals), config)
+        starts = _measured_starts(choices, env_config, goals)
+        report = measure_paired_utility(agent, bank, starts, config)
     if as_json:
         print_json(
             {
@@ -146,38 +150,35 @@ def measure(bank: Any, entries: tuple[str, ...], dry_run: bool, as_json: bool, *
             }
         )
         return
-    _print(console, bank, report, dry_run)
+    _print(console, bank, report, choices.dry_run)
 
 
-def _check_options(kw: dict[str, Any]) -> None:
+def _check_options(values: dict[str, Any]) -> None:
     """Refuse the test split and bad --goals/--entry text before the bank is opened."""
     from memory.entries import check_entry_id
 
-    if kw["split"] == TEST_SPLIT and not kw["dry_run"]:
+    choices = build(CHOICES, values)
+    if choices.split == TEST_SPLIT and not choices.dry_run:
         raise ConfigError(
             f"--split {TEST_SPLIT!r}: the paired figures measured here decide which entries bank "
             "upkeep retires, and held-out goals must never decide what the bank keeps; measure "
             f"on {TRAIN_SPLIT!r} goals (or look only, with --dry-run)"
         )
-    env_config = env_config_from(kw["env_id"], kw["env_options"])
-    goal_range(kw["env_id"], env_config, kw["split"], kw["goals_text"])
-    for text in kw["entries"]:
+    env_config = env_config_from(choices.env_id, values["env_options"])
+    goal_range(choices.env_id, env_config, choices.split, choices.goals)
+    for text in choices.entries:
         check_entry_id(text, option="--entry")
 
 
-def _measured_starts(o: dict[str, Any], env_config: dict[str, Any], goals: Any) -> list[Any]:
-    from envs.registry import config_fields
+def _measured_starts(choices: MeasureChoices, env_config: dict[str, Any], goals: Any) -> list[Any]:
     from skillrl.rollout import EpisodeStart
 
-    env_config = dict(env_config)
-    if "max_turns" in config_fields(o["env_id"]) and "max_turns" not in env_config:
-        env_config["max_turns"] = o["max_turns"]
     return [
         EpisodeStart(
-            o["env_id"],
-            o["split"],
+            choices.env_id,
+            choices.split,
             goal_index=goal,
-            seed=o["seed"] + i,
+            seed=choices.seed + i,
             env_config=env_config,
         )
         for i, goal in enumerate(goals.indices())

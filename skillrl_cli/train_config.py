@@ -127,17 +127,6 @@ def config_option(command: Any) -> Any:
     )(command)
 
 
-def resolved_settings(ctx: click.Context, values: dict[str, Any]) -> dict[str, Any]:
-    """Return the run's settings in the file format (primary key -> plain value), for saving."""
-    settings: dict[str, Any] = {}
-    for option in _options(ctx.command):
-        value = values.get(str(option.name))
-        if isinstance(value, tuple):
-            value = list(value)
-        settings[primary_key(option)] = value
-    return settings
-
-
 def fill_from_saved(ctx: click.Context, values: dict[str, Any], folder: Path) -> bool:
     """On ``--resume``: take every option left at its default from the run's saved settings.
 

@@ -1,8 +1,11 @@
 """What ``skillrl train`` settles before it trains: its configs, its starting model, its folder.
 
-:func:`settle_training` turns the command's option values (``o``, keyed by option name:
-click's values, then the run's saved options on ``--resume`` and the starting model's
-recorded settings) into one typed :class:`TrainSettings`, once; everything after it (the
+The command's options are generated from the configs they set (:data:`TRAIN_OPTIONS`: the
+cycle's, the update's, the prompt's, the cold start's and the launch's own fields), so each
+option is a field with one name from the flag to its use. :func:`settle_training` builds those
+configs once from click's values (after ``--resume`` filled the ones left at their defaults
+from the run's saved options), applies the starting model's recorded settings with
+``dataclasses.replace``, and returns one typed :class:`TrainSettings`; everything after it (the
 folder claim, the policy, the bank, the cycles) reads that object. Every check fails fast,
 before any model loads: a bad combination is a :class:`ConfigError`, a run folder that cannot
 be started or resumed a :class:`CheckpointError`.
@@ -10,84 +13,235 @@ be started or resumed a :class:`CheckpointError`.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from skillrl_cli.options import constrained_from, env_config_from, prompt_config_from
-from skillrl_cli.train_config import fill_from_saved, resolved_settings
+from skillrl.prompts import PromptConfig
+from skillrl_cli.config_options import OptionGroup, build, saved_values
+from skillrl_cli.options import (
+    MODEL_HELP_TRAIN,
+    check_decoding,
+    env_config_from,
+    recorded_settings,
+)
+from skillrl_cli.train_config import NOT_IN_FILE, fill_from_saved
 from skillrl_cli.train_session import TrainSettings, run_folder, training_policy_config
 from skillrl_cli.upfront_checks import check_prompt_budget
 from skillrl_core.errors import CheckpointError, ConfigError, ModelLoadError
+from skillrl_core.option_fields import option
 from trainers.config import CycleConfig, GRPOConfig
+from trainers.sft_config import ColdStartConfig
 from trainers.trackers import check_tracker_installed
 
 if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig
 
+TRAIN_BACKENDS = ("transformers", "trl-vllm", "openai", "vllm")
+"""What ``--backend`` accepts; openai and vllm are refused with the reason (they cannot train)."""
 
-def settle_training(ctx: click.Context, o: dict[str, Any]) -> TrainSettings:
-    """Resolve the options of ``skillrl train`` into its settings, checking each on the way.
 
-    Order matters: the run's saved options (``--resume``) or the starting model's recorded
-    settings fill the options left at their defaults first; then every check runs; the cold
-    start (``--cold-start``), the one costly step, comes last, so a typo never waits for it.
+@dataclass(frozen=True)
+class TrainLaunch:
+    """How ``skillrl train`` starts: from which model, on which backend, into which folder."""
+
+    model: str = option("embedded", help=MODEL_HELP_TRAIN)
+    init_checkpoint: str | None = option(
+        None,
+        help="Start the run from this checkpoint folder (e.g. a `skillrl sft` round) instead of "
+        "--model; not with --cold-start.",
+        aliases=("--init",),
+    )
+    cold_start: bool = option(
+        False,
+        help="First fine-tune the policy on expert turns of training goals (behaviour cloning, "
+        "then --cold-start-dagger-rounds), as its own resumable phase in <run>/sft/; cycle 0 "
+        "then evaluates the cold-started policy and GRPO starts from it (see `skillrl sft "
+        "--help`).",
+        show_default=False,
+    )
+    backend: str = option(
+        "transformers",
+        help="Rollout backend. transformers: the trained model itself generates. trl-vllm: a "
+        "`trl vllm-serve` server generates (GPU) and gets the new weights after every update; "
+        "the trained model still runs in-process. openai and vllm cannot train.",
+        choices=TRAIN_BACKENDS,
+    )
+    base_url: str | None = option(
+        None,
+        help="Root of the `trl vllm-serve` server for --backend trl-vllm, e.g. "
+        "http://127.0.0.1:8000 (required with it, not used otherwise).",
+    )
+    constrained: bool | None = option(
+        None,
+        help="Decoding. Constrained (the default, except with --backend openai): the model "
+        "writes only the search words and picks each click among the admissible ones by its "
+        "score, so every action is valid. --free: the model writes <think>/<action> freely and "
+        "invalid actions are no-ops.",
+        negative="--free",
+    )
+    threads: int | None = option(None, help="CPU threads for torch.", low=1)
+    run_name: str | None = option(
+        None, help="Run folder name under <workspace>/runs/ (default: the environment id)."
+    )
+    resume: bool = option(
+        False,
+        help="Continue the run from its last completed step, with the settings it was started "
+        "with (saved in its config.json; only --cycles and --report-to may change).",
+        show_default=False,
+    )
+
+
+CYCLE_OPTIONS = OptionGroup(CycleConfig)
+GRPO_OPTIONS = OptionGroup(GRPOConfig)
+PROMPT_OPTIONS = OptionGroup(PromptConfig)
+LAUNCH_OPTIONS = OptionGroup(TrainLaunch)
+COLD_START_OPTIONS = OptionGroup(
+    ColdStartConfig,
+    prefix="cold_start",
+    only=(
+        "goals",
+        "dagger_rounds",
+        "dagger_goals",
+        "dagger_keep",
+        "dagger_replay",
+        "lora_layers",
+        "num_train_epochs",
+        "learning_rate",
+    ),
+    defaults={"dagger_rounds": 1},
+    helps={
+        "goals": "Training goals the expert plays for the cold start's behaviour cloning.",
+        "dagger_rounds": "DAgger rounds of the cold start (policy rolls out, expert labels, "
+        "train again).",
+        "dagger_goals": "Training goals per DAgger round of the cold start.",
+        "lora_layers": "Adapt only the top N decoder layers in the cold start (default: all; as "
+        "`skillrl sft --lora-layers`).",
+        "num_train_epochs": "Epochs of each cold-start fine-tuning round.",
+        "learning_rate": "Learning rate of the cold start (a LoRA adapter, merged after each "
+        "round).",
+    },
+    aliases={
+        "dagger_rounds": ("--dagger-rounds",),
+        "dagger_goals": ("--dagger-goals",),
+        "dagger_keep": ("--dagger-keep",),
+        "dagger_replay": ("--dagger-replay",),
+        "lora_layers": ("--sft-lora-layers",),
+        "num_train_epochs": ("--sft-epochs",),
+        "learning_rate": ("--sft-learning-rate",),
+    },
+)
+"""The cold start's settings ``train --cold-start`` offers (as ``skillrl sft``'s, prefixed);
+the rest (skills, decoding, turns, seed) it takes from the run."""
+
+TRAIN_OPTIONS = (CYCLE_OPTIONS, GRPO_OPTIONS, PROMPT_OPTIONS, LAUNCH_OPTIONS, COLD_START_OPTIONS)
+"""Every option ``skillrl train`` takes from a config, in ``--help`` order."""
+
+
+def settle_training(ctx: click.Context, values: dict[str, Any]) -> TrainSettings:
+    """Build the configs of ``skillrl train`` from click's values, checking each on the way.
+
+    Order matters: the run's saved options (``--resume``) fill the values left at their
+    defaults first; then the configs are built, the starting model's recorded settings apply to
+    those the user left at their defaults, every check runs, and the cold start
+    (``--cold-start``), the one costly step, comes last, so a typo never waits for it.
     """
-    if o["run_name"] is None:  # the default folder is named after the env; "" is refused
-        o["run_name"] = o["env_id"]
-    folder = run_folder(o["workspace"], o["run_name"])
-    if o["resume"]:
-        fill_from_saved(ctx, o, folder)
-    check_tracker_installed(o["report_to"])  # a missing extra fails before any model is read
-    given_model = o["model"]
-    if o["resume"]:
-        resolve_shipped_model(o)  # the settings were taken when the run started
-    else:
-        take_model_settings(o, ctx)
-    # Everything below up to the model load is cheap: a typo fails in a second.
-    env_config = env_config_from(o["env_id"], o["env_options"])
-    if o["backend"] in ("openai", "vllm"):
-        raise ConfigError(
-            f"--backend {o['backend']} cannot train: GRPO updates the weights in-process and "
-            "this backend cannot receive them; use --backend transformers, or --backend "
-            "trl-vllm with a `trl vllm-serve` server"
-        )
-    if o["backend"] != "trl-vllm" and o["base_url"] is not None:
-        raise ConfigError("--base-url is only used with --backend trl-vllm")
-    if o["rollout_dtype"] == AUTO_ROLLOUT_DTYPE:  # saved as what it became: a resume repeats it
-        o["rollout_dtype"] = native_rollout_dtype() if o["backend"] != "trl-vllm" else "float32"
-    if o["backend"] == "trl-vllm" and o["rollout_dtype"] != "float32":
-        raise ConfigError(
-            "--rollout-dtype is for in-process rollouts; with --backend trl-vllm the server's "
-            "own --dtype decides"
-        )
-    o["constrained"] = constrained_from(o)
-    cycle, grpo = cycle_config_from(o, env_config), grpo_config_from(o)
-    check_prompt_budget(o["env_id"], o["max_prompt_tokens"])
+    env_id = values["env_id"]
+    run_name = env_id if values["run_name"] is None else values["run_name"]  # "" is refused
+    folder = run_folder(values["workspace"], run_name)
+    if values["resume"]:
+        fill_from_saved(ctx, values, folder)  # click's side: options left at their defaults
+    launch = dataclasses.replace(build(LAUNCH_OPTIONS, values), run_name=run_name)
+    given_model = launch.model
+    launch = dataclasses.replace(launch, model=resolve_shipped_model(launch.model, env_id))
+    check_backend(launch)
+    cycle = build(
+        CYCLE_OPTIONS,
+        values,
+        env_config=env_config_from(env_id, values["env_options"]),
+        rollout_dtype=rollout_dtype_for(values["rollout_dtype"], launch.backend),
+    )
+    check_tracker_installed(cycle.report_to)  # a missing extra fails before a model is read
+    prompt = build(PROMPT_OPTIONS, values)
+    if not launch.resume and not launch.cold_start:  # a resumed run keeps its saved settings
+        cycle, prompt, launch = take_model_settings(ctx, cycle, prompt, launch)
+    constrained = check_decoding(launch.backend, launch.constrained)
+    launch = dataclasses.replace(launch, constrained=constrained)
+    grpo = build(
+        GRPO_OPTIONS,
+        values,
+        lora_alpha=2 * values["lora_r"],
+        max_completion_length=cycle.max_new_tokens,
+    )
+    cold_start = build(
+        COLD_START_OPTIONS,
+        values,
+        env_id=env_id,
+        skills=cycle.skills,
+        constrained=constrained,
+        max_turns=cycle.max_turns,
+        max_new_tokens=cycle.max_new_tokens,
+        seed=cycle.seed,
+    )
+    check_prompt_budget(env_id, prompt.max_prompt_tokens)
     check_goals(cycle)
-    options = resolved_settings(ctx, o)
-    if given_model == SHIPPED_MODEL:
-        # Saved as named, not as the package's path: a resume after the package moved (another
-        # venv, a reinstall) resolves it again and finds the same adapter.
-        options["model"] = SHIPPED_MODEL
-    model = starting_model(o)  # a cold start trains here: every check comes first
+    options = {
+        **saved_values(CYCLE_OPTIONS, cycle),
+        **saved_values(GRPO_OPTIONS, grpo),
+        **saved_values(PROMPT_OPTIONS, prompt),
+        # Saved as given: "shipped" (not the package's path), so a resume after the package
+        # moved (another venv, a reinstall) resolves it again and finds the same adapter.
+        **saved_values(LAUNCH_OPTIONS, dataclasses.replace(launch, model=given_model), NOT_IN_FILE),
+        **saved_values(COLD_START_OPTIONS, cold_start),
+        "env-option": dict(cycle.env_config),
+    }
+    # A cold start trains here: every check comes first.
+    model = starting_model(
+        launch, cold_start, prompt, cycle, folder, values["workspace"], values["as_json"]
+    )
     return TrainSettings(
         cycle=cycle,
         grpo=grpo,
-        policy=training_policy_config(model, o["workspace"], o["threads"]),
-        server=server_config(o, model),
-        prompt=prompt_config_from(o),
-        constrained=o["constrained"],
+        policy=training_policy_config(model, values["workspace"], launch.threads),
+        server=server_config(launch, model, values["workspace"]),
+        prompt=prompt,
+        constrained=constrained,
         folder=folder,
-        resume=o["resume"],
-        as_json=o["as_json"],
+        resume=launch.resume,
+        as_json=values["as_json"],
         options=options,
     )
 
 
 AUTO_ROLLOUT_DTYPE = "auto"
 """``--rollout-dtype auto``: bf16 where this machine computes it natively, else float32."""
+
+
+def rollout_dtype_for(choice: str, backend: str) -> str:
+    """Resolve ``--rollout-dtype`` (auto: saved as what it became, so a resume repeats it)."""
+    if choice == AUTO_ROLLOUT_DTYPE:
+        return native_rollout_dtype() if backend != "trl-vllm" else "float32"
+    if backend == "trl-vllm" and choice != "float32":
+        raise ConfigError(
+            "--rollout-dtype is for in-process rollouts; with --backend trl-vllm the server's "
+            "own --dtype decides"
+        )
+    return choice
+
+
+def check_backend(launch: TrainLaunch) -> None:
+    """Refuse backends that cannot train and a ``--base-url`` no backend uses."""
+    if launch.backend in ("openai", "vllm"):
+        raise ConfigError(
+            f"--backend {launch.backend} cannot train: GRPO updates the weights in-process and "
+            "this backend cannot receive them; use --backend transformers, or --backend "
+            "trl-vllm with a `trl vllm-serve` server"
+        )
+    if launch.backend != "trl-vllm" and launch.base_url is not None:
+        raise ConfigError("--base-url is only used with --backend trl-vllm")
 
 
 def native_rollout_dtype() -> str:
@@ -104,12 +258,12 @@ def native_rollout_dtype() -> str:
     return "bfloat16" if native else "float32"
 
 
-def server_config(o: dict[str, Any], model: str) -> PolicyConfig | None:
+def server_config(launch: TrainLaunch, model: str, workspace: str | None) -> PolicyConfig | None:
     """Return the rollout server's policy config (``--backend trl-vllm``); None: in-process.
 
     ``model`` is the starting model, which the server must serve too.
     """
-    if o["backend"] != "trl-vllm":
+    if launch.backend != "trl-vllm":
         return None
     from skillrl.policies import PolicyConfig
     from skillrl.workspace import resolve_workspace
@@ -117,61 +271,8 @@ def server_config(o: dict[str, Any], model: str) -> PolicyConfig | None:
     return PolicyConfig(
         backend="trl-vllm",
         model=model,
-        base_url=o["base_url"],
-        workspace=resolve_workspace(o["workspace"]),
-    )
-
-
-def cycle_config_from(o: dict[str, Any], env_config: dict[str, Any]) -> CycleConfig:
-    """Return the improvement cycle's settings (goals, turns, skills, sampling, shaping)."""
-    return CycleConfig(
-        env_id=o["env_id"],
-        cycles=o["cycles"],
-        goals_per_cycle=o["goals_per_cycle"],
-        group_size=o["group_size"],
-        eval_goals=o["eval_goals"],
-        eval_split=o["eval_split"],
-        eval_every=o["eval_every"],
-        validation_goals=o["validation_goals"],
-        max_turns=o["max_turns"],
-        skills=o["skills"],
-        distill=o["skills"],
-        evolve=o["skills"],
-        dynamic_sampling=o["dynamic_sampling"],
-        max_topup_rounds=o["max_topup_rounds"],
-        seed=o["seed"],
-        max_new_tokens=o["max_new_tokens"],
-        rollout_dtype=o["rollout_dtype"],
-        invalid_action_penalty=o["invalid_penalty"],
-        turn_cost=o["turn_cost"],
-        env_config=env_config,
-        report_to=o["report_to"],
-    )
-
-
-def grpo_config_from(o: dict[str, Any]) -> GRPOConfig:
-    """Return the GRPO update's settings (learning rate, clip, KL, batches, LoRA, compile)."""
-    return GRPOConfig(
-        learning_rate=o["learning_rate"],
-        beta=o["beta"],
-        epsilon=o["epsilon"],
-        epsilon_high=o["epsilon_high"],
-        loss_type=o["loss_type"],
-        num_iterations=o["num_iterations"],
-        per_device_train_batch_size=o["batch_size"],
-        gradient_accumulation_steps=o["grad_accum"],
-        whole_group_steps=o["whole_groups"],
-        step_weight=o["step_weight"],
-        estimator=o["estimator"],
-        rft_weight=o["rft_weight"],
-        gamma=o["gamma"],
-        temperature=o["temperature"],
-        use_peft=o["use_lora"],
-        lora_r=o["lora_r"],
-        lora_alpha=2 * o["lora_r"],
-        max_completion_length=o["max_new_tokens"],
-        bf16=o["bf16"],
-        torch_compile=o["torch_compile"],
+        base_url=launch.base_url,
+        workspace=resolve_workspace(workspace),
     )
 
 
@@ -179,40 +280,68 @@ SHIPPED_MODEL = "shipped"
 """``--model shipped``: the cold-started adapter the package ships for ``--env``."""
 
 
-def resolve_shipped_model(o: dict[str, Any]) -> None:
-    """Replace ``--model shipped`` by the path of the adapter the package ships for ``--env``."""
+def resolve_shipped_model(model: str, env_id: str) -> str:
+    """Return ``model``, or for ``shipped`` the path of the adapter shipped for ``env_id``."""
     from skillrl.policies.model_settings import shipped_adapter
 
-    if o["model"] == SHIPPED_MODEL:
-        shipped = shipped_adapter(o["env_id"])
-        if shipped is None:
-            raise ConfigError(f"--model shipped: no adapter ships for environment {o['env_id']!r}")
-        o["model"] = str(shipped)
+    if model != SHIPPED_MODEL:
+        return model
+    shipped = shipped_adapter(env_id)
+    if shipped is None:
+        raise ConfigError(f"--model shipped: no adapter ships for environment {env_id!r}")
+    return str(shipped)
 
 
-def take_model_settings(o: dict[str, Any], ctx: Any) -> None:
-    """Resolve ``--model shipped`` and apply the starting model's recorded settings to ``o``.
+def take_model_settings(
+    ctx: click.Context, cycle: CycleConfig, prompt: PromptConfig, launch: TrainLaunch
+) -> tuple[CycleConfig, PromptConfig, TrainLaunch]:
+    """Apply the starting model's recorded settings to the options left at their defaults.
 
-    The model GRPO starts from (``--init`` or ``--model``; a ``--cold-start`` makes its own)
-    may carry ``skillrl.json``: the skills setting, prompt budget, decoding and environment
-    options it was trained under. Each option left at its default takes the recorded value, as
-    ``skillrl run`` does, and the screen says which. A resumed run keeps its saved settings.
+    The model GRPO starts from (``--init`` or ``--model``) may carry ``skillrl.json``: the
+    skills setting, prompt budget, decoding and environment options it was trained under. Each
+    option left at its default takes the recorded value, as ``skillrl run`` does, and the screen
+    says which.
     """
     from rich.console import Console
 
-    from skillrl_cli.options import model_settings_for
+    taken = recorded_settings(
+        launch.init_checkpoint or launch.model,
+        ctx,
+        Console(stderr=True),
+        env_id=cycle.env_id,
+        backend=launch.backend,
+        env_options=cycle.env_config,
+    )
+    if taken is None:
+        return cycle, prompt, launch
+    skills = cycle.skills if taken.skills is None else taken.skills
+    cycle = dataclasses.replace(
+        cycle,
+        skills=skills,
+        distill=skills,
+        evolve=skills,
+        env_config=env_config_from(cycle.env_id, taken.env_options),
+    )
+    if taken.max_prompt_tokens is not None:
+        prompt = dataclasses.replace(prompt, max_prompt_tokens=taken.max_prompt_tokens)
+    if taken.constrained is not None:
+        launch = dataclasses.replace(launch, constrained=taken.constrained)
+    return cycle, prompt, launch
 
-    resolve_shipped_model(o)
-    if o["cold_start"]:
-        return
-    model_settings_for(o["init_checkpoint"] or o["model"], o, ctx, Console(stderr=True), "skills")
 
-
-def starting_model(o: dict[str, Any]) -> str:
+def starting_model(
+    launch: TrainLaunch,
+    cold_start: ColdStartConfig,
+    prompt: PromptConfig,
+    cycle: CycleConfig,
+    folder: Path,
+    workspace: str | None,
+    as_json: bool,
+) -> str:
     """Return the model GRPO starts from: --init, the cold-started one, or --model."""
-    if o["init_checkpoint"] is not None and o["cold_start"]:
+    if launch.init_checkpoint is not None and launch.cold_start:
         raise ConfigError("--init and --cold-start both choose the starting model: pick one")
-    if o["cold_start"] and launched_processes() > 1:
+    if launch.cold_start and launched_processes() > 1:
         raise ConfigError(
             "--cold-start runs in one process: run `skillrl sft` (or `skillrl train "
             "--cold-start --cycles 1`) without the launcher first, then launch `skillrl train "
@@ -220,36 +349,28 @@ def starting_model(o: dict[str, Any]) -> str:
         )
     from skillrl.policies.model_folders import check_model_folder, check_model_path
 
-    if o["init_checkpoint"] is not None:
-        folder = Path(o["init_checkpoint"]).expanduser()
-        if not folder.is_dir():
-            raise ModelLoadError(f"--init ({folder}): no such checkpoint folder")
-        check_model_folder(folder)  # what the folder lacks, before the model loads
-        return str(folder)
-    check_model_path(o["model"])
-    if not o["cold_start"]:
-        return o["model"]
-    from skillrl_cli.sft import cold_start_job, run_cold_start
-    from trainers.sft_config import ColdStartConfig
+    if launch.init_checkpoint is not None:
+        init = Path(launch.init_checkpoint).expanduser()
+        if not init.is_dir():
+            raise ModelLoadError(f"--init ({init}): no such checkpoint folder")
+        check_model_folder(init)  # what the folder lacks, before the model loads
+        return str(init)
+    check_model_path(launch.model)
+    if not launch.cold_start:
+        return launch.model
+    from skillrl_cli.sft import ColdStartJob, run_cold_start
 
-    config = ColdStartConfig(
-        env_id=o["env_id"],
-        goals=o["cold_start_goals"],
-        dagger_rounds=o["dagger_rounds"],
-        dagger_goals=o["dagger_goals"],
-        dagger_keep=o.get("dagger_keep", "all"),
-        dagger_replay=o.get("dagger_replay"),
-        lora_layers=o.get("sft_lora_layers"),
-        skills=o["skills"],
-        constrained=o["constrained"],
-        max_turns=o["max_turns"],
-        max_new_tokens=o["max_new_tokens"],
-        num_train_epochs=o["sft_epochs"],
-        learning_rate=o["sft_learning_rate"],
-        seed=o["seed"],
+    job = ColdStartJob(
+        config=cold_start,
+        policy=training_policy_config(launch.model, workspace, launch.threads),
+        prompt=prompt,
+        env_options=dict(cycle.env_config),
+        teacher=None,
+        folder=folder / "sft",
+        resume=launch.resume,
+        as_json=as_json,
     )
-    folder = run_folder(o["workspace"], o["run_name"]) / "sft"
-    return str(run_cold_start(cold_start_job(o, config, folder)))
+    return str(run_cold_start(job))
 
 
 def check_goals(cycle: CycleConfig) -> None:

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from envs.registry import DEFAULT_ENV
 from skillrl_core.errors import ConfigError
+from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.splits import TEST_SPLIT, TRAIN_SPLIT
 from skillrl_core.validation import check_finite_fields, check_number
 from trainers.advantages import ESTIMATORS
@@ -28,59 +29,100 @@ SCALE_REWARDS: tuple[str, ...] = ("group", "none")
 class GRPOConfig:
     """How one GRPO update is computed and applied."""
 
-    learning_rate: float = 1e-5
-    """AdamW learning rate."""
+    learning_rate: float = option(1e-5, help="AdamW learning rate.", aliases=("--lr",))
     weight_decay: float = 0.0
     """AdamW weight decay."""
-    beta: float = 0.0
-    """KL coefficient to the reference model (k3 estimator); 0 loads no reference model."""
-    epsilon: float = 0.2
-    """Lower clip: the ratio is clipped below at ``1 - epsilon``."""
-    epsilon_high: float | None = 0.28
-    """Upper clip (DAPO's clip-higher): ratio clipped above at ``1 + epsilon_high`` (None: same)."""
-    loss_type: str = "dapo"
-    """Token aggregation: ``dapo`` (tokens of the accumulated batch), ``bnpo`` (tokens of the
-    micro-batch), ``grpo`` (mean per sequence, then over sequences), ``dr_grpo`` (constant
-    ``max_completion_length`` per sequence)."""
+    beta: float = option(
+        0.0,
+        help="KL coefficient to the reference model (k3 estimator); 0 loads no reference model.",
+        low=0,
+    )
+    epsilon: float = option(0.2, help="Lower clip: the ratio is clipped below at 1 - epsilon.")
+    epsilon_high: float | None = option(
+        0.28,
+        help="Upper clip (DAPO's clip-higher): the ratio is clipped above at 1 + epsilon_high "
+        "(None, from Python: the same as epsilon).",
+    )
+    loss_type: str = option(
+        "dapo",
+        help="Token aggregation of the loss: dapo (tokens of the accumulated batch), bnpo "
+        "(tokens of the micro-batch), grpo (mean per sequence, then over sequences), dr_grpo "
+        "(a constant max_completion_length per sequence).",
+        choices=LOSS_TYPES,
+    )
     max_completion_length: int = 64
-    """Normaliser of ``dr_grpo`` (tokens per completion)."""
-    num_iterations: int = 1
-    """Passes over each batch of turns (TRL's mu); >1 makes the clip matter."""
-    per_device_train_batch_size: int = 4
-    """Turns (prompt + completion sequences) per forward pass."""
-    gradient_accumulation_steps: int = 4
-    """Micro-batches accumulated into one optimizer step."""
-    whole_group_steps: bool = True
-    """Fill each optimizer step with whole groups (one goal's G episodes, all their turns), the
-    groups in shuffled order, as verl's mini-batches hold whole prompts' groups; a group larger
-    than a step fills consecutive steps. With ``share_prompt_prefix`` a step then encodes its
-    groups' shared prompts once. False: shuffle turns across groups (TRL's order)."""
+    """Normaliser of ``dr_grpo`` (tokens per completion; ``skillrl train`` sets it to the
+    cycle's ``max_new_tokens``)."""
+    num_iterations: int = option(
+        1, help="Passes over each cycle's turns (TRL's mu); >1 makes the clip matter.", low=1
+    )
+    per_device_train_batch_size: int = option(
+        4,
+        help="Turns (prompt + completion sequences) per forward pass.",
+        low=1,
+        aliases=("--batch-size",),
+    )
+    gradient_accumulation_steps: int = option(
+        4,
+        help="Micro-batches accumulated into one optimizer step.",
+        low=1,
+        aliases=("--grad-accum",),
+    )
+    whole_group_steps: bool = option(
+        True,
+        help="Fill each optimizer step with whole groups (a goal's G episodes, all their turns), "
+        "the groups in shuffled order, as verl's mini-batches hold whole prompts' groups, so "
+        "the step encodes their shared prompt once (a group larger than a step fills "
+        "consecutive steps); --shuffled-turns mixes turns of all groups in every step (as TRL "
+        "does).",
+        negative="--shuffled-turns",
+        aliases=("--whole-groups",),
+    )
     max_grad_norm: float = 1.0
     """Gradient clipping norm (0 disables clipping)."""
-    estimator: str = "grpo"
-    """How turns get their advantage (:mod:`trainers.advantages`): ``grpo`` (group-relative,
-    episode and step level) or ``rft`` (rejection-sampling fine-tuning on the learner's own
-    samples: 1 for every turn of an episode that succeeded, 0 otherwise; failures teach
-    nothing, and ``step_weight`` is not used)."""
-    rft_weight: float = 0.0
-    """With ``estimator="grpo"``: added to the advantage of every turn of a successful episode
-    (RFT mixed into GRPO); 0 is plain GRPO."""
-    step_weight: float = 1.0
-    """w in A = A_episode + w * A_step (GiGPO Eq. 8); 0 gives plain (episode-level) GRPO."""
-    gamma: float = 0.95
-    """Discount of the step-level returns (GiGPO Eq. 6)."""
+    estimator: str = option(
+        "grpo",
+        help="How turns get their advantage (trainers.advantages): grpo (group-relative: "
+        "episode level plus --step-weight times step level) or rft (rejection-sampling "
+        "fine-tuning on the policy's own samples: every turn of an episode that succeeded is "
+        "trained on, with the tokens it produced, and failures are not; --step-weight is not "
+        "used; pair it with --no-dynamic-sampling, which would drop groups that all succeeded).",
+        choices=ESTIMATORS,
+    )
+    rft_weight: float = option(
+        0.0,
+        help="With --estimator grpo: added to the advantage of every turn of a successful "
+        "episode (RFT mixed into GRPO); 0 is plain GRPO.",
+        low=0,
+    )
+    step_weight: float = option(
+        1.0,
+        help="w in A = A_episode + w * A_step (GiGPO Eq. 8); 0 gives plain (episode-level) GRPO.",
+        low=0,
+        aliases=("-w",),
+    )
+    gamma: float = option(
+        0.95, help="Discount of the step-level returns (GiGPO Eq. 6).", low=0, high=1
+    )
     scale_rewards: str = "group"
     """``group``: divide advantages by the group's std (GRPO); ``none``: only centre (Dr. GRPO)."""
-    temperature: float = 1.0
-    """Sampling temperature of the training rollouts, and the update's: logits are divided by it
-    before log-probs (as TRL), so pi_old and pi_theta are the policy that sampled. One field for
-    both, so the two cannot differ."""
-    use_peft: bool = False
-    """Train a LoRA adapter (peft) instead of every weight."""
-    lora_r: int = 16
-    """LoRA rank."""
+    temperature: float = option(
+        1.0,
+        help="Sampling temperature of the training rollouts, and the update's: logits are "
+        "divided by it before log-probs (as TRL), so pi_old and pi_theta are the policy that "
+        "sampled. One setting for both, so the two cannot differ.",
+        low=0,
+        low_open=True,
+    )
+    use_peft: bool = option(
+        False,
+        help="Train a LoRA adapter (peft) instead of every weight (--full).",
+        negative="--full",
+        aliases=("--lora",),
+    )
+    lora_r: int = option(16, help="LoRA rank.", low=1)
     lora_alpha: int = 32
-    """LoRA scaling alpha."""
+    """LoRA scaling alpha (``skillrl train`` sets twice the rank)."""
     lora_dropout: float = 0.0
     """LoRA dropout."""
     lora_target_modules: list[str] = field(
@@ -97,20 +139,25 @@ class GRPOConfig:
     share a prefix also share its dropout mask). A tree holds no more positions than the step's
     largest plain micro-batch. Off under ``torchrun`` / ``accelerate launch`` (DDP expects
     one forward per backward) and with ``torch_compile`` (see there)."""
-    bf16: bool = False
-    """Run the update's forward passes under bf16 autocast (mixed precision, TRL's ``bf16``):
-    matrix products in bf16, weights, gradients, log-softmax and optimizer state in float32.
-    The products run faster on GPUs and on CPUs with native bf16 (AVX512-BF16, AMX), but on a
-    2-core AMX CPU the recipe's update took as long as in float32; slower where bf16 is
-    emulated. The log-probs the ratio compares then carry bf16 rounding, as bf16 rollouts do."""
-    torch_compile: bool = False
-    """Compile the trained model's forward and backward (``torch.compile``, inductor, dynamic
-    shapes). Measured on SmolLM2-135M, 2 shared CPU cores, a forward + backward of 4 x ~380
-    tokens: full fine-tuning 1.86x faster after 115-250 s of compilation, LoRA 1.49x after
-    350 s, once per process; it pays after tens of micro-batches. Gradients agree to float
-    rounding, not bit for bit. Off by default: short runs and tests would pay the compile.
-    It runs the plain rows, not prefix trees: a tree's passes change shape from pass to pass,
-    and compiling them had not finished after 15 minutes."""
+    bf16: bool = option(
+        False,
+        help="Run the update's forward passes under bf16 autocast (mixed precision, TRL's "
+        "bf16): matrix products in bf16; weights, gradients, log-softmax and optimizer state in "
+        "float32. The products run faster on GPUs and on CPUs with native bf16 (AVX512-BF16, "
+        "AMX), but on a 2-core AMX CPU the recipe's update took as long as in float32 "
+        "(docs/results.md, Training speed); slower where bf16 is emulated. The log-probs the "
+        "ratio compares then carry bf16 rounding, as bf16 rollouts do.",
+    )
+    torch_compile: bool = option(
+        False,
+        help="Compile the update's forward and backward with torch.compile (inductor, dynamic "
+        "shapes), as plain rows instead of prefix trees (whose passes change shape too often "
+        "to compile: not done after 15 minutes). On SmolLM2-135M, 2 CPU cores, 4 x ~380 "
+        "tokens: full fine-tuning 1.86x faster after 115-250 s of compiling, LoRA 1.49x after "
+        "350 s, once per process, but on the recipe's batches the trees were faster (LoRA: 434 "
+        "vs 328 tokens/s after 237 s; docs/results.md, Speed). Gradients agree to float "
+        "rounding, not bit for bit.",
+    )
 
     def __post_init__(self) -> None:
         check_finite_fields(self)
@@ -184,70 +231,101 @@ ROLLOUT_DTYPES: tuple[str, ...] = ("float32", "bfloat16")
 
 @dataclass
 class CycleConfig:
-    """One ``skillrl train`` run: how many cycles, on which goals, with what."""
+    """One ``skillrl train`` run: how many cycles, on which goals, with what.
 
-    env_id: str = DEFAULT_ENV
-    """Environment id (``envs.make``)."""
-    cycles: int = 3
-    """Improvement cycles to run (cycle 0 is the evaluation of the starting point)."""
-    goals_per_cycle: int = 4
-    """Training groups (goals with signal) wanted per cycle."""
-    group_size: int = 4
-    """Episodes rolled out per training goal (G)."""
-    eval_goals: int = 10
-    """Fixed evaluation goals (indices 0..eval_goals-1 of ``eval_split``), same every cycle."""
-    eval_split: str = TEST_SPLIT
-    """Split the evaluation goals come from."""
-    eval_every: int = 1
-    """Evaluate every this many cycles; cycle 0 (the starting point) and the last cycle are
-    always evaluated. Cycles in between record no ``eval.*`` metrics: on a CPU a 100-goal
-    evaluation costs about as much as a whole training cycle, so a long run can spend its time
-    on updates and still be measured at both ends on the same goals."""
+    Fields made with ``option`` are ``skillrl train``'s options of the same name.
+    """
+
+    env_id: str = option(DEFAULT_ENV, help="Environment id.", aliases=("--env",))
+    cycles: int = option(
+        3,
+        help="Improvement cycles after the cycle-0 evaluation (of the starting point).",
+        low=1,
+    )
+    goals_per_cycle: int = option(
+        4, help="Training goals (groups with signal) wanted per cycle.", low=1
+    )
+    group_size: int = option(
+        4, help="Episodes rolled out per training goal (GRPO group size G).", low=2
+    )
+    eval_goals: int = option(
+        10,
+        help="Fixed evaluation goals (the first N of --eval-split), the same every cycle.",
+        low=0,
+    )
+    eval_split: str = option(TEST_SPLIT, help="Split the evaluation goals come from.")
+    eval_every: int = option(
+        1,
+        help="Evaluate every N-th cycle; cycle 0 and the last cycle are always evaluated. Cycles "
+        "in between record no eval.* metrics: on a CPU a 100-goal evaluation costs about as "
+        "much as a training cycle, so a long run can spend its time on updates and still be "
+        "measured at both ends on the same goals.",
+        low=1,
+    )
     train_split: str = TRAIN_SPLIT
     """Split the training goals come from."""
-    validation_goals: int = 4
-    """Goals of ``validation_split`` whose failures evolve the bank. 0: use the evaluation
-    failures instead, unless they are test goals (then the bank is not evolved: learning from
-    the held-out goals would inflate the next evaluation)."""
+    validation_goals: int = option(
+        4,
+        help="Goals of the 'eval' split whose failures evolve the bank. 0: the evaluation "
+        "goals' failures, unless those are test goals (learning from the held-out goals would "
+        "inflate the next evaluation, so the bank is then not evolved).",
+        low=0,
+    )
     validation_split: str = "eval"
     """Split of the validation goals."""
-    max_turns: int = 15
-    """Turn limit per episode."""
-    skills: bool = True
-    """Retrieve skills every turn (and distill/evolve the bank)."""
+    max_turns: int = option(15, help="Turn limit per episode.", low=1)
+    skills: bool = option(
+        True, help="Retrieve skills every turn and grow the bank (distill, evolve)."
+    )
     distill: bool = True
     """Distill finished training episodes into the bank each cycle (needs ``skills``)."""
     evolve: bool = True
     """Evolve the bank from validation failures each cycle (needs ``skills``)."""
-    dynamic_sampling: bool = True
-    """Drop groups whose episodes all got the same return and top up from further goals."""
-    max_topup_rounds: int = 3
-    """Extra rollout rounds tried per cycle to top up dropped groups."""
-    seed: int = 0
-    """Seed of goal order, sampling and the update."""
+    dynamic_sampling: bool = option(
+        True,
+        help="Drop groups whose episodes all got the same return and top up from further goals.",
+    )
+    max_topup_rounds: int = option(
+        3, help="Extra rollout rounds per cycle to replace dropped groups.", low=0
+    )
+    seed: int = option(0, help="Seed of goal order, sampling and the update.", low=0, high=SEED_MAX)
     eval_temperature: float = 0.0
     """Temperature of evaluation episodes (0: greedy)."""
-    max_new_tokens: int = 48
-    """Generation budget per turn."""
-    rollout_dtype: str = "float32"
-    """Number format training rollouts play in (``ROLLOUT_DTYPES``): ``float32``, the trained
-    weights themselves; or ``bfloat16``, a copy the trainer refreshes after every update
-    (``skillrl.policies.weight_sync``), faster on CPUs with native bf16 and on GPUs. The update
-    takes its ratio against the log-probs the copy sampled with. Evaluation and validation
-    always play the float32 weights."""
+    max_new_tokens: int = option(48, help="Tokens the policy may generate per turn.", low=1)
+    rollout_dtype: str = option(
+        "float32",
+        help="Number format of the training rollouts. float32 plays the trained weights; "
+        "bfloat16 plays a copy the trainer refreshes after every update "
+        "(skillrl.policies.weight_sync), faster on CPUs with native bf16 (AVX512-BF16, AMX) and "
+        "on GPUs, and the update's clipped ratio corrects for the rounding; auto picks bfloat16 "
+        "where the machine computes it natively, else float32, and the run saves what it "
+        "picked. Evaluation always plays float32. In-process backend only.",
+        choices=(*ROLLOUT_DTYPES, "auto"),
+    )
     checkpoint_every: int = 1
     """Save a model checkpoint every this many cycles (the last one is always saved)."""
-    invalid_action_penalty: float = 0.1
-    """Reward shaping: subtracted on every turn whose action was invalid."""
-    turn_cost: float = 0.01
-    """Reward shaping: subtracted on every turn (shorter successes earn more)."""
+    invalid_action_penalty: float = option(
+        0.1,
+        help="Reward subtracted for each invalid action.",
+        low=0,
+        aliases=("--invalid-penalty",),
+    )
+    turn_cost: float = option(
+        0.01, help="Reward subtracted for each turn (shorter successes earn more).", low=0
+    )
     upkeep: bool = True
     """Retire low-utility bank entries after each distillation (needs ``skills``)."""
     env_config: dict[str, Any] = field(default_factory=dict)
     """Extra ``envs.make`` keyword arguments (``max_turns`` is set from this config)."""
-    report_to: str = "tensorboard"
-    """Experiment tracker each cycle's metrics go to besides ``metrics.jsonl``
-    (``trainers.trackers.REPORT_TO``: tensorboard, wandb or trackio)."""
+    report_to: str = option(
+        "tensorboard",
+        help="Experiment tracker that gets each cycle's metrics besides "
+        "runs/<name>/metrics.jsonl, as TrainingArguments.report_to: tensorboard (event files in "
+        "runs/<name>/tensorboard), wandb or trackio (extras: pip install 'skillrl[wandb]' or "
+        "'skillrl[trackio]'; WANDB_PROJECT / TRACKIO_PROJECT name the project, default "
+        "skillrl). May change on --resume.",
+        choices=REPORT_TO,
+    )
 
     def __post_init__(self) -> None:
         check_finite_fields(self)

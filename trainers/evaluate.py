@@ -14,6 +14,7 @@ from typing import Any
 
 from skillrl_core.errors import ConfigError
 from skillrl_core.goal_range import GoalRange
+from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.splits import TEST_SPLIT
 from skillrl_core.validation import check_finite_fields, check_number
 from trainers.episode_metrics import EpisodeSummary, pass_at_k_t, summarise
@@ -31,20 +32,20 @@ size alone; in fp32 the same goals take the same actions at batch sizes 1, 7 and
 class EvalConfig:
     """Which goals to evaluate and how."""
 
-    split: str = TEST_SPLIT
-    """Split of the goals."""
+    split: str = option(TEST_SPLIT, help="Split of the goals.")
     goals: GoalRange = GoalRange.first_n(20)
     """The goals of the split, by index (``skillrl eval --goals 250-349``)."""
-    samples: int = 1
-    """Sampled episodes per goal for Pass@(K,T) (1: use the greedy episodes)."""
-    temperature: float = 0.7
-    """Sampling temperature of those episodes."""
+    samples: int = option(
+        1,
+        help="Sampled episodes per goal for Pass@(K,T) (1: the greedy episode).",
+        low=1,
+    )
+    temperature: float = option(0.7, help="Sampling temperature of those episodes.", low=0)
     ks: tuple[int, ...] = (1,)
     """K values of the Pass@(K,T) table (each <= samples)."""
     ts: tuple[int, ...] = (5, 10, 15)
     """T values (turn budgets) of the table."""
-    seed: int = 0
-    """Env and sampling seed."""
+    seed: int = option(0, help="Env and sampling seed.", low=0, high=SEED_MAX)
 
     def __post_init__(self) -> None:
         check_finite_fields(self)

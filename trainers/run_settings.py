@@ -38,6 +38,24 @@ _REMOVED_SINCE: dict[str, tuple[str, ...]] = {"cycle": ("train_temperature",)}
 which runs saved beside it with the same value): left out of the comparison."""
 
 
+OPTIONS_RENAMED_SINCE: dict[str, str] = {
+    "env": "env-id",
+    "batch-size": "per-device-train-batch-size",
+    "grad-accum": "gradient-accumulation-steps",
+    "whole-groups": "whole-group-steps",
+    "lora": "use-peft",
+    "invalid-penalty": "invalid-action-penalty",
+    "init": "init-checkpoint",
+    "dagger-rounds": "cold-start-dagger-rounds",
+    "dagger-goals": "cold-start-dagger-goals",
+    "dagger-keep": "cold-start-dagger-keep",
+    "dagger-replay": "cold-start-dagger-replay",
+    "sft-lora-layers": "cold-start-lora-layers",
+    "sft-epochs": "cold-start-num-train-epochs",
+    "sft-learning-rate": "cold-start-learning-rate",
+}
+"""Launch options saved under their names before each option took its config field's name."""
+
 RESUMABLE_OPTIONS = frozenset({"cycles", "report-to"})
 """Launch options a resume may change (every other one shapes what the run trains)."""
 LOCATING_OPTIONS = frozenset({"run-name", "threads", "base-url"})
@@ -102,6 +120,7 @@ def check_resume_settings(
                 "them back, or start a new run (another --run-name) with the settings you want"
             )
     if isinstance(saved_options, dict) and options is not None:
+        saved_options = {OPTIONS_RENAMED_SINCE.get(k, k): v for k, v in saved_options.items()}
         for key in sorted(set(saved_options) | set(options)):
             if key in RESUMABLE_OPTIONS | LOCATING_OPTIONS or key not in saved_options:
                 continue

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from envs.registry import DEFAULT_ENV
 from skillrl_core.errors import ConfigError
+from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.splits import TRAIN_SPLIT
 from skillrl_core.validation import check_finite_fields
 
@@ -37,70 +38,126 @@ DAGGER_KEEP: tuple[str, ...] = ("all", "mistakes")
 class ColdStartConfig:
     """One cold-start run: which examples, how many DAgger rounds, how to fine-tune."""
 
-    env_id: str = DEFAULT_ENV
-    """Environment id (``envs.make``); expert sources and DAgger need an adapter with an expert."""
-    sources: tuple[str, ...] = ("expert",)
-    """Behaviour-cloning sources of round 0, any of :data:`SOURCES`."""
-    split: str = TRAIN_SPLIT
-    """Split the goals come from; anything but ``train`` is refused."""
-    goals: int = 64
-    """Training goals played by the expert (and the teacher) for round 0."""
-    bank_episodes: int = 200
-    """Most successful training episodes taken from the bank (source ``bank``)."""
-    dagger_rounds: int = 0
-    """Rounds after behaviour cloning: roll out the policy, label its states, train again."""
-    dagger_goals: int = 32
-    """Training goals the policy plays in each DAgger round (fresh goals every round)."""
-    dagger_temperature: float = 0.0
-    """Sampling temperature of the DAgger rollouts (0: greedy, the states evaluation visits)."""
-    dagger_keep: str = "all"
-    """Which labelled learner states a DAgger round keeps: ``all`` (Ross et al.) or ``mistakes``,
-    the states where the learner's action differs from the expert's label (the states it
-    already gets right cost as much to train on). Measured on WebShop (docs/results.md): the
-    kept states are mostly corrective actions (back out, click an option again), and two such
-    rounds with replay 1 made the policy loop, so ``all`` stays the default."""
-    dagger_replay: float | None = None
-    """What a DAgger round trains on. None: the whole aggregated dataset (every round so far, as
-    in the paper; a round's cost grows with the rounds). A number k: the round's new examples
-    plus k times as many drawn at random from earlier rounds (the weights carry over from round
-    to round, so the replay only guards against forgetting; a round's cost stays flat)."""
-    skills: bool = True
-    """Examples carry the skills retrieved at their turn (the policy is then run with skills)."""
-    skill_withhold: float = 0.0
-    """With ``skills``: the fraction of examples whose prompt is built with no entries, as the
-    agent builds it when retrieval is off (drawn per turn from ``seed``, so a resumed run draws
-    the same). Trained on both, the policy can neither ignore the entries nor depend on them to
-    act at all."""
-    constrained: bool = True
-    """Targets in the constrained agent's format (query / click); else thought + action."""
-    max_turns: int = 15
-    """Turn limit of every episode played for examples."""
-    max_new_tokens: int = 48
-    """Generation budget per turn of the DAgger and teacher rollouts."""
+    env_id: str = option(
+        DEFAULT_ENV,
+        help="Environment id; expert sources and DAgger need an environment with an expert.",
+        aliases=("--env",),
+    )
+    sources: tuple[str, ...] = option(
+        ("expert",),
+        help="Where demonstrations come from (repeat to combine): the scripted expert on training "
+        "goals, successful training episodes stored in the bank, or a teacher model.",
+        choices=SOURCES,
+        aliases=("--source",),
+    )
+    split: str = option(
+        TRAIN_SPLIT,
+        help="Split of the goals; only 'train' is accepted (test and eval goals are never trained "
+        "on).",
+    )
+    goals: int = option(
+        64, help="Training goals the expert (and teacher) play for behaviour cloning.", low=0
+    )
+    bank_episodes: int = option(
+        200, help="Most successful training episodes taken from the bank (--source bank).", low=0
+    )
+    dagger_rounds: int = option(
+        0,
+        help="DAgger rounds after behaviour cloning: roll out the policy, label every visited "
+        "state with the expert's action, add the examples, train again.",
+        low=0,
+    )
+    dagger_goals: int = option(
+        32, help="Fresh training goals the policy plays in each DAgger round.", low=1
+    )
+    dagger_temperature: float = option(
+        0.0,
+        help="Sampling temperature of DAgger rollouts (0: greedy, the states evaluation visits).",
+        low=0,
+    )
+    dagger_keep: str = option(
+        "all",
+        help="Labelled learner states a DAgger round keeps: all of them (Ross et al.), or only "
+        "those where the learner's action differs from the expert's (the states it already gets "
+        "right cost as much to train on). Measured, the kept states were mostly corrective "
+        "actions, and two such rounds with replay 1 made the policy loop (docs/results.md), so "
+        "all stays the default.",
+        choices=DAGGER_KEEP,
+    )
+    dagger_replay: float | None = option(
+        None,
+        help="Train each DAgger round on its new examples plus this many times as many drawn at "
+        "random from earlier rounds (the weights carry over, so the replay only guards against "
+        "forgetting, and a round's cost stays flat); default: the whole aggregated dataset, as "
+        "in the paper.",
+        low=0,
+    )
+    skills: bool = option(
+        True,
+        help="Put the skills retrieved at each turn into the examples (run the policy likewise).",
+    )
+    skill_withhold: float = option(
+        0.0,
+        help="With --skills: the fraction of examples whose prompt is built with no entries, as "
+        "the agent builds it when retrieval is off (drawn per turn from --seed), so the policy "
+        "learns to play with and without retrieved skills.",
+        low=0,
+        high=1,
+        high_open=True,
+    )
+    constrained: bool = option(
+        True,
+        help="Targets in the constrained agent's format (query / click) or thought + action "
+        "(free decoding); train for the mode you will run.",
+        negative="--free",
+    )
+    max_turns: int = option(15, help="Turn limit of every episode played for examples.", low=1)
+    max_new_tokens: int = option(
+        48, help="Tokens the policy may generate per turn (DAgger and teacher rollouts).", low=1
+    )
     max_parallel: int = 16
     """Episodes played at once (one batched agent call per turn)."""
-    num_train_epochs: float = 2.0
-    """Passes over the dataset in each round's training."""
-    learning_rate: float = 2e-4
-    """AdamW learning rate (LoRA adapters take a larger one than full fine-tuning)."""
-    per_device_train_batch_size: int = 4
-    """Examples per forward pass."""
-    gradient_accumulation_steps: int = 2
-    """Forward passes per optimizer step."""
-    packing: bool = False
-    """Pack examples into full-length rows (see ``trainers.sft``: rarely pays here)."""
-    use_peft: bool = True
-    """Train a LoRA adapter (merged into the saved checkpoints) instead of every weight."""
-    lora_r: int = 16
-    """LoRA rank."""
+    num_train_epochs: float = option(
+        2.0,
+        help="Passes over the dataset in every round.",
+        low=0,
+        low_open=True,
+        aliases=("--epochs",),
+    )
+    learning_rate: float = option(
+        2e-4,
+        help="AdamW learning rate (LoRA; use about 1e-5 with --full).",
+        low=0,
+        low_open=True,
+        aliases=("--lr",),
+    )
+    per_device_train_batch_size: int = option(
+        4, help="Examples per forward pass.", low=1, aliases=("--batch-size",)
+    )
+    gradient_accumulation_steps: int = option(
+        2, help="Forward passes per optimizer step.", low=1, aliases=("--grad-accum",)
+    )
+    packing: bool = option(
+        False,
+        help="Pack examples into full rows (TRL); rarely pays for turn prompts of similar length.",
+    )
+    use_peft: bool = option(
+        True,
+        help="Train a LoRA adapter (merged into the checkpoints) instead of every weight (--full).",
+        negative="--full",
+        aliases=("--lora",),
+    )
+    lora_r: int = option(16, help="LoRA rank.", low=1)
     lora_alpha: int = 32
-    """LoRA scaling alpha."""
+    """LoRA scaling alpha (the commands set twice the rank)."""
     lora_dropout: float = 0.0
     """LoRA dropout."""
-    lora_layers: int | None = None
-    """Put LoRA adapters on the top this-many decoder layers only (None: every layer). No
-    gradient flows below the lowest adapted layer, so the backward pass shrinks in proportion,
-    and the adapter file too."""
+    lora_layers: int | None = option(
+        None,
+        help="Adapt only the top N decoder layers (default: all): no gradient flows below the "
+        "lowest adapted layer, so the backward pass shrinks in proportion, and the adapter too.",
+        low=1,
+    )
     lora_target_modules: list[str] = field(default_factory=lambda: list(LORA_MODULES))
     """Module names that get LoRA adapters."""
     head_only_loss: bool = True
@@ -111,10 +168,12 @@ class ColdStartConfig:
     share (the system message; an episode's earlier turns, which a later turn's prompt repeats)
     goes through the model once. Same loss and gradients; needs ``head_only_loss``. (With
     ``lora_dropout`` > 0, rows that share a prefix also share its dropout mask.)"""
-    save_steps: int = 25
-    """Optimizer steps between resumable trainer checkpoints inside a round."""
-    seed: int = 0
-    """Seed of the goal order, LoRA init and data order."""
+    save_steps: int = option(
+        25, help="Optimizer steps between resumable checkpoints inside a round.", low=1
+    )
+    seed: int = option(
+        0, help="Seed of the goal order, LoRA init and data order.", low=0, high=SEED_MAX
+    )
 
     def __post_init__(self) -> None:
         check_finite_fields(self)

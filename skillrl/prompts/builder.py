@@ -37,6 +37,7 @@ from memory.types import RetrievedEntry
 from skillrl.agents.base import AgentState
 from skillrl.policies.base import Conversation
 from skillrl_core.errors import ConfigError
+from skillrl_core.option_fields import option
 from skillrl_core.validation import check_finite_fields
 
 CountTokens = Callable[[str], int]
@@ -59,8 +60,12 @@ leaves room for skills."""
 class PromptConfig:
     """What goes into a turn's prompt and how large it may get."""
 
-    max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS
-    """Token budget for the whole prompt (skills shrink first, then history, then observation)."""
+    max_prompt_tokens: int = option(
+        DEFAULT_MAX_PROMPT_TOKENS,
+        help="Token budget of each turn's prompt (skills shrink first, then older actions, then "
+        "the observation).",
+        low=16,
+    )
     history_turns: int = 3
     """Recent turns shown (their actions and whether they were valid)."""
     max_observation_tokens: int = 360

@@ -395,9 +395,9 @@ def test_retrieved_skills_show_the_highest_score_first():
 def test_constrained_decoding_is_the_default_where_the_backend_can_score(
     backend, choice, constrained
 ):
-    from skillrl_cli.options import constrained_from
+    from skillrl_cli.options import check_decoding
 
-    assert constrained_from({"backend": backend, "constrained": choice}) is constrained
+    assert check_decoding(backend, choice) is constrained
 
 
 @pytest.mark.parametrize("command", ["run", "eval"])

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 import skillrl_cli.train as train_command
 from cli import main
 from trainers.run_files import RunFiles, RunState
-from trainers.run_settings import run_settings
+from trainers.run_settings import options_digest, run_settings
 
 
 class Started(Exception):
@@ -63,7 +63,7 @@ def test_a_config_file_sets_options_and_the_command_line_overrides_it(workspace,
     assert grpo.learning_rate == 3e-6 and grpo.use_peft and not cycle.skills
     assert cycle.env_config == {"observation_mode": "text_rich", "num_products": 500}
     saved = start(workspace / "runs" / "from-file", started[0])["options"]
-    assert saved["group-size"] == 5 and saved["goals-per-cycle"] == 7 and saved["lora"] is True
+    assert saved["group-size"] == 5 and saved["goals-per-cycle"] == 7 and saved["use-peft"] is True
     assert saved["env-option"] == {"observation_mode": "text_rich", "num_products": 500}
     assert "workspace" not in saved and "resume" not in saved and "config" not in saved
 
@@ -96,7 +96,7 @@ def test_a_run_saved_before_whole_group_steps_resumes_with_shuffled_turns(worksp
     run = workspace / "runs" / "old"
     saved = start(run, started[0], {"cycle": 1})
     # What the run's files held before the setting existed: no config field, no option.
-    del saved["grpo"]["whole_group_steps"], saved["options"]["whole-groups"]
+    del saved["grpo"]["whole_group_steps"], saved["options"]["whole-group-steps"]
     del saved["options_digest"]  # runs saved before it had none
     (run / "config.json").write_text(json.dumps(saved))
 
@@ -123,6 +123,30 @@ def test_a_run_saved_under_the_old_setting_names_resumes(workspace, started):
     assert started[-1][1].step_weight == 0.5 and started[-1][1].temperature == 0.7
     changed = train("--run-name", "named", "--resume", "--step-weight", "1.0")
     assert changed.exit_code == 1 and "would change step-weight from 0.5" in changed.output
+
+
+def test_a_run_saved_under_the_old_option_names_resumes_and_still_refuses_a_change(
+    workspace, started
+):
+    first = train("--run-name", "old-names", "--lora", "--batch-size", "2", "--grad-accum", "3")
+    assert isinstance(first.exception, Started), first.output
+    run = workspace / "runs" / "old-names"
+    saved = start(run, started[0], {"cycle": 1})
+    # The options block as runs saved it before each option took its config field's name.
+    renamed = {"use-peft": "lora", "per-device-train-batch-size": "batch-size"}
+    for new, old in {**renamed, "gradient-accumulation-steps": "grad-accum"}.items():
+        saved["options"][old] = saved["options"].pop(new)
+    saved["options_digest"] = options_digest(saved["options"])
+    (run / "config.json").write_text(json.dumps(saved))
+
+    again = train("--run-name", "old-names", "--resume")
+    assert isinstance(again.exception, Started), again.output
+    grpo = started[-1][1]
+    assert grpo.use_peft and grpo.per_device_train_batch_size == 2
+    assert grpo.gradient_accumulation_steps == 3
+    changed = train("--run-name", "old-names", "--resume", "--batch-size", "4")
+    assert changed.exit_code == 1, changed.output
+    assert "would change per-device-train-batch-size from 2" in changed.output
 
 
 @pytest.mark.parametrize(
@@ -388,7 +412,7 @@ def test_runs_in_a_workspace_that_does_not_exist_fails(tmp_path):
         (("--temperature", "0.3"), "temperature"),
         (("--no-skills",), "skills"),
         (("--env-option", "observation_mode=text"), "env-option"),
-        (("--lora",), "lora"),
+        (("--lora",), "use-peft"),
         (("--seed", "5"), "seed"),
     ],
     ids=lambda v: v if isinstance(v, str) else " ".join(v),
