@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -114,6 +115,20 @@ def config_fields(env_id: str) -> list[str]:
     """Names of the settings ``env_id`` takes (its config dataclass's fields; [] if none)."""
     config_class = spec_of(env_id).config_class
     return [f.name for f in dataclasses.fields(config_class)] if config_class else []
+
+
+def takes_turn_limit(env_id: str) -> bool:
+    """Return whether ``env_id`` keeps a turn limit of its own (a ``max_turns`` setting).
+
+    A field of its config class or, without one, a keyword of its factory.
+    """
+    if "max_turns" in config_fields(env_id):
+        return True
+    try:
+        parameters = inspect.signature(spec_of(env_id).factory).parameters
+    except (TypeError, ValueError):  # a factory Python cannot inspect (a C extension)
+        return False
+    return "max_turns" in parameters
 
 
 def check_config(env_id: str, settings: Mapping[str, Any]) -> dict[str, Any]:

@@ -72,7 +72,9 @@ class RolloutConfig:
     """How the engine runs episodes."""
 
     max_turns: int = 15
-    """Turns before the engine truncates an episode (the environment may truncate sooner)."""
+    """The turn limit, set in this one place: the engine truncates an episode here, and hands
+    the same limit to an environment that keeps one of its own (a ``max_turns`` config field)
+    unless the episode's ``env_config`` names another."""
     max_parallel: int = 16
     """Episodes active at once (one batched generation covers all of them)."""
     record: bool = False
@@ -214,9 +216,17 @@ class RolloutEngine:
         self.stats.wall_seconds = time.perf_counter() - began
         return [results[i] for i in range(len(starts))]
 
+    def _env_settings(self, start: EpisodeStart) -> dict[str, Any]:
+        """Return the episode's ``envs.make`` settings, with the engine's turn limit."""
+        from envs.registry import takes_turn_limit
+
+        if "max_turns" in start.env_config or not takes_turn_limit(start.env_id):
+            return start.env_config
+        return {**start.env_config, "max_turns": self.config.max_turns}
+
     def _begin(self, slot: int, start: EpisodeStart) -> _Live:
         tick = time.perf_counter()
-        env = envs.make(start.env_id, **start.env_config)
+        env = envs.make(start.env_id, **self._env_settings(start))
         error = ""
         try:
             observation, info = env.reset(seed=start.seed, options=start.reset_options())

@@ -141,7 +141,7 @@ class PolicyRollouts:
 
     def split_size(self, split: str) -> int:
         """Return the number of goals in ``split`` of the environment (its adapter knows)."""
-        return envs.adapter_for(self.env_id).split_size(split, self._env_config())
+        return envs.adapter_for(self.env_id).split_size(split, self.env_config)
 
     def run(
         self,
@@ -238,7 +238,4 @@ class PolicyRollouts:
             raise ConfigError(
                 f"episode start is for env {start.env_id!r}, but this runner plays {self.env_id!r}"
             )
-        return replace(start, env_config={**self._env_config(), **start.env_config})
-
-    def _env_config(self) -> dict[str, Any]:
-        return {**self.env_config, "max_turns": self.max_turns}
+        return replace(start, env_config={**self.env_config, **start.env_config})

@@ -16,7 +16,7 @@ from skillrl.agents.expert import ExpertAgent
 from skillrl.agents.human import HumanAgent
 from skillrl.agents.llm import LLMAgent
 from skillrl.policies.base import Generation, ScoredContinuation
-from skillrl.rollout import EpisodeStart, RolloutEngine
+from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 from skillrl_core.errors import ConfigError
 from trainers.policy_rollouts import PolicyRollouts
 
@@ -152,3 +152,21 @@ def test_an_environment_registered_without_adapter_gets_a_plain_one_without_expe
     assert record.success and record.score == 1.0
     with pytest.raises(ConfigError, match="no scripted expert"):
         RolloutEngine(ExpertAgent()).run([EpisodeStart("counter-plain", "test", goal_index=0)])
+
+
+def test_the_engine_hands_its_turn_limit_to_an_environment_that_keeps_one(monkeypatch):
+    made = []
+    make = envs.make
+
+    def spy(env_id, **settings):
+        made.append(settings)
+        return make(env_id, **settings)
+
+    monkeypatch.setattr(envs, "make", spy)
+    engine = RolloutEngine(ExpertAgent(), config=RolloutConfig(max_turns=2))
+    (capped,) = engine.run([EpisodeStart("counter", "test", goal_index=4)])
+    assert made[-1] == {"max_turns": 2}  # one limit: the engine's, set in RolloutConfig
+    assert (capped.success, capped.num_turns, capped.turns[-1].truncated) == (False, 2, True)
+    own = EpisodeStart("counter", "test", goal_index=4, env_config={"max_turns": 1})
+    (named,) = engine.run([own])
+    assert made[-1] == {"max_turns": 1} and named.num_turns == 1  # the episode's own wins
