@@ -26,8 +26,7 @@ from skillrl_cli.options import (
     env_config_from,
     env_option,
     json_option,
-    recorded_settings,
-    resolve_model,
+    settle_played_model,
     workspace_option,
 )
 from skillrl_cli.upfront_checks import check_prompt_budget, goal_range
@@ -128,25 +127,18 @@ def eval_command(**values: Any) -> None:
         ts=int_list("--t", choices.t),
     )
     console = Console(stderr=values["as_json"])
-    played = dataclasses.replace(
+    played, prompt, taken = settle_played_model(
         played,
-        model=resolve_model(played.model, played.backend, workspace, console, choices.env_id),
-    )
-    taken = recorded_settings(
-        played.model,
+        prompt,
         click.get_current_context(),
         console,
         env_id=choices.env_id,
-        backend=played.backend,
+        workspace=workspace,
         env_options=env_options,
     )
     if taken is not None:
         if taken.skills is not None:
             choices = dataclasses.replace(choices, skills="on" if taken.skills else "off")
-        if taken.constrained is not None:
-            played = dataclasses.replace(played, constrained=taken.constrained)
-        if taken.max_prompt_tokens is not None:
-            prompt = dataclasses.replace(prompt, max_prompt_tokens=taken.max_prompt_tokens)
         env_config = env_config_from(choices.env_id, taken.env_options)
     # An impossible decoding is refused before loading.
     constrained = check_decoding(played.backend, played.constrained)

@@ -9,6 +9,7 @@ and the environment settings of ``--env-option``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from skillrl_core.option_fields import option
 
 if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig
+    from skillrl.prompts import PromptConfig
 
 workspace_option = click.option(
     "--workspace",
@@ -395,3 +397,31 @@ def recorded_settings(
             "override them)[/]"
         )
     return RecordedSettings(skills, budget, constrained, played)
+
+
+def settle_played_model(
+    played: PlayedModel,
+    prompt: PromptConfig,
+    ctx: click.Context,
+    console: Any,
+    *,
+    env_id: str,
+    workspace: str | None,
+    env_options: dict[str, Any],
+) -> tuple[PlayedModel, PromptConfig, RecordedSettings | None]:
+    """Resolve ``--model auto`` and apply the model's recorded decoding and prompt budget.
+
+    ``run``, ``eval`` and ``skills measure`` play a model this way. The recorded skills setting
+    and environment options come back in the :class:`RecordedSettings` (None: the model records
+    none), for the command to apply to its own choices.
+    """
+    model = resolve_model(played.model, played.backend, workspace, console, env_id)
+    played = dataclasses.replace(played, model=model)
+    taken = recorded_settings(
+        model, ctx, console, env_id=env_id, backend=played.backend, env_options=env_options
+    )
+    if taken is not None and taken.constrained is not None:
+        played = dataclasses.replace(played, constrained=taken.constrained)
+    if taken is not None and taken.max_prompt_tokens is not None:
+        prompt = dataclasses.replace(prompt, max_prompt_tokens=taken.max_prompt_tokens)
+    return played, prompt, taken

@@ -25,14 +25,12 @@ from skillrl.workspace import resolve_workspace
 from skillrl_cli.config_options import OptionGroup, build, config_options
 from skillrl_cli.options import (
     PlayedModel,
-    RecordedSettings,
     check_decoding,
     decoding_line,
     env_config_from,
     env_option,
     json_option,
-    recorded_settings,
-    resolve_model,
+    settle_played_model,
     workspace_option,
 )
 from skillrl_cli.upfront_checks import (
@@ -219,20 +217,18 @@ def settle_play(
     goals = _goal_range(ctx, choices, env_config)
     model = None
     if choices.policy == "model":
-        played = dataclasses.replace(
+        played, prompt, taken = settle_played_model(
             played,
-            model=resolve_model(played.model, played.backend, workspace, console, choices.env_id),
-        )
-        taken = recorded_settings(
-            played.model,
+            prompt,
             ctx,
             console,
             env_id=choices.env_id,
-            backend=played.backend,
+            workspace=workspace,
             env_options=env_options,
         )
         if taken is not None:
-            choices, played, prompt = with_recorded(taken, choices, played, prompt)
+            if taken.skills is not None:
+                choices = dataclasses.replace(choices, skills=taken.skills)
             env_config = env_config_from(choices.env_id, taken.env_options)
         model = model_play(
             choices.env_id,
@@ -257,19 +253,6 @@ def settle_play(
         step=choices.step,
         as_json=as_json,
     )
-
-
-def with_recorded(
-    taken: RecordedSettings, choices: RunChoices, played: PlayedModel, prompt: PromptConfig
-) -> tuple[RunChoices, PlayedModel, PromptConfig]:
-    """Apply the settings a model was trained under (those the user left at their defaults)."""
-    if taken.skills is not None:
-        choices = dataclasses.replace(choices, skills=taken.skills)
-    if taken.constrained is not None:
-        played = dataclasses.replace(played, constrained=taken.constrained)
-    if taken.max_prompt_tokens is not None:
-        prompt = dataclasses.replace(prompt, max_prompt_tokens=taken.max_prompt_tokens)
-    return choices, played, prompt
 
 
 def _pages_for_a_person(

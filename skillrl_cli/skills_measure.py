@@ -23,8 +23,7 @@ from skillrl_cli.options import (
     env_config_from,
     env_option,
     json_option,
-    recorded_settings,
-    resolve_model,
+    settle_played_model,
 )
 from skillrl_cli.skills_options import bank_options
 from skillrl_cli.skills_view import SHORT_ID, literal, print_json
@@ -104,24 +103,17 @@ def measure(bank: Any, as_json: bool, **values: Any) -> None:
     env_config = env_config_from(choices.env_id, env_options)
     goals = goal_range(choices.env_id, env_config, choices.split, choices.goals)
     wanted = frozenset(bank.resolve_id(text) for text in choices.entries)
-    played = dataclasses.replace(
+    played, prompt, taken = settle_played_model(
         played,
-        model=resolve_model(played.model, played.backend, workspace, console, choices.env_id),
-    )
-    taken = recorded_settings(
-        played.model,
+        prompt,
         click.get_current_context(),
         console,
         env_id=choices.env_id,
-        backend=played.backend,
+        workspace=workspace,
         env_options=env_options,
     )
     if taken is not None:
         env_config = env_config_from(choices.env_id, taken.env_options)
-        if taken.constrained is not None:
-            played = dataclasses.replace(played, constrained=taken.constrained)
-        if taken.max_prompt_tokens is not None:
-            prompt = dataclasses.replace(prompt, max_prompt_tokens=taken.max_prompt_tokens)
         if taken.skills is False:
             console.print(
                 "[yellow]the model was trained without skills; measuring what entries are "
