@@ -32,8 +32,9 @@ on a shared machine hits both sides alike; ratios are total old time / total new
     writes a checkpoint inside the timed epoch.
 
 GRPO old = micro-batches in shuffled order with the LM head on the last C + 1 positions of every
-row; new = prefix trees (``GRPOTrainer.share_prefix``, :mod:`trainers.tree_forward`), head only
-where a generated token is predicted (``GRPOTrainer.head_only``). Trained tokens = the samples'
+row (:class:`BaselineTrainer`, here: the baseline lives with its benchmark); new = the trainer as
+it ships: prefix trees (:class:`trainers.tree_forward.PrefixTreeForward`), the head only where a
+generated token is predicted. Trained tokens = the samples'
 real (non-padding) prompt + completion tokens, a shared prefix counted once per row: the same
 work unit on both sides.
 
@@ -77,6 +78,7 @@ from trainers.batching import (  # noqa: E402
 )
 from trainers.config import GRPOConfig  # noqa: E402
 from trainers.grpo import GRPOTrainer  # noqa: E402
+from trainers.microbatch_loss import RowForward, compute_logprobs  # noqa: E402
 from trainers.prefix_tree import PrefixTree, fold_short, padded_positions  # noqa: E402
 
 
@@ -183,6 +185,30 @@ def training_samples(records, limit: int):
     return episodes, advantages
 
 
+class FullHeadRows(RowForward):
+    """Plain rows with the LM head on the last C + 1 positions of every row (the old forward)."""
+
+    def logprobs(self, model, batches, shares, temperature):
+        return [compute_logprobs(model, b, temperature, head_only=False) for b in batches]
+
+
+class BaselineTrainer(GRPOTrainer):
+    """The old update: micro-batches cut in shuffled order, each forwarded as full-head rows."""
+
+    def __init__(self, model, config, **kwargs) -> None:
+        super().__init__(model, config, forward=FullHeadRows(), **kwargs)
+
+    def optimizer_steps(self, samples):
+        return step_batches(
+            samples,
+            self.config.per_device_train_batch_size,
+            self.config.gradient_accumulation_steps,
+            self.generator,
+            sort=False,
+            whole_groups=self.config.whole_group_steps,
+        )
+
+
 def phase_training(args, model, episodes, advantages, mode: str, gflops: list[float]) -> dict:
     config = GRPOConfig(
         use_peft=mode == "lora",
@@ -191,8 +217,7 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
         gradient_accumulation_steps=args.grad_accum,
     )
     shuffled = dataclasses.replace(config, whole_group_steps=False)
-    sides = {"old": GRPOTrainer(copy.deepcopy(model), shuffled, pad_token_id=0)}
-    sides["old"].sort_by_length = sides["old"].head_only = sides["old"].share_prefix = False
+    sides = {"old": BaselineTrainer(copy.deepcopy(model), shuffled, pad_token_id=0)}
     sides["new"] = GRPOTrainer(copy.deepcopy(model), config, pad_token_id=0)
     # The new engine on the old side's step composition: what whole-group steps add.
     sides["mixed"] = GRPOTrainer(copy.deepcopy(model), shuffled, pad_token_id=0)
@@ -238,22 +263,24 @@ def phase_training(args, model, episodes, advantages, mode: str, gflops: list[fl
 def forwarded_by(trainer, episodes, advantages, args) -> tuple[int, int]:
     """Positions one pass of ``trainer`` forwards: (padding included, real ones run)."""
     samples = build_samples(episodes, advantages)
+    share_prefix = trainer.forward.share_prefix
     steps = step_batches(
         samples,
         args.batch_size,
         args.grad_accum,
         torch.Generator().manual_seed(0),
-        sort=trainer.sort_by_length,
-        share_prefix=trainer.share_prefix,
+        sort=not isinstance(trainer, BaselineTrainer),
+        share_prefix=share_prefix,
         whole_groups=trainer.config.whole_group_steps,
     )
     total = work = 0
     for _, share in steps:
-        if not trainer.share_prefix:
+        if not share_prefix:
             total += sum(forwarded_positions(batch) for batch in share)
             work += sum(s.num_tokens for batch in share for s in batch)
             continue
-        for run in trainer.forward_runs(share):
+        longest = max(s.num_tokens for batch in share for s in batch)
+        for run in trainer.forward.runs(share, args.batch_size * longest):
             tree = PrefixTree.build([tree_tokens(s) for i in run for s in share[i]])
             total += padded_positions(tree)
             work += fold_short(tree).num_positions

@@ -1,8 +1,12 @@
 """The GRPO update over recorded multi-turn episodes, on a Hugging Face causal LM.
 
-Phases: :mod:`trainers.microbatch_loss` (per-token log-probs of the generated tokens and the
-clipped objective of ``trainers.loss`` on one micro-batch), :meth:`GRPOTrainer.train_step`
-(micro-batches, prefix trees, gradient accumulation, optimizer steps under ``accelerate``).
+:meth:`GRPOTrainer.train_step` reads top to bottom: the rollout batch becomes turn samples with
+their advantages (``trainers.batching.build_samples``), :meth:`~GRPOTrainer.optimizer_steps`
+cuts them into optimizer steps of micro-batches, :meth:`~GRPOTrainer.accumulate_gradients`
+gets each micro-batch's log-probs from the trainer's :class:`~trainers.microbatch_loss.StepForward`
+(prefix trees by default, :class:`~trainers.tree_forward.PrefixTreeForward`; plain rows under
+DDP and ``torch.compile``), applies the clipped loss (``trainers.microbatch_loss``,
+``trainers.loss``) and backpropagates, and :meth:`~GRPOTrainer.optimizer_step` clips and steps.
 
 Why not TRL's ``GRPOTrainer``: it generates the completions itself and gives each completion one
 scalar reward, and its multi-turn path needs a tool-calling chat template (SmolLM2 has none). Our
@@ -32,18 +36,11 @@ import torch
 from accelerate import Accelerator
 
 from skillrl_core.records import EpisodeRecord
-from trainers.batching import (
-    TurnBatch,
-    TurnSample,
-    build_samples,
-    collate,
-    step_batches,
-    tree_runs,
-)
+from trainers.batching import TurnBatch, TurnSample, build_samples, collate, step_batches
 from trainers.config import GRPOConfig
 from trainers.loss import LossOutput
-from trainers.microbatch_loss import compute_loss, reference_policy
-from trainers.tree_forward import tree_logprobs
+from trainers.microbatch_loss import RowForward, StepForward, microbatch_loss, reference_policy
+from trainers.tree_forward import PrefixTreeForward
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +87,7 @@ class GRPOTrainer:
         pad_token_id: int,
         accelerator: Accelerator | None = None,
         seed: int = 0,
+        forward: StepForward | None = None,
     ) -> None:
         self.config = config
         self.pad_token_id = pad_token_id
@@ -113,20 +111,10 @@ class GRPOTrainer:
             # unwrapped_model (checkpoints, weight sync, rollouts) is the module without it.
             self.model = torch.compile(self.model, dynamic=True)
         self.generator = torch.Generator().manual_seed(seed)
-        self.sort_by_length = True
-        """Order each optimizer step's samples before cutting micro-batches: by length, or with
-        ``share_prefix`` by prompt when that forwards fewer positions (``step_batches``). Less
-        padding, same step gradient for ``dapo``; False (shuffled) is the benchmarks' baseline."""
-        self.share_prefix = (
-            config.share_prompt_prefix
-            and self.accelerator.num_processes == 1
-            and not config.torch_compile
+        self.forward: StepForward = forward or default_forward(
+            config, self.accelerator.num_processes
         )
-        """Run each step's turns as prefix trees (``GRPOConfig.share_prompt_prefix``; off under
-        DDP, which expects one forward per backward, and under ``torch_compile``)."""
-        self.head_only = True
-        """Run the LM head only where a generated token is predicted (``compute_logprobs``;
-        False, the last C + 1 positions of every row, is the benchmarks' baseline)."""
+        """How each step's micro-batches go through the model (``forward=`` replaces it)."""
         self.on_progress: Callable[[int, int], None] | None = None
         """Called as ``on_progress(done, total)`` after every optimizer step (progress bars)."""
 
@@ -157,69 +145,73 @@ class GRPOTrainer:
         if not samples:
             logger.info("no turn with a non-zero advantage: skipping the update")
             return metrics
-        acc = self.accelerator
         started = time.perf_counter()
         self.model.train()
         outs: list[LossOutput] = []
         gaps: list[torch.Tensor] = []
-        size = self.config.per_device_train_batch_size
-        window = self.config.gradient_accumulation_steps
-        per_pass = math.ceil(len(samples) / (size * window * acc.num_processes))
-        total_steps = per_pass * self.config.num_iterations
+        total_steps = self.steps_per_pass(len(samples)) * self.config.num_iterations
         for iteration in range(self.config.num_iterations):
-            steps = step_batches(
-                samples,
-                size,
-                window,
-                self.generator,
-                index=acc.process_index,
-                count=acc.num_processes,
-                sort=self.sort_by_length,
-                share_prefix=self.share_prefix,
-                whole_groups=self.config.whole_group_steps,
-            )
-            for number, (step, batches) in enumerate(steps):
-                group = [collate(b, self.pad_token_id).to(acc.device) for b in batches]
+            for number, (step, shares) in enumerate(self.optimizer_steps(samples)):
+                batches = [collate(share, self.pad_token_id).to(self.device) for share in shares]
                 # The gap is measured before the first optimizer step, against pi_old itself.
                 first = iteration == 0 and number == 0
-                outs.extend(self._accumulate(group, batches, step, gaps if first else None))
-                metrics.grad_norm = self._optimizer_step()
+                outs += self.accumulate_gradients(batches, shares, step, gaps if first else None)
+                metrics.grad_norm = self.optimizer_step()
                 metrics.optimizer_steps += 1
                 if self.on_progress is not None:
                     self.on_progress(metrics.optimizer_steps, total_steps)
-                metrics.completion_tokens += sum(b.num_completion_tokens for b in group)
-                metrics.total_tokens += sum(b.num_tokens for b in group)
+                metrics.completion_tokens += sum(b.num_completion_tokens for b in batches)
+                metrics.total_tokens += sum(b.num_tokens for b in batches)
         _average_into(metrics, outs)
         _report_gap(metrics, gaps, self.config.logprob_gap_warn)
         metrics.seconds = time.perf_counter() - started
         return metrics
 
-    def forward_runs(self, batches: list[list[TurnSample]]) -> list[range]:
-        """Which micro-batches of a step go through one forward: a prefix tree each, or alone.
+    @property
+    def device(self) -> torch.device:
+        """Where the trained model runs."""
+        return self.accelerator.device
 
-        A tree holds at most the positions that one plain micro-batch of the step's longest
-        turns forwards (:func:`~trainers.batching.tree_runs`), so it needs no more activation
-        memory than the plain path.
+    def steps_per_pass(self, samples: int) -> int:
+        """Optimizer steps one pass over ``samples`` turns takes (over all processes)."""
+        size = self.config.per_device_train_batch_size * self.config.gradient_accumulation_steps
+        return math.ceil(samples / (size * self.accelerator.num_processes))
+
+    def optimizer_steps(
+        self, samples: Sequence[TurnSample]
+    ) -> list[tuple[list[TurnSample], list[list[TurnSample]]]]:
+        """Cut one pass over ``samples`` into optimizer steps.
+
+        Each is (the whole step, this process's micro-batches of it), the micro-batches cut from
+        turns sorted by length or, for prefix trees, by prompt when that forwards less
+        (:func:`~trainers.batching.step_batches`).
         """
-        if not self.share_prefix or not batches:
-            return [range(i, i + 1) for i in range(len(batches))]
-        longest = max(s.num_tokens for batch in batches for s in batch)
-        return tree_runs(batches, self.config.per_device_train_batch_size * longest)
+        acc = self.accelerator
+        return step_batches(
+            samples,
+            self.config.per_device_train_batch_size,
+            self.config.gradient_accumulation_steps,
+            self.generator,
+            index=acc.process_index,
+            count=acc.num_processes,
+            share_prefix=self.forward.share_prefix,
+            whole_groups=self.config.whole_group_steps,
+        )
 
-    def _accumulate(
+    def accumulate_gradients(
         self,
-        group: list[TurnBatch],
+        batches: list[TurnBatch],
         shares: list[list[TurnSample]],
         step: Sequence[TurnSample],
         gaps: list[torch.Tensor] | None,
     ) -> list[LossOutput]:
         """Backward every micro-batch of one optimizer step; collect rollout/recompute gaps.
 
-        ``group[i]`` is collated from ``shares[i]``. Micro-batches that share one forward
-        (:meth:`forward_runs`) have their losses summed into one backward; a micro-batch's loss
+        ``batches[i]`` is collated from ``shares[i]``. Micro-batches that share one forward
+        (the strategy's runs) have their losses summed into one backward; a micro-batch's loss
         is the same either way.
 
-        ``step`` is the whole optimizer step over all processes (``group`` is this process's
+        ``step`` is the whole optimizer step over all processes (``batches`` is this process's
         share of it): every process holds it, so the ``dapo`` normaliser (the step's completion
         tokens over all processes) needs no communication. DDP averages gradients over the P
         processes; scaling the normaliser by 1/P keeps the step's loss "sum over all its tokens
@@ -230,37 +222,61 @@ class GRPOTrainer:
         """
         acc = self.accelerator
         num_tokens = sum(len(s.completion_ids) for s in step) / acc.num_processes
-        if not group:  # fewer samples in this step than processes: contribute zero gradient
+        if not batches:  # fewer samples in this step than processes: contribute zero gradient
             return self._zero_backward(step, num_tokens)
+        longest = max(s.num_tokens for share in shares for s in share)
+        runs = self.forward.runs(shares, self.config.per_device_train_batch_size * longest)
         outs = []
-        runs = self.forward_runs(shares)
         for number, run in enumerate(runs):
             last = number == len(runs) - 1
-            batches = [group[i] for i in run]
-            with self._autocast():
-                logprobs, refs = self._run_logprobs(batches, [shares[i] for i in run])
-            # no_sync is DDP's (the prepared module), also when a compiled wrapper sits on it
+            run_batches, run_shares = [batches[i] for i in run], [shares[i] for i in run]
+            # no_sync is DDP's (the prepared module), also when a compiled wrapper sits on it;
+            # it holds the forward too, as DDP asks.
             with contextlib.nullcontext() if last else acc.no_sync(self._prepared):
+                with self._autocast():
+                    logprobs = self._logprobs(self.model, run_batches, run_shares)
+                    refs = self._reference_logprobs(run_batches, run_shares)
                 total = None
-                for batch, logprob, ref in zip(batches, logprobs, refs, strict=True):
+                for batch, logprob, ref in zip(run_batches, logprobs, refs, strict=True):
                     with self._autocast():
-                        out, fresh = compute_loss(
-                            self.model,
-                            batch,
-                            self.config,
-                            num_tokens=num_tokens,
-                            ref_model=self.ref_model,
-                            head_only=self.head_only,
-                            logprobs=logprob,
-                            ref_logprobs=ref,
+                        out, fresh = microbatch_loss(
+                            batch, self.config, logprob, ref_logprobs=ref, num_tokens=num_tokens
                         )
-                    loss = out.loss if self.config.loss_type == "dapo" else out.loss / len(group)
+                    loss = out.loss if self.config.loss_type == "dapo" else out.loss / len(batches)
                     total = loss if total is None else total + loss
                     outs.append(dataclasses.replace(out, loss=out.loss.detach()))
                     if gaps is not None:
                         _collect_gap(gaps, batch, fresh)
                 acc.backward(total)
         return outs
+
+    def optimizer_step(self) -> float:
+        """Clip the accumulated gradients, step the optimizer, zero them; return their norm."""
+        norm = 0.0
+        if self.config.max_grad_norm > 0:
+            params = [p for p in self.model.parameters() if p.requires_grad]
+            total = self.accelerator.clip_grad_norm_(params, self.config.max_grad_norm)
+            norm = float(total) if total is not None else 0.0
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return norm if math.isfinite(norm) else float("nan")
+
+    def _logprobs(
+        self, model: Any, batches: list[TurnBatch], shares: list[list[TurnSample]]
+    ) -> list[torch.Tensor]:
+        return self.forward.logprobs(model, batches, shares, self.config.temperature)
+
+    def _reference_logprobs(
+        self, batches: list[TurnBatch], shares: list[list[TurnSample]]
+    ) -> list[torch.Tensor | None]:
+        """Return the reference policy's log-probs of ``batches`` when ``beta`` > 0, else Nones."""
+        if self.config.beta <= 0:
+            return [None] * len(batches)
+        with torch.no_grad():
+            refs = reference_policy(
+                self.model, self.ref_model, lambda m: self._logprobs(m, batches, shares)
+            )
+        return list(refs)
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         """bf16 autocast over a forward pass when ``GRPOConfig.bf16`` (backward runs outside).
@@ -273,47 +289,26 @@ class GRPOTrainer:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.accelerator.device.type, dtype=torch.bfloat16)
 
-    def _run_logprobs(
-        self, batches: list[TurnBatch], turns: list[list[TurnSample]]
-    ) -> tuple[list[torch.Tensor | None], list[torch.Tensor | None]]:
-        """Log-probs (and reference log-probs when beta > 0) of ``batches``, or Nones.
-
-        With ``share_prefix`` they come from one prefix tree over all ``batches`` (collated from
-        ``turns``); otherwise None, and :func:`compute_loss` runs each batch as plain rows.
-        """
-        nothing: list[torch.Tensor | None] = [None] * len(batches)
-        if not self.share_prefix:
-            return nothing, nothing
-
-        def run(model: Any) -> list[torch.Tensor]:
-            return tree_logprobs(model, batches, turns, self.config.temperature)
-
-        logprobs: list[torch.Tensor | None] = list(run(self.model))
-        if self.config.beta <= 0:
-            return logprobs, nothing
-        with torch.no_grad():
-            refs = reference_policy(self.model, self.ref_model, run)
-        return logprobs, list(refs)
-
     def _zero_backward(self, step: Sequence[TurnSample], num_tokens: float) -> list[LossOutput]:
         """Take part in the step's gradient averaging with a zero gradient (an empty share)."""
-        batch = collate(step[:1], self.pad_token_id).to(self.accelerator.device)
+        share = list(step[:1])
+        batch = collate(share, self.pad_token_id).to(self.device)
         with self._autocast():
-            out, _ = compute_loss(
-                self.model, batch, self.config, num_tokens=num_tokens, ref_model=self.ref_model
-            )
-        self.accelerator.backward(out.loss * 0.0)
+            (logprobs,) = RowForward().logprobs(self.model, [batch], [share], 1.0)
+        self.accelerator.backward(logprobs.sum() * 0.0)
         return []
 
-    def _optimizer_step(self) -> float:
-        norm = 0.0
-        if self.config.max_grad_norm > 0:
-            params = [p for p in self.model.parameters() if p.requires_grad]
-            total = self.accelerator.clip_grad_norm_(params, self.config.max_grad_norm)
-            norm = float(total) if total is not None else 0.0
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return norm if math.isfinite(norm) else float("nan")
+
+def default_forward(config: GRPOConfig, processes: int) -> StepForward:
+    """Return how a step's micro-batches go through the model by default.
+
+    Prefix trees (``GRPOConfig.share_prompt_prefix``), or plain rows under DDP, which expects
+    one forward per backward, and under ``torch_compile``, whose graphs cannot follow a tree's
+    changing shapes.
+    """
+    if config.share_prompt_prefix and processes == 1 and not config.torch_compile:
+        return PrefixTreeForward()
+    return RowForward()
 
 
 def _collect_gap(gaps: list[torch.Tensor], batch: TurnBatch, fresh: torch.Tensor) -> None:

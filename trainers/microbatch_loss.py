@@ -1,21 +1,23 @@
 """One micro-batch of the GRPO update: the generated tokens' log-probs and the clipped loss.
 
 :func:`compute_logprobs` runs the batch as plain rows with the LM head only where a generated
-token is predicted; :func:`compute_loss` applies ``trainers.loss.policy_loss`` to those
-log-probs (or to log-probs a prefix tree already computed, :mod:`trainers.tree_forward`), with
-the k3 KL to the reference policy (:func:`reference_policy`) when ``beta`` > 0.
+token is predicted; :func:`microbatch_loss` applies ``trainers.loss.policy_loss`` to a batch's
+log-probs, with the k3 KL to the reference policy (:func:`reference_policy`) when ``beta`` > 0,
+and :func:`compute_loss` is the two together. :class:`StepForward` is how the trainer gets a
+step's log-probs: :class:`RowForward` (each micro-batch as plain rows, here) or
+:class:`trainers.tree_forward.PrefixTreeForward` (micro-batches as prefix trees).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import torch
 from transformers import modeling_utils
 from trl.trainer.utils import selective_log_softmax
 
-from trainers.batching import TurnBatch
+from trainers.batching import TurnBatch, TurnSample
 from trainers.config import GRPOConfig
 from trainers.loss import LossOutput, policy_loss
 
@@ -73,27 +75,38 @@ def compute_loss(
     num_tokens: float | None = None,
     ref_model: Any | None = None,
     head_only: bool = True,
-    logprobs: torch.Tensor | None = None,
-    ref_logprobs: torch.Tensor | None = None,
 ) -> tuple[LossOutput, torch.Tensor]:
-    """Compute the GRPO loss of one micro-batch; also return the fresh log-probs (detached).
+    """Compute the GRPO loss of one micro-batch as plain rows; also return its fresh log-probs.
 
-    ``logprobs`` / ``ref_logprobs``: the batch's log-probs already computed (by a prefix tree
-    over several micro-batches, :func:`trainers.tree_forward.tree_logprobs`).
+    :func:`compute_logprobs` then :func:`microbatch_loss`, with the reference policy's
+    log-probs when ``beta`` > 0 (``ref_model``, or ``model`` without its LoRA adapter).
     """
-    if logprobs is None:
-        logprobs = compute_logprobs(model, batch, config.temperature, head_only=head_only)
-    fresh = logprobs.detach()
-    # Samples without rollout log-probs start on-policy: pi_old := the current policy.
-    old = torch.where(batch.has_old_logprobs.unsqueeze(1), batch.old_logprobs, fresh)
-    ref = ref_logprobs
-    if config.beta > 0 and ref is None:
+
+    def logprobs_of(m: Any) -> torch.Tensor:
+        return compute_logprobs(m, batch, config.temperature, head_only=head_only)
+
+    logprobs = logprobs_of(model)
+    ref = None
+    if config.beta > 0:
         with torch.no_grad():
-            ref = reference_policy(
-                model,
-                ref_model,
-                lambda m: compute_logprobs(m, batch, config.temperature, head_only=head_only),
-            )
+            ref = reference_policy(model, ref_model, logprobs_of)
+    return microbatch_loss(batch, config, logprobs, ref_logprobs=ref, num_tokens=num_tokens)
+
+
+def microbatch_loss(
+    batch: TurnBatch,
+    config: GRPOConfig,
+    logprobs: torch.Tensor,
+    *,
+    ref_logprobs: torch.Tensor | None = None,
+    num_tokens: float | None = None,
+) -> tuple[LossOutput, torch.Tensor]:
+    """Apply the clipped objective to a micro-batch's log-probs; also return them detached.
+
+    Samples without rollout log-probs start on-policy: pi_old is the current policy.
+    """
+    fresh = logprobs.detach()
+    old = torch.where(batch.has_old_logprobs.unsqueeze(1), batch.old_logprobs, fresh)
     out = policy_loss(
         logprobs,
         old,
@@ -103,11 +116,65 @@ def compute_loss(
         epsilon_high=config.clip_high,
         loss_type=config.loss_type,
         beta=config.beta,
-        ref_logprobs=ref,
+        ref_logprobs=ref_logprobs,
         num_tokens=num_tokens,
         max_completion_length=config.max_completion_length,
     )
     return out, fresh
+
+
+class StepForward(Protocol):
+    """How an optimizer step's micro-batches go through the model: a ``GRPOTrainer`` strategy.
+
+    Every strategy gives the same log-probs (to float rounding); they differ in what they
+    forward (``tests/trainers/test_grpo_prefix_tree.py`` holds the trees to the rows).
+    """
+
+    share_prefix: bool
+    """Cut micro-batches so that turns sharing a prompt sit together when that forwards less
+    (``trainers.batching.step_batches``)."""
+
+    def runs(self, shares: Sequence[Sequence[TurnSample]], budget: int) -> list[range]:
+        """Return which micro-batches go through one forward.
+
+        ``budget``: the positions a run may hold, what one plain micro-batch of the step's
+        longest turns forwards.
+        """
+        ...
+
+    def logprobs(
+        self,
+        model: Any,
+        batches: Sequence[TurnBatch],
+        shares: Sequence[Sequence[TurnSample]],
+        temperature: float,
+    ) -> list[torch.Tensor]:
+        """Return the per-token log-probs [B, C] of each batch (collated from ``shares``)."""
+        ...
+
+
+class RowForward:
+    """Each micro-batch through the model alone, as padded rows, a ``StepForward``.
+
+    The LM head runs only where a generated token is predicted. What DDP and ``torch.compile``
+    run.
+    """
+
+    share_prefix = False
+
+    def runs(self, shares: Sequence[Sequence[TurnSample]], budget: int) -> list[range]:
+        """Return one run per micro-batch."""
+        return [range(i, i + 1) for i in range(len(shares))]
+
+    def logprobs(
+        self,
+        model: Any,
+        batches: Sequence[TurnBatch],
+        shares: Sequence[Sequence[TurnSample]],
+        temperature: float,
+    ) -> list[torch.Tensor]:
+        """Return :func:`compute_logprobs` of each batch."""
+        return [compute_logprobs(model, batch, temperature) for batch in batches]
 
 
 def reference_policy(model: Any, ref_model: Any | None, compute: Callable[[Any], Any]) -> Any:

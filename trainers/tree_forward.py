@@ -25,9 +25,8 @@ from typing import Any
 import torch
 from trl.trainer.utils import selective_log_softmax
 
-from skillrl.policies.prompt_sharing import cache_keyword, cache_layers
-from skillrl.policies.transformers_scoring import cache_of
-from trainers.batching import TurnBatch, TurnSample, tree_tokens
+from skillrl.policies.kv_cache import cache_keyword, cache_layers, cache_of
+from trainers.batching import TurnBatch, TurnSample, tree_runs, tree_tokens
 from trainers.prefix_tree import PrefixTree, fold_short, forward_order
 
 _Layers = list[tuple[torch.Tensor, torch.Tensor]]
@@ -212,3 +211,28 @@ def tree_logprobs(
         done += len(target)
         out.append(mine.new_zeros(mask.shape).masked_scatter(mask, mine))
     return out
+
+
+class PrefixTreeForward:
+    """A step's micro-batches as prefix trees (:func:`tree_logprobs`), a ``StepForward``.
+
+    Runs of consecutive micro-batches share one tree, each within the positions of the step's
+    largest plain micro-batch (:func:`~trainers.batching.tree_runs`), so a tree needs no more
+    activation memory than the plain rows.
+    """
+
+    share_prefix = True
+
+    def runs(self, shares: Sequence[Sequence[TurnSample]], budget: int) -> list[range]:
+        """Return consecutive runs of micro-batches, each within ``budget`` positions."""
+        return tree_runs(shares, budget)
+
+    def logprobs(
+        self,
+        model: Any,
+        batches: Sequence[TurnBatch],
+        shares: Sequence[Sequence[TurnSample]],
+        temperature: float,
+    ) -> list[torch.Tensor]:
+        """Return the log-probs of every batch from one tree."""
+        return tree_logprobs(model, batches, shares, temperature)

@@ -19,8 +19,8 @@ from trainer_helpers import sample_episodes
 from trainers.batching import TurnSample, collate, forwarded_positions, step_batches, tree_runs
 from trainers.config import GRPOConfig
 from trainers.grpo import GRPOTrainer
-from trainers.microbatch_loss import compute_loss
-from trainers.tree_forward import tree_logprobs
+from trainers.microbatch_loss import RowForward, compute_loss, microbatch_loss, reference_policy
+from trainers.tree_forward import PrefixTreeForward
 
 SYSTEM = list(range(1, 13))  # 12 tokens every prompt starts with
 
@@ -70,20 +70,18 @@ def test_loss_and_gradients_equal_the_plain_batch(lora):
     batches = [collate(t, PAD) for t in turns]
     tokens = float(sum(b.num_completion_tokens for b in batches))
     reference = None if lora else ref_model
-    logprobs = tree_logprobs(model, batches, turns, config.temperature)
-    with torch.no_grad():
-        refs = tree_logprobs(ref_model, batches, turns, config.temperature) if not lora else None
+
+    def tree(m):
+        return PrefixTreeForward().logprobs(m, batches, turns, config.temperature)
+
+    logprobs = tree(model)
+    with torch.no_grad():  # the reference model, or with LoRA the model without its adapter
+        refs = reference_policy(model, reference, tree)
 
     total, expected_total = 0.0, 0.0
     for i, batch in enumerate(batches):
-        out, fresh = compute_loss(
-            model,
-            batch,
-            config,
-            num_tokens=tokens,
-            ref_model=reference,
-            logprobs=logprobs[i],
-            ref_logprobs=None if refs is None else refs[i],
+        out, fresh = microbatch_loss(
+            batch, config, logprobs[i], ref_logprobs=refs[i], num_tokens=tokens
         )
         expected, expected_fresh = compute_loss(
             plain_model, batch, config, num_tokens=tokens, ref_model=reference
@@ -107,8 +105,9 @@ def test_a_trainer_step_leaves_the_same_weights_and_counts_the_same_tokens():
     samples = group_samples()
     results = []
     for share in (False, True):
-        trainer = GRPOTrainer(tiny_model(seed=3).train(), config, pad_token_id=PAD)
-        trainer.share_prefix = share
+        forward = PrefixTreeForward() if share else RowForward()
+        model = tiny_model(seed=3).train()
+        trainer = GRPOTrainer(model, config, pad_token_id=PAD, forward=forward)
         episodes, advantages = sample_episodes(samples)
         metrics = trainer.train_step(episodes, advantages)
         results.append((metrics, dict(trainer.unwrapped_model.named_parameters())))
@@ -152,9 +151,10 @@ def test_micro_batches_share_a_tree_only_within_the_budget():
 
 
 def test_trees_are_on_by_default_and_off_when_asked_or_compiled():
-    assert GRPOTrainer(tiny_model(), GRPOConfig(), pad_token_id=PAD).share_prefix
-    off = GRPOConfig(share_prompt_prefix=False)
-    assert not GRPOTrainer(tiny_model(), off, pad_token_id=PAD).share_prefix
+    def forward(config):
+        return GRPOTrainer(tiny_model(), config, pad_token_id=PAD).forward
+
+    assert isinstance(forward(GRPOConfig()), PrefixTreeForward)
+    assert isinstance(forward(GRPOConfig(share_prompt_prefix=False)), RowForward)
     # Compiled, the update runs plain rows (tests/trainers/test_grpo_compile.py covers them).
-    compiled = GRPOConfig(torch_compile=True)
-    assert not GRPOTrainer(tiny_model(), compiled, pad_token_id=PAD).share_prefix
+    assert isinstance(forward(GRPOConfig(torch_compile=True)), RowForward)

@@ -71,7 +71,7 @@ def test_the_prefix_tree_gives_the_plain_loss_and_gradients_on_smollm2(smollm2):
     import copy
 
     from trainers.batching import forwarded_positions
-    from trainers.microbatch_loss import compute_loss
+    from trainers.microbatch_loss import compute_loss, microbatch_loss
     from trainers.tree_forward import tree_logprobs
 
     model, tokenizer = smollm2
@@ -106,9 +106,7 @@ def test_the_prefix_tree_gives_the_plain_loss_and_gradients_on_smollm2(smollm2):
     logprobs = tree_logprobs(tree_model, batches, turns)
     out, expected, fresh, expected_fresh = 0.0, 0.0, [], []
     for batch, logprob in zip(batches, logprobs, strict=True):
-        mine, mine_fresh = compute_loss(
-            tree_model, batch, config, num_tokens=tokens, logprobs=logprob
-        )
+        mine, mine_fresh = microbatch_loss(batch, config, logprob, num_tokens=tokens)
         theirs, theirs_fresh = compute_loss(plain_model, batch, config, num_tokens=tokens)
         out, expected = out + mine.loss, expected + theirs.loss
         fresh.append(mine_fresh)

@@ -228,14 +228,14 @@ def test_each_iteration_recomputes_the_ratio_against_log_probs_fixed_at_rollout(
         copy.deepcopy(episodes), [[1.0], [-1.0]]
     )
     trainer = GRPOTrainer(model, config(3), pad_token_id=PAD)
-    original = trainer._accumulate
+    original = trainer.accumulate_gradients
 
-    def spy(group, shares, step, gaps):
-        outs = original(group, shares, step, gaps)
+    def spy(batches, shares, step, gaps):
+        outs = original(batches, shares, step, gaps)
         ratios.append(sum(o.ratio_mean for o in outs) / len(outs))
         return outs
 
-    trainer._accumulate = spy
+    trainer.accumulate_gradients = spy
     three = trainer.train_step(episodes, [[1.0], [-1.0]])
     assert three.optimizer_steps == 3 and one.optimizer_steps == 1
     assert ratios[0] == pytest.approx(1.0, abs=1e-5)  # pass 1: pi_theta is pi_old
