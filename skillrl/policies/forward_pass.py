@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from skillrl.policies.base import Conversation, render_chat
+from skillrl.policies.kv_cache import cache_keyword, cache_layers, cache_of
 from skillrl.policies.kv_reuse import (
     DEFAULT_BUDGET_BYTES,
     Hit,
@@ -26,7 +27,6 @@ from skillrl.policies.kv_reuse import (
     weights_version,
 )
 from skillrl.policies.policy_stats import PolicyStats
-from skillrl.policies.prompt_sharing import cache_keyword, cache_layers
 
 
 @dataclass
@@ -171,9 +171,3 @@ class ForwardPass:
         if keep:
             kwargs["logits_to_keep"] = keep
         return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **kwargs)
-
-
-def cache_of(output: Any) -> Any:
-    """Return the KV cache a forward pass returned (transformers 5.2x calls it ``cache``)."""
-    cache = getattr(output, "cache", None)
-    return cache if cache is not None else output.past_key_values

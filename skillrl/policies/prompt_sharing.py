@@ -18,12 +18,13 @@ starts with, an episode's previous turn) is shared through the prompt-prefix KV 
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from skillrl.policies.kv_cache import cache_layers
 
 
 @dataclass
@@ -52,13 +53,6 @@ def dedupe(keys: Sequence[Hashable]) -> Dedupe:
             unique.append(row)
         index.append(first[key])
     return Dedupe(unique=unique, index=index)
-
-
-def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(keys, values) of every layer of a transformers cache, shape [B, heads, T, dim]."""
-    if hasattr(cache, "layers"):
-        return [(layer.keys, layer.values) for layer in cache.layers]
-    return [(item[0], item[1]) for item in cache]
 
 
 def select_rows(cache: Any, index: Sequence[int] | torch.Tensor) -> Any:
@@ -131,17 +125,3 @@ def pack_candidates(
     mask = torch.zeros((rows, 1, size, width + size), dtype=dtype)
     mask.masked_fill_(~allowed.unsqueeze(1), torch.finfo(dtype).min)
     return PackedCandidates(ids.to(device), positions.to(device), mask.to(device), spans)
-
-
-def cache_keyword(model: Any) -> str:
-    """Return the forward keyword of ``model``'s KV cache.
-
-    transformers 5.2x renamed ``past_key_values`` to ``cache``; this sees through torch.compile,
-    DDP and peft wrappers to the model that takes it.
-    """
-    inner = getattr(model, "_orig_mod", model)  # torch.compile
-    inner = getattr(inner, "module", inner)  # DDP
-    if hasattr(inner, "get_base_model"):  # peft passes keywords through to the base model
-        inner = inner.get_base_model()
-    parameters = inspect.signature(inner.forward).parameters
-    return "cache" if "cache" in parameters else "past_key_values"

@@ -30,7 +30,8 @@ from skillrl.policies.base import (
     ScoredContinuation,
 )
 from skillrl.policies.config import PolicyConfig
-from skillrl.policies.forward_pass import EncodedBatch, ForwardPass, cache_of
+from skillrl.policies.forward_pass import EncodedBatch, ForwardPass
+from skillrl.policies.kv_cache import cache_of
 from skillrl.policies.kv_reuse import (
     DEFAULT_BUDGET_BYTES,
     PrefixKVCache,

@@ -17,8 +17,9 @@ from typing import Any
 import torch
 
 from skillrl.policies.base import ScoredContinuation
-from skillrl.policies.forward_pass import EncodedBatch, ForwardPass, cache_of
-from skillrl.policies.prompt_sharing import cache_layers, dedupe, pack_candidates, select_rows
+from skillrl.policies.forward_pass import EncodedBatch, ForwardPass
+from skillrl.policies.kv_cache import cache_layers, cache_of
+from skillrl.policies.prompt_sharing import dedupe, pack_candidates, select_rows
 
 SCORE_CHUNK_ROWS = 64
 """Most candidate rows per scoring forward pass."""
