@@ -8,7 +8,7 @@ run folder, and the cycle loop under rich progress bars.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig
     from skillrl.prompts import PromptConfig
     from trainers.config import CycleConfig, GRPOConfig
+    from trainers.cycle_metrics import CycleMetrics
     from trainers.policy_rollouts import RolloutProgress
     from trainers.processes import Processes
     from trainers.run_files import RunState
@@ -267,7 +268,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
             def ended(event: PhaseEnded) -> None:
                 bars.advance()
                 if event.phase is CyclePhase.SAVE and processes.is_main:
-                    print_cycle(console, run.state.history[-1])
+                    print_cycle(console, run.metrics)
 
             events = RunEvents().on(PhaseStarted, started).on(PhaseEnded, ended)
             run = TrainingRun(
@@ -335,26 +336,28 @@ def phases_total(cycle: CycleConfig) -> int:
     return len(run_phases(cycle))
 
 
-def print_cycle(console: Any, row: Mapping[str, Any]) -> None:
-    """Print one cycle's metrics row (what ``metrics.jsonl`` holds for it) on one line."""
-    parts = [f"cycle {row.get('cycle')}"]
-    if "eval.success_rate" in row:
+def print_cycle(console: Any, metrics: CycleMetrics) -> None:
+    """Print what one cycle measured on one line (from memory: the row it wrote is the same)."""
+    parts = [f"cycle {metrics.cycle}"]
+    if metrics.eval is not None:
         parts += [
-            f"success {row['eval.success_rate']:.2f}",
-            f"score {row.get('eval.mean_score', 0):.3f}",
+            f"success {metrics.eval.success_rate:.2f}",
+            f"score {metrics.eval.mean_score:.3f}",
         ]
     else:
         parts.append("not evaluated (--eval-every)")
-    if "train.success_rate" in row:
-        parts.append(f"training success {row['train.success_rate']:.2f}")
-    if "update.loss" in row:
+    if metrics.train is not None:
+        parts.append(f"training success {metrics.train.success_rate:.2f}")
+    if metrics.update is not None:
+        groups = metrics.groups
+        kept = f"{groups.kept}/{groups.dropped}" if groups is not None else "?/?"
         parts += [
-            f"loss {row['update.loss']:+.4f}",
-            f"kept/dropped groups {row.get('groups.kept')}/{row.get('groups.dropped')}",
-            f"{row.get('update.tokens_per_second', 0):.0f} tok/s",
+            f"loss {metrics.update.step.loss:+.4f}",
+            f"kept/dropped groups {kept}",
+            f"{metrics.update.step.tokens_per_second:.0f} tok/s",
         ]
-    if "bank.size" in row:
-        parts.append(f"bank {row['bank.size']}")
+    if metrics.bank.size is not None:
+        parts.append(f"bank {metrics.bank.size}")
     console.print("  ".join(parts))
 
 

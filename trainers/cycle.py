@@ -35,10 +35,10 @@ bank re-reads its index when another process changed it, ``memory.store``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +53,14 @@ from trainers.checkpoint import (
     save_trainer_state,
 )
 from trainers.config import CycleConfig, GRPOConfig
+from trainers.cycle_metrics import (
+    BankChanges,
+    CycleMetrics,
+    GroupCounts,
+    RolloutCost,
+    TrainingRollouts,
+    UpdateFigures,
+)
 from trainers.cycle_rollout import collect_rollout, training_goal_order
 from trainers.episode_metrics import summarise
 from trainers.grpo import GRPOTrainer
@@ -121,8 +129,10 @@ class TrainingRun:
         ``rollout`` and ``update`` emit :class:`PhaseSaved` once their files are written."""
         self.events.on(StageStarted, self._start_clock)
         self.state = RunState()
-        """Where the run stands, in memory (``state.json`` is its committed copy); each saved
-        cycle's metrics row is ``state.history[-1]`` when ``PhaseEnded`` of ``save`` fires."""
+        """Where the run stands, in memory (``state.json`` is its committed copy)."""
+        self.metrics: CycleMetrics | None = None
+        """The last saved cycle's metrics (set when ``PhaseEnded`` of ``save`` fires); its
+        :meth:`~CycleMetrics.to_row` is the row ``metrics.jsonl`` got."""
         pad = policy.tokenizer.pad_token_id
         self.trainer = GRPOTrainer(policy.model, grpo, pad_token_id=pad, seed=config.seed)
         self.goal_order = training_goal_order(config, runner.split_size(config.train_split))
@@ -233,21 +243,12 @@ class TrainingRun:
             # rollout engine leaves it out elsewhere: its turns did not all happen.
             self.bank.trajectories.save_episodes([e for e in phase.episodes if not e.error])
         state.goal_cursor = phase.cursor_end
-        s = summarise(phase.episodes)
-        state.current.update(
-            {
-                "train.episodes": s.episodes,
-                "train.success_rate": s.success_rate,
-                "train.mean_score": s.mean_score,
-                "train.mean_turns": s.mean_turns,
-                "train.invalid_action_rate": s.invalid_action_rate,
-                "groups.kept": len(phase.kept_groups),
-                "groups.dropped": phase.dropped_groups,
-                "groups.failed": phase.failed_groups,
-                "rollout.seconds": phase.seconds,
-                "rollout.model_seconds": phase.model_seconds,
-                "rollout.forwarded_tokens": phase.forwarded_tokens,
-            }
+        self._measured(
+            state,
+            cycle,
+            train=TrainingRollouts.of(summarise(phase.episodes)),
+            groups=GroupCounts(len(phase.kept_groups), phase.dropped_groups, phase.failed_groups),
+            rollout=RolloutCost(phase.seconds, phase.model_seconds, phase.forwarded_tokens),
         )
 
     def _distill(self, cycle: int, state: RunState) -> None:
@@ -259,16 +260,15 @@ class TrainingRun:
 
         pipeline = PipelineConfig(env=self.config.env_id, splits=(self.config.train_split,))
         report = distill_pending(self.bank, self.distiller, pipeline)
-        state.current.update(
-            {"bank.distilled_added": len(report.added), "bank.distilled_merged": len(report.merged)}
-        )
-        if self.config.upkeep:
-            state.current["bank.retired"] = len(upkeep(self.bank).retired)
+        retired = len(upkeep(self.bank).retired) if self.config.upkeep else None
+        changes = BankChanges(len(report.added), len(report.merged), retired)
+        self._measured(state, cycle, bank=changes)
 
     def _update(self, cycle: int, state: RunState) -> None:
         meta = read_trainer_meta(self.files.trainer_state)
         if meta is not None and meta.get("cycle") == cycle:
-            state.current.update(meta["metrics"])  # applied before an interruption: not twice
+            # Applied before an interruption: not twice.
+            self._measured(state, cycle, update=UpdateFigures.from_row(meta["metrics"]))
             return
         phase = self.files.load_rollout(cycle)
         if phase is None:
@@ -297,22 +297,18 @@ class TrainingRun:
         self.trainer.model.eval()
         if not self.processes.is_main:
             return  # every process trained; the main one saves the (identical) state
-        metrics = {f"update.{k}": v for k, v in asdict(step).items()}
-        metrics["update.tokens_per_second"] = step.tokens_per_second
-        metrics["update.step_groups_shared"] = sum(
-            n for size, n in advantages.step_group_sizes.items() if size > 1
-        )
+        shared = sum(n for size, n in advantages.step_group_sizes.items() if size > 1)
+        figures = UpdateFigures(step, shared)
         save_trainer_state(
             self.trainer.unwrapped_model,
             self.trainer.optimizer,
             self.files.trainer_state,
-            meta={"cycle": cycle, "metrics": metrics},
+            meta={"cycle": cycle, "metrics": figures.to_row()},
         )
         self.events.emit(PhaseSaved(cycle, CyclePhase.UPDATE))
         seconds = self._sync_rollout_weights()  # after the save: a failed sync loses no update
-        if seconds is not None:
-            metrics["update.sync_seconds"] = seconds
-        state.current.update(metrics)
+        figures = dataclasses.replace(figures, sync_seconds=seconds)
+        self._measured(state, cycle, update=figures)
 
     def _update_record(
         self,
@@ -349,8 +345,7 @@ class TrainingRun:
         if not self.processes.is_main:
             return
         episodes = self._episodes_of(cycle, "eval", self.config.eval_split, self.config.eval_goals)
-        s = summarise(episodes)
-        state.current.update({f"eval.{k}": v for k, v in asdict(s).items()})
+        self._measured(state, cycle, eval=summarise(episodes))
 
     def _episodes_of(self, cycle: int, name: str, split: str, goals: int) -> list[EpisodeRecord]:
         data = self.files.load_episodes(cycle, name)
@@ -378,40 +373,51 @@ class TrainingRun:
         goals = self.config.evolve_goals
         if goals is None:
             logger.info("no validation goals and the evaluation goals are test goals: no evolve")
-            state.current["bank.evolved_entries"] = 0
+            self._measured(state, cycle, bank=BankChanges(evolved_entries=0))
             return
         validation = self._episodes_of(cycle, goals.name, goals.split, goals.goals)
         report = evolve_from_validation(self.bank, self.distiller, validation)
-        state.current["bank.evolved_entries"] = sum(
-            len(r.added) + len(r.refined) for r in report.evolved
-        )
+        evolved = sum(len(r.added) + len(r.refined) for r in report.evolved)
+        self._measured(state, cycle, bank=BankChanges(evolved_entries=evolved))
 
     def _save(self, cycle: int, state: RunState) -> None:
         if not self.processes.is_main:
             return
         # Wall time of the cycle in this process (a resumed cycle counts its resumed part).
         seconds = time.perf_counter() - self._cycle_started
-        row: dict[str, Any] = {"cycle": cycle, **state.current, "cycle.seconds": seconds}
+        metrics = self._current(state, cycle).with_figures(seconds=seconds)
         if self.bank is not None:
-            row.update(self._snapshot(cycle))
+            metrics = metrics.with_figures(bank=self._snapshot(cycle))
         last = cycle == self.config.cycles
         if cycle > 0 and (last or cycle % self.config.checkpoint_every == 0):
             path = save_checkpoint(
                 self.trainer.unwrapped_model, self.policy.tokenizer, self.files.checkpoint(cycle)
             )
-            row["checkpoint"] = str(path)
+            metrics = metrics.with_figures(checkpoint=str(path))
+        self.metrics = metrics
+        row = metrics.to_row()
         state.history = [h for h in state.history if h["cycle"] != cycle] + [row]
         self.files.write_metrics(state.history)
         self.tracker.log(row)
 
-    def _snapshot(self, cycle: int) -> dict[str, Any]:
+    @staticmethod
+    def _current(state: RunState, cycle: int) -> CycleMetrics:
+        """Return what the cycle in progress measured so far (kept in ``state.current``)."""
+        return CycleMetrics.from_row({**state.current, "cycle": cycle})
+
+    def _measured(self, state: RunState, cycle: int, **sections: Any) -> None:
+        """Add a phase's figures to the cycle in progress (in ``state.current``, kept on resume)."""
+        figures = self._current(state, cycle).with_figures(**sections).to_row()
+        state.current = {k: v for k, v in figures.items() if k != "cycle"}
+
+    def _snapshot(self, cycle: int) -> BankChanges:
         name = f"{self.files.root.name}-cycle-{cycle:04d}"
         known = {s.name for s in self.bank.snapshots.list()}
         if name not in known:
             self.bank.snapshots.create(name)
-        row: dict[str, Any] = {"bank.size": self.bank.count(), "bank.snapshot": name}
+        churn = None
         previous = f"{self.files.root.name}-cycle-{cycle - 1:04d}"
         if cycle > 0 and previous in known:
             diff = self.bank.snapshots.diff(previous, name)
-            row["bank.churn"] = len(diff.added) + len(diff.removed) + len(diff.changed)
-        return row
+            churn = len(diff.added) + len(diff.removed) + len(diff.changed)
+        return BankChanges(size=self.bank.count(), snapshot=name, churn=churn)

@@ -1,0 +1,185 @@
+"""What one improvement cycle measured: :class:`CycleMetrics`, built by its phases, written once.
+
+Each phase of :class:`trainers.cycle.TrainingRun` fills its own section (the training rollouts,
+the groups kept, the update, the evaluation, the bank's changes); the cycle's ``save`` writes the
+whole as one row of ``metrics.jsonl`` and ``state.json``'s history (:meth:`CycleMetrics.to_row`:
+``section.field`` keys, the file format trackers and ``skillrl view`` read), and the CLI prints
+the same object from memory. A cycle in progress keeps its sections in ``state.json``'s
+``current`` (the same row form), so a resumed cycle picks them up with :meth:`from_row`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from trainers.episode_metrics import EpisodeSummary
+from trainers.grpo import StepMetrics
+
+
+@dataclass(frozen=True)
+class TrainingRollouts:
+    """The training episodes a cycle rolled out (every group, kept or dropped)."""
+
+    episodes: int
+    success_rate: float
+    mean_score: float
+    mean_turns: float
+    invalid_action_rate: float
+    """Invalid actions / turns."""
+
+    @classmethod
+    def of(cls, summary: EpisodeSummary) -> TrainingRollouts:
+        """Take the training figures of an :class:`EpisodeSummary`."""
+        return cls(**{f.name: getattr(summary, f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class GroupCounts:
+    """What dynamic sampling did with the cycle's groups."""
+
+    kept: int
+    """Groups the update trains on."""
+    dropped: int
+    """Groups with no reward signal (every episode the same return)."""
+    failed: int
+    """Groups with an episode that ended on an error."""
+
+
+@dataclass(frozen=True)
+class RolloutCost:
+    """What the training rollouts cost."""
+
+    seconds: float
+    model_seconds: float
+    """Of ``seconds``, in the policy (generation and scoring)."""
+    forwarded_tokens: int
+
+
+@dataclass(frozen=True)
+class UpdateFigures:
+    """The GRPO update of the cycle."""
+
+    step: StepMetrics
+    """What ``GRPOTrainer.train_step`` did."""
+    step_groups_shared: int
+    """Turns whose step-level group held more than one turn (GiGPO's anchor states)."""
+    sync_seconds: float | None = None
+    """Seconds pushing the new weights to the rollout policy (None: it shares them)."""
+
+    def to_row(self) -> dict[str, Any]:
+        """Return the ``update.*`` keys of a metrics row."""
+        row = {f"update.{k}": v for k, v in asdict(self.step).items()}
+        row["update.tokens_per_second"] = self.step.tokens_per_second
+        row["update.step_groups_shared"] = self.step_groups_shared
+        if self.sync_seconds is not None:
+            row["update.sync_seconds"] = self.sync_seconds
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> UpdateFigures | None:
+        """Read the ``update.*`` keys back (None: the row has no update)."""
+        if "update.loss" not in row:
+            return None
+        step = StepMetrics(
+            **{
+                f.name: row[f"update.{f.name}"]
+                for f in fields(StepMetrics)
+                if f"update.{f.name}" in row
+            }
+        )
+        return cls(
+            step, int(row.get("update.step_groups_shared", 0)), row.get("update.sync_seconds")
+        )
+
+
+@dataclass(frozen=True)
+class BankChanges:
+    """What the cycle did to the skill bank (None: that phase did not run)."""
+
+    distilled_added: int | None = None
+    distilled_merged: int | None = None
+    retired: int | None = None
+    """Entries bank upkeep retired after distilling."""
+    evolved_entries: int | None = None
+    """Entries added or refined from validation failures."""
+    size: int | None = None
+    """Entries in the bank at the end of the cycle."""
+    snapshot: str | None = None
+    """The snapshot taken at the end of the cycle."""
+    churn: int | None = None
+    """Entries added, removed or changed since the previous cycle's snapshot."""
+
+    def merged(self, newer: BankChanges) -> BankChanges:
+        """Return these changes with every figure ``newer`` holds taking its place."""
+        given = {f.name: getattr(newer, f.name) for f in fields(self)}
+        return dataclasses.replace(self, **{k: v for k, v in given.items() if v is not None})
+
+
+_SECTIONS: dict[str, type] = {
+    "train": TrainingRollouts,
+    "groups": GroupCounts,
+    "rollout": RolloutCost,
+    "eval": EpisodeSummary,
+}
+"""Sections whose fields are all present or all absent, by row prefix."""
+
+
+@dataclass(frozen=True)
+class CycleMetrics:
+    """Everything one cycle measured; a section is None when its phase did not run."""
+
+    cycle: int
+    train: TrainingRollouts | None = None
+    """The training rollouts."""
+    groups: GroupCounts | None = None
+    rollout: RolloutCost | None = None
+    update: UpdateFigures | None = None
+    eval: EpisodeSummary | None = None
+    """The fixed evaluation goals (None: not an evaluated cycle, ``--eval-every``)."""
+    bank: BankChanges = field(default_factory=BankChanges)
+    seconds: float | None = None
+    """Wall seconds of the cycle in this process (a resumed cycle counts its resumed part)."""
+    checkpoint: str | None = None
+    """The checkpoint saved at the end of the cycle, if one was."""
+
+    def with_figures(self, **sections: Any) -> CycleMetrics:
+        """Return these metrics with ``sections`` set (bank figures join the ones held)."""
+        if "bank" in sections:
+            sections["bank"] = self.bank.merged(sections["bank"])
+        return dataclasses.replace(self, **sections)
+
+    def to_row(self) -> dict[str, Any]:
+        """Return the metrics as one flat row (``section.field`` keys), the file format."""
+        row: dict[str, Any] = {"cycle": self.cycle}
+        for prefix in _SECTIONS:
+            section = getattr(self, prefix)
+            if section is not None:
+                row.update({f"{prefix}.{k}": v for k, v in asdict(section).items()})
+        if self.update is not None:
+            row.update(self.update.to_row())
+        row.update({f"bank.{k}": v for k, v in asdict(self.bank).items() if v is not None})
+        if self.seconds is not None:
+            row["cycle.seconds"] = self.seconds
+        if self.checkpoint is not None:
+            row["checkpoint"] = self.checkpoint
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> CycleMetrics:
+        """Read a row back (a section some of whose keys are missing counts as absent)."""
+        sections: dict[str, Any] = {}
+        for prefix, kind in _SECTIONS.items():
+            keys = [f"{prefix}.{f.name}" for f in fields(kind)]
+            if all(key in row for key in keys):
+                sections[prefix] = kind(*(row[key] for key in keys))
+        bank = {f.name: row.get(f"bank.{f.name}") for f in fields(BankChanges)}
+        return cls(
+            cycle=int(row["cycle"]),
+            update=UpdateFigures.from_row(row),
+            bank=BankChanges(**bank),
+            seconds=row.get("cycle.seconds"),
+            checkpoint=row.get("checkpoint"),
+            **sections,
+        )
