@@ -1,6 +1,6 @@
 """``skillrl train``: recursive improvement cycles (roll out, distill, GRPO, evaluate, evolve).
 
-A thin layer: it settles the options into one :class:`~skillrl_cli.train_setup.TrainSettings`
+A thin layer: it settles the options into one :class:`~skillrl_cli.train_session.TrainSettings`
 (the cycle's and the update's configs, the policy, the prompt, the folder), claims the run
 folder, and runs :class:`~trainers.cycle.TrainingRun` over the policy and the bank with rich
 progress (:func:`~skillrl_cli.train_session.run_with_progress`).
