@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import click
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 import skillrl_cli.train as train_command
 from cli import main
@@ -172,3 +174,15 @@ def test_each_train_option_sets_the_field_of_its_name(workspace, started, group,
     assert getattr(built, field.name) != field.default, words
     key = field.name.replace("_", "-")  # the name it is saved under, the option's own
     assert settings.options[key] == getattr(built, field.name)
+
+
+@given(st.text(max_size=40))
+def test_a_comma_list_of_integers_reads_back_or_is_a_usage_error_naming_its_option(text):
+    from skillrl_cli.eval import int_list
+
+    try:
+        numbers = int_list("--k", text)
+    except click.BadParameter as error:
+        assert error.param_hint == "--k"
+        return
+    assert numbers and numbers == tuple(int(v) for v in text.split(",") if v.strip())
