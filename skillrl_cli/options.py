@@ -64,13 +64,6 @@ MODEL_HELP = (
 )
 
 
-MODEL_HELP_TRAIN = (
-    "'embedded' (SmolLM2-135M-Instruct, untrained), 'shipped' (the cold-started adapter the "
-    "package ships for --env), a checkpoint or adapter folder, or a hub id. A model that records "
-    "the settings it was trained under (skillrl.json: skills, prompt budget, decoding, "
-    "environment options) trains under them unless you give those options."
-)
-
 DECODING_HELP = (
     "Decoding. Constrained (the default, except with --backend openai): the model writes only "
     "the search words and picks each click among the admissible ones by its score, so every "

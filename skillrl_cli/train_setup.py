@@ -23,7 +23,7 @@ import click
 from skillrl.prompts import PromptConfig
 from skillrl_cli.config_options import OptionGroup, build, saved_values
 from skillrl_cli.options import (
-    MODEL_HELP_TRAIN,
+    DECODING_HELP,
     check_decoding,
     env_config_from,
     recorded_settings,
@@ -39,6 +39,13 @@ from trainers.trackers import check_tracker_installed
 
 if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig
+
+MODEL_HELP_TRAIN = (
+    "'embedded' (SmolLM2-135M-Instruct, untrained), 'shipped' (the cold-started adapter the "
+    "package ships for --env), a checkpoint or adapter folder, or a hub id. A model that records "
+    "the settings it was trained under (skillrl.json: skills, prompt budget, decoding, "
+    "environment options) trains under them unless you give those options."
+)
 
 TRAIN_BACKENDS = ("transformers", "trl-vllm", "openai", "vllm")
 """What ``--backend`` accepts; openai and vllm are refused with the reason (they cannot train)."""
@@ -75,14 +82,7 @@ class TrainLaunch:
         help="Root of the `trl vllm-serve` server for --backend trl-vllm, e.g. "
         "http://127.0.0.1:8000 (required with it, not used otherwise).",
     )
-    constrained: bool | None = option(
-        None,
-        help="Decoding. Constrained (the default, except with --backend openai): the model "
-        "writes only the search words and picks each click among the admissible ones by its "
-        "score, so every action is valid. --free: the model writes <think>/<action> freely and "
-        "invalid actions are no-ops.",
-        negative="--free",
-    )
+    constrained: bool | None = option(None, help=DECODING_HELP, negative="--free")
     threads: int | None = option(None, help="CPU threads for torch.", low=1)
     run_name: str | None = option(
         None, help="Run folder name under <workspace>/runs/ (default: the environment id)."
