@@ -119,7 +119,7 @@ def saved_values(
 def _click_option(
     group: OptionGroup, item: dataclasses.Field[Any], spec: OptionSpec
 ) -> Callable[[Any], Any]:
-    kind, optional, repeated = _value_type(group.config, item.name)
+    kind, repeated = _value_type(group.config, item.name)
     flag = group.flag(item.name)
     # A prefixed group's fields are another command's settings: their own spellings (--lr)
     # would clash with this command's, so only the group's aliases apply.
@@ -135,13 +135,10 @@ def _click_option(
         settings["envvar"] = spec.envvar
     if spec.metavar:
         settings["metavar"] = spec.metavar
-    if kind is bool and not optional:
+    if kind is bool:  # an on/off pair; with ``bool | None`` the default None leaves it open
         negative = spec.negative or "--no-" + flag.removeprefix("--")
         decls = [f"{flag}/{negative}", *(f"{a}/--no-{a.removeprefix('--')}" for a in aliases)]
         return click.option(*decls, group.dest(item.name), **settings)
-    if kind is bool:  # bool | None: on, off, or the command decides (None)
-        negative = spec.negative or "--no-" + flag.removeprefix("--")
-        return click.option(f"{flag}/{negative}", group.dest(item.name), **settings)
     settings["type"] = _click_type(kind, spec)
     if repeated:
         settings["multiple"] = True
@@ -156,17 +153,14 @@ def _default_of(item: dataclasses.Field[Any]) -> Any:
     raise TypeError(f"option field {item.name} needs a default")
 
 
-def _value_type(cls: type, name: str) -> tuple[type, bool, bool]:
-    """(element type, whether None is allowed, whether it is a repeated tuple) of a field."""
+def _value_type(cls: type, name: str) -> tuple[type, bool]:
+    """(element type, whether it is a repeated tuple) of a field; ``X | None`` reads as X."""
     hint = typing.get_type_hints(cls)[name]
-    optional = False
     if typing.get_origin(hint) in (Union, types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        optional = len(args) < len(typing.get_args(hint))
-        (hint,) = args
+        (hint,) = [a for a in typing.get_args(hint) if a is not type(None)]
     if typing.get_origin(hint) is tuple:
-        return typing.get_args(hint)[0], optional, True
-    return hint, optional, False
+        return typing.get_args(hint)[0], True
+    return hint, False
 
 
 def _click_type(kind: type, spec: OptionSpec) -> Any:
