@@ -294,7 +294,7 @@ class GRPOTrainer:
         share = list(step[:1])
         batch = collate(share, self.pad_token_id).to(self.device)
         with self._autocast():
-            (logprobs,) = RowForward().logprobs(self.model, [batch], [share], 1.0)
+            (logprobs,) = self._logprobs(self.model, [batch], [share])
         self.accelerator.backward(logprobs.sum() * 0.0)
         return []
 
