@@ -43,15 +43,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_prompt_budget import paired, paired_cells, row  # noqa: E402
 from harness import Stopwatch, machine, machine_text, provenance, run_text, write_result  # noqa: E402
 
-import envs  # noqa: E402
 from memory import BankConfig, SkillBank  # noqa: E402
-from memory.placebo import DonorTask, PlaceboRetrieval  # noqa: E402
+from memory.placebo import PlaceboRetrieval  # noqa: E402
 from skillrl.distill.seeding import seed_bank_if_empty  # noqa: E402
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.policies.model_settings import shipped_adapter  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
+from skillrl.skill_arms import donor_tasks  # noqa: E402
 from skillrl_core.records import EpisodeRecord  # noqa: E402
-from skillrl_core.splits import TRAIN_SPLIT  # noqa: E402
 from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
 
 NAME = "skill_value"
@@ -72,16 +71,6 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("repeats", "skills"),
 )
 """(baseline, other) comparisons, goal by goal."""
-
-
-def donor_tasks(count: int, env_config: dict[str, Any]) -> list[DonorTask]:
-    """Training goals' instructions and categories (placebo entries are retrieved for them)."""
-    env = envs.make("webshop", **env_config)
-    donors = []
-    for index in range(count):
-        _, info = env.reset(seed=index, options={"split": TRAIN_SPLIT, "goal_index": index})
-        donors.append(DonorTask(str(info["instruction"]), str(info.get("category") or "") or None))
-    return donors
 
 
 def play(
@@ -157,7 +146,7 @@ def main() -> None:
     seed_bank_if_empty(bank, "webshop")
     results["bank_entries"] = bank.count()
     env_config = {"observation_mode": args.observation_mode}
-    placebo = PlaceboRetrieval(bank, donor_tasks(args.donors, env_config))
+    placebo = PlaceboRetrieval(bank, donor_tasks("webshop", env_config, args.donors))
     loaded: dict[str, Any] = {}
     for arm in arms:
         if arm in results["episodes"]:

@@ -13,6 +13,8 @@ registered with ``envs.register(..., distill_adapter=...)`` and found with
 - ``leak_patterns`` and ``episode_leaks``: what counts as leaking one episode's specifics;
   ``specifics_rule`` says the same to a teacher model;
 - ``summarise_actions``: the trajectory's steps, told for a teacher prompt;
+- ``case_lesson``: the case a solved episode leaves (what solved its request), for environments
+  whose goals recur across splits;
 - ``categories`` and ``category_label``: the task categories;
 - ``faults`` and ``spoil``: deliberate mistakes a scripted expert can make (``skillrl
   bootstrap`` probes), for environments that have them.
@@ -108,6 +110,14 @@ class DistillAdapter(Protocol):
 
     def episode_leaks(self, text: str, episode: EpisodeRecord) -> list[str]:
         """Return why ``text`` names specifics of ``episode`` beyond :attr:`leak_patterns`."""
+        ...
+
+    def case_lesson(self, episode: EpisodeRecord) -> Lesson | None:
+        """Return the case a solved ``episode`` leaves (None: this environment keeps no cases).
+
+        A case is specific on purpose: ``when_to_apply`` holds the request it is retrieved by,
+        ``title`` the line a prompt shows (the decisive action, written as the agent writes it).
+        """
         ...
 
     def category_label(self, category: str) -> str:
@@ -208,6 +218,10 @@ class PlainDistillAdapter:
     def episode_leaks(self, text: str, episode: EpisodeRecord) -> list[str]:
         """Return no reasons: nothing beyond the generic checks is known."""
         return []
+
+    def case_lesson(self, episode: EpisodeRecord) -> Lesson | None:
+        """Return None: an environment keeps no cases unless it says what solved a request."""
+        return None
 
     def category_label(self, category: str) -> str:
         """Return ``category`` with spaces for underscores, first letter capitalised."""

@@ -87,13 +87,16 @@ class RetrievalConfig:
     """Task-specific skills (same env and category as the query) per query."""
     k_mistakes: int = 2
     """Counterfactual notes (same env, or env-agnostic) per query."""
+    k_cases: int = 1
+    """Cases (what solved a similar request in a training episode; same env) per query, by the
+    similarity of the request alone."""
     min_similarity: float = 0.25
-    """Task skills and notes less cosine-similar to the query than this are left out (general
-    skills are exempt: they are always included)."""
+    """Task skills, notes and cases less cosine-similar to the query than this are left out
+    (general skills are exempt: they are always included)."""
 
     def __post_init__(self) -> None:
         check_finite_fields(self)
-        for name in ("k_general", "k_task", "k_mistakes"):
+        for name in ("k_general", "k_task", "k_mistakes", "k_cases"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_K:
                 raise ConfigError(f"{name} ({value!r}) must be an integer from 0 to {MAX_K}")

@@ -96,7 +96,8 @@ def plan_placements(
         ]
         candidates = [c for c in stored[key] + earlier if c[0] not in widened]
         candidates += [(t, v) for t, (scope, v) in widened.items() if scope == key]
-        target, similarity = _merge_target(store, vector, candidates)
+        threshold = CASE_MERGE_THRESHOLD if draft.kind == "case" else store.config.merge_threshold
+        target, similarity = _merge_target(vector, candidates, threshold)
         widens = False
         if target is None and draft.kind == "mistake":
             found = copies.find(draft)
@@ -237,15 +238,21 @@ def _widen(session: Session, entry_id: str, draft: EntryDraft, author: str) -> E
     return row
 
 
+CASE_MERGE_THRESHOLD = 0.995
+"""Cases merge only into a case of the same request (another training goal of the same product,
+asking for other options): two products asked for in similar words are two cases, since what a
+case carries is which product it was."""
+
+
 def _merge_target(
-    store: BankStore, vector: np.ndarray, candidates: list[tuple[str | int, np.ndarray]]
+    vector: np.ndarray, candidates: list[tuple[str | int, np.ndarray]], threshold: float
 ) -> tuple[str | int | None, float | None]:
-    """Pick the most similar candidate at or above the threshold; the first one wins a tie."""
+    """Pick the most similar candidate at or above ``threshold``; the first one wins a tie."""
     best_id: str | int | None = None
     best: float | None = None
     for entry_id, other in candidates:
         similarity = float(np.dot(other, vector))
-        if similarity >= store.config.merge_threshold and (best is None or similarity > best):
+        if similarity >= threshold and (best is None or similarity > best):
             best_id, best = entry_id, similarity
     return best_id, best
 

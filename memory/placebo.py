@@ -26,7 +26,7 @@ from skillrl_core.errors import ConfigError
 if TYPE_CHECKING:
     from memory.bank import SkillBank
 
-KINDS: tuple[str, ...] = ("general", "task", "mistakes")
+KINDS: tuple[str, ...] = ("general", "task", "mistakes", "cases")
 
 OVERFETCH = 4
 """The donor query fetches this many times each kind's k, so that enough are left once the
@@ -76,6 +76,7 @@ class PlaceboRetrieval:
             k_general=config.k_general * OVERFETCH,
             k_task=config.k_task * OVERFETCH,
             k_mistakes=config.k_mistakes * OVERFETCH,
+            k_cases=config.k_cases * OVERFETCH,
             min_similarity=-1.0,
         )
         donor_queries = [self._donor_query(q) for q in queries]
@@ -122,4 +123,74 @@ class PlaceboRetrieval:
                 taken.add(extra.entry.id)
                 missing -= 1
         self.shortfall += missing
-        return RetrievedSkills(chosen["general"], chosen["task"], chosen["mistakes"])
+        return RetrievedSkills(
+            chosen["general"], chosen["task"], chosen["mistakes"], chosen["cases"]
+        )
+
+
+EPISODE_ARMS: tuple[str, ...] = ("own", "none", "placebo")
+"""What an episode of a mixed retrieval is shown: its own entries, none, or a placebo draw."""
+
+
+class MixedRetrieval:
+    """Serves each episode its own entries, none, or placebo entries, fixed per episode.
+
+    Training that teaches a policy to use its entries must also show it prompts whose entries
+    say nothing of this goal (placebo) and prompts with none, so that it learns to act on what an
+    entry says when it applies and to fall back on the page when it does not. The arm is drawn
+    once per episode (from a hash of ``seed`` and the instruction, so every turn of an episode
+    agrees, and a rerun draws the same): a labeller that reads the prompt's entries then labels
+    every turn consistently with what that prompt holds, which withholding entries from single
+    turns after labelling cannot do.
+    """
+
+    def __init__(
+        self,
+        bank: SkillBank,
+        placebo: PlaceboRetrieval | None,
+        *,
+        withhold: float = 0.0,
+        placebo_fraction: float = 0.0,
+        seed: int = 0,
+    ) -> None:
+        if not 0.0 <= withhold < 1.0 or not 0.0 <= placebo_fraction < 1.0:
+            raise ConfigError(
+                f"withhold ({withhold}) and placebo_fraction ({placebo_fraction}) must be in [0, 1)"
+            )
+        if withhold + placebo_fraction >= 1.0:
+            raise ConfigError(
+                f"withhold ({withhold}) + placebo_fraction ({placebo_fraction}) must be below 1: "
+                "some episodes must see their own entries"
+            )
+        if placebo_fraction and placebo is None:
+            raise ConfigError("placebo_fraction needs a placebo retrieval (donor tasks)")
+        self.bank, self.placebo = bank, placebo
+        self.withhold, self.placebo_fraction, self.seed = withhold, placebo_fraction, seed
+
+    def arm_of(self, query: RetrievalQuery) -> str:
+        """Return the arm of ``query``'s episode (one of :data:`EPISODE_ARMS`)."""
+        draw = zlib.crc32(f"{self.seed}:{query.instruction}".encode()) / 2**32
+        if draw < self.withhold:
+            return "none"
+        if draw < self.withhold + self.placebo_fraction:
+            return "placebo"
+        return "own"
+
+    def retrieve(
+        self,
+        queries: list[RetrievalQuery],
+        config: RetrievalConfig | None = None,
+        *,
+        record: bool = False,
+    ) -> list[RetrievedSkills]:
+        """Return each query's entries as its episode's arm says; never records a retrieval."""
+        arms = [self.arm_of(q) for q in queries]
+        out: list[RetrievedSkills] = [RetrievedSkills() for _ in queries]
+        for arm, source in (("own", self.bank), ("placebo", self.placebo)):
+            positions = [i for i, a in enumerate(arms) if a == arm]
+            if not positions or source is None:
+                continue
+            found = source.retrieve([queries[i] for i in positions], config, record=False)
+            for position, result in zip(positions, found, strict=True):
+                out[position] = result
+        return out

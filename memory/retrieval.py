@@ -5,7 +5,9 @@ query is an unfiltered nearest-neighbour search: general skills once for the who
 skills once per distinct (env, category) in the batch (a query without a category searches every
 task category of its env: a person asking "what shoe size" should not have to name "footwear");
 counterfactual notes once per distinct env, plus once for env-agnostic notes, merged by
-similarity. Task skills and notes below ``min_similarity`` are dropped; general skills never are:
+similarity; cases once per distinct env, by the embedding of the request alone (a case says
+what solved a similar request, whatever page this turn shows). Task skills, notes and cases
+below ``min_similarity`` are dropped; general skills never are:
 every turn gets the best ``k_general`` of them, as SkillRL always puts its general skills in the
 prompt (they are phrased for any task, so their similarity to one turn's text is low by design
 and a cut-off would hide them all). A query's ``withheld_ids`` are taken out of its result
@@ -58,7 +60,29 @@ def retrieve(
     if not queries:
         return []
     vectors = store.embedder.embed([query_text(q) for q in queries])
-    return retrieve_vectors(store, queries, vectors, config, record=record)
+    wants_cases = config.k_cases > 0 and _holds_cases(store, queries)
+    request_vectors = request_embeddings(store, queries) if wants_cases else None
+    return retrieve_vectors(
+        store, queries, vectors, config, record=record, request_vectors=request_vectors
+    )
+
+
+def _holds_cases(store: BankStore, queries: list[RetrievalQuery]) -> bool:
+    """Whether the index holds a case of any query's env (else the requests are not embedded)."""
+    store.sync_index()
+    return any(store.index.partitions("case", env) for env in {q.env for q in queries})
+
+
+def request_embeddings(store: BankStore, queries: list[RetrievalQuery]) -> np.ndarray:
+    """Embed each query's instruction alone (what cases are retrieved by).
+
+    Every turn of an episode has the same instruction, so each distinct one is embedded once per
+    batch; the embedder's own cache (if any) does the rest.
+    """
+    distinct = list(dict.fromkeys(q.instruction for q in queries))
+    vectors = store.embedder.embed(distinct)
+    row = {text: i for i, text in enumerate(distinct)}
+    return np.asarray(vectors)[[row[q.instruction] for q in queries]]
 
 
 TIE = 1e-5
@@ -108,6 +132,7 @@ def _limits(config: RetrievalConfig) -> dict[str, int]:
         "general": config.k_general,
         "task": config.k_task,
         "mistakes": config.k_mistakes * MISTAKE_OVERFETCH,
+        "cases": config.k_cases,
     }
 
 
@@ -143,9 +168,17 @@ def _tie_order(hit: RetrievedEntry) -> tuple[str, ...]:
 
 
 def search_index(
-    store: BankStore, queries: list[RetrievalQuery], vectors: np.ndarray, config: RetrievalConfig
+    store: BankStore,
+    queries: list[RetrievalQuery],
+    vectors: np.ndarray,
+    config: RetrievalConfig,
+    request_vectors: np.ndarray | None = None,
 ) -> dict[str, Hits]:
-    """Index hits per kind for each query, before the similarity cut (notes not yet ordered)."""
+    """Index hits per kind for each query, before the similarity cut (notes not yet ordered).
+
+    ``request_vectors``: the queries' instructions embedded alone, which cases are searched by
+    (None: no case is searched).
+    """
     n = len(queries)
     limits = _limits(config)
     k_notes = limits["mistakes"]
@@ -158,6 +191,13 @@ def search_index(
         "task": _task_hits(store, queries, vectors, limits["task"]),
         # Both lists together; _settle orders them and keeps the best.
         "mistakes": [x + y for x, y in zip(mistakes_of_env, env_agnostic, strict=True)],
+        "cases": (
+            _grouped_query(
+                store, request_vectors, [("case", q.env, "") for q in queries], limits["cases"]
+            )
+            if request_vectors is not None
+            else [[] for _ in queries]
+        ),
     }
 
 
@@ -190,10 +230,15 @@ def retrieve_vectors(
     config: RetrievalConfig,
     *,
     record: bool,
+    request_vectors: np.ndarray | None = None,
 ) -> list[RetrievedSkills]:
-    """Retrieve for queries whose embeddings are already computed."""
+    """Retrieve for queries whose embeddings are already computed.
+
+    ``request_vectors``: the instructions embedded alone (:func:`request_embeddings`); without
+    them no case is retrieved.
+    """
     store.sync_index()
-    hits = search_index(store, queries, vectors, config)
+    hits = search_index(store, queries, vectors, config, request_vectors)
     for kind, per_query in hits.items():
         if kind == "general":
             continue  # always the best k_general (module docstring)

@@ -5,7 +5,11 @@ Three kinds of entry:
 - ``general``: a principle that applies to any task of any environment;
 - ``task``: a skill for one environment and task category (``webshop`` / ``fashion``);
 - ``mistake``: a counterfactual note from a failure (where it went wrong, the flawed action,
-  what should have been done instead, and the principle that prevents it).
+  what should have been done instead, and the principle that prevents it);
+- ``case``: what solved one request in a finished training or validation episode (the request,
+  and the decisive action: for WebShop, the product bought). Unlike a skill it is specific on
+  purpose: it is retrieved by the similarity of the request alone, and it carries what the page
+  does not show (which of ten look-alike results satisfied a near-identical request before).
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from typing import Any, Literal
 
 from skillrl_core.significance import mcnemar_exact
 
-EntryKind = Literal["general", "task", "mistake"]
-ENTRY_KINDS: tuple[str, ...] = ("general", "task", "mistake")
+EntryKind = Literal["general", "task", "mistake", "case"]
+SKILL_KINDS: tuple[str, ...] = ("general", "task", "mistake")
+"""The kinds that state a transferable rule (what the distillers and a teacher model write)."""
+ENTRY_KINDS: tuple[str, ...] = (*SKILL_KINDS, "case")
 EntryStatus = Literal["active", "retired"]
 
 
@@ -50,7 +56,13 @@ class EntryDraft:
     """Id in a foreign format (SkillRL's ``skill_id`` / ``mistake_id``), kept for round trips."""
 
     def text_for_embedding(self) -> str:
-        """Return the text that is embedded for retrieval."""
+        """Return the text that is embedded for retrieval.
+
+        A case embeds its request alone (``when_to_apply``): it is retrieved by the similarity of
+        the episode's request to the one it solved, whatever page the episode is on.
+        """
+        if self.kind == "case":
+            return self.when_to_apply or self.title
         parts = [self.title, self.principle, self.when_to_apply]
         if self.kind == "mistake":
             parts += [self.failure_point, self.flawed_action, self.correction]
@@ -170,11 +182,12 @@ class RetrievedSkills:
     general: list[RetrievedEntry] = field(default_factory=list)
     task: list[RetrievedEntry] = field(default_factory=list)
     mistakes: list[RetrievedEntry] = field(default_factory=list)
+    cases: list[RetrievedEntry] = field(default_factory=list)
 
     @property
     def all(self) -> list[RetrievedEntry]:
-        """Every retrieved entry, general first, then task skills, then mistakes."""
-        return [*self.general, *self.task, *self.mistakes]
+        """Every retrieved entry, general first, then task skills, mistakes and cases."""
+        return [*self.general, *self.task, *self.mistakes, *self.cases]
 
     @property
     def ids(self) -> list[str]:
@@ -188,7 +201,7 @@ class RetrievedSkills:
         return RetrievedSkills(
             *(
                 [r for r in hits if r.entry.id not in entry_ids]
-                for hits in (self.general, self.task, self.mistakes)
+                for hits in (self.general, self.task, self.mistakes, self.cases)
             )
         )
 

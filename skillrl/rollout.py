@@ -4,7 +4,9 @@ Each turn the engine (1) retrieves skills for every active episode in one ``bank
 (2) asks the agent for all their actions in one ``agent.act`` call (one batched generation),
 (3) steps every environment and records a :class:`TurnRecord`. Finished episodes drop out and
 waiting ones take their slots (at most :attr:`RolloutConfig.max_parallel` active). Finished
-episodes are saved with ``bank.trajectories.save_episodes`` as they finish when ``record`` is on.
+episodes are saved with ``bank.trajectories.save_episodes`` as they finish when ``record`` is on,
+except test-split episodes: a held-out goal never changes the bank (no trajectory, no counter,
+no retrieval event), so nothing it did can decide what the bank holds.
 
 An exception from one episode's environment (or from recording its turn) ends that episode
 only: it is logged, kept in :attr:`EpisodeRecord.error`, its last turn is marked truncated, and
@@ -28,7 +30,7 @@ from skillrl.agents.base import Agent, AgentDecision, AgentState
 from skillrl.episode_records import describe_error, fail_episode, finish_episode, turn_record
 from skillrl_core.errors import ConfigError, SkillRLError
 from skillrl_core.records import EpisodeRecord, TurnRecord
-from skillrl_core.splits import TRAIN_SPLIT
+from skillrl_core.splits import TEST_SPLIT, TRAIN_SPLIT
 from skillrl_core.validation import check_finite_fields
 
 if TYPE_CHECKING:
@@ -209,7 +211,11 @@ class RolloutEngine:
                 results[live.slot] = live.record
                 if live.began:
                     self.agent.end_episode(live.record.episode_id)
-            saved = [live.record for live in finished if not live.record.error]
+            saved = [
+                live.record
+                for live in finished
+                if not live.record.error and live.record.split != TEST_SPLIT
+            ]
             if saved and self.config.record:
                 self.bank.trajectories.save_episodes(saved)
         self.stats.episodes = len(results)

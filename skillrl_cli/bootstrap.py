@@ -71,14 +71,23 @@ def _agent(bank: Any, agent: str, teacher: dict[str, Any]) -> Any:
     "export_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also write the bank's active entries for ENV as a starting-bank JSON file.",
+    help="Also write the bank's active skills and notes for ENV as a starting-bank JSON file.",
+)
+@click.option(
+    "--export-cases",
+    "cases_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the bank's active cases for ENV (what solved each training request) as a "
+    "starting-cases JSON file, the format new workspaces are seeded from.",
 )
 @env_option
 @teacher_options
 @json_option
 @bank_options(changes=True)
 def bootstrap(bank: Any, env: str, episodes: int, first_goal: int, probe_fraction: float,
-              agent: str, max_turns: int, export_path: Path | None, as_json: bool,
+              agent: str, max_turns: int, export_path: Path | None, cases_path: Path | None,
+              as_json: bool,
               env_options: dict[str, Any], **teacher: Any) -> None:  # fmt: skip
     """Play training goals with the expert (or a teacher model) and distill a starting bank."""
     import envs
@@ -104,6 +113,14 @@ def bootstrap(bank: Any, env: str, episodes: int, first_goal: int, probe_fractio
             f"{teacher['distiller']} --workspace <empty folder> --export {export_path}"
         )
         write_starting_bank(export_path, env, active_drafts(bank, env), regenerate=command)
+    if cases_path is not None:
+        command = (
+            f"skillrl bootstrap --env {env} --episodes {episodes} --first-goal {first_goal} "
+            f"--probe-fraction {probe_fraction:g} --agent {agent} --distiller "
+            f"{teacher['distiller']} --workspace <empty folder> --export-cases {cases_path}"
+        )
+        cases = active_drafts(bank, env, kinds=("case",))
+        write_starting_bank(cases_path, env, cases, regenerate=command)
     if as_json:
         print_json(dataclasses.asdict(report))
         return
@@ -120,3 +137,5 @@ def bootstrap(bank: Any, env: str, episodes: int, first_goal: int, probe_fractio
     )
     if export_path is not None:
         out.print(f"exported the starting bank to {export_path}")
+    if cases_path is not None:
+        out.print(f"exported the cases to {cases_path}")

@@ -1,9 +1,12 @@
 """``skillrl eval``: success, score, turns, validity, tokens, Pass@(K,T) and timings of a policy.
 
 Evaluates a model (by default the one ``--model auto`` picks: see
-:data:`skillrl_cli.options.AUTO_MODEL_ORDER`) with the workspace's skill bank, with skills,
-without, or both, and prints one table of figures, one Pass@(K,T) table per setting and a timing
-table.
+:data:`skillrl_cli.options.AUTO_MODEL_ORDER`) with the workspace's skill bank in one or more
+skills arms (its own entries, placebo entries retrieved for another goal, none), and prints one
+table of figures, the arms compared goal by goal (won, lost, exact McNemar p), one Pass@(K,T)
+table per arm and a timing table. ``--skills on,placebo`` asks, in one command, whether a bank
+carries information: a policy that only reacts to an entry being there does as well with another
+goal's entries as with its own.
 """
 
 from __future__ import annotations
@@ -34,15 +37,35 @@ from skillrl_core.goal_range import FORMS
 from skillrl_core.option_fields import option
 from trainers.evaluate import EVAL_DTYPE, EvalConfig
 
-SKILL_MODES: dict[str, tuple[bool, ...]] = {"both": (True, False), "on": (True,), "off": (False,)}
-"""``--skills`` choices and the settings each evaluates (skills on, off), in order."""
+SKILL_ARM_WORDS: dict[str, tuple[str, ...]] = {
+    "on": ("on",),
+    "placebo": ("placebo",),
+    "off": ("off",),
+    "both": ("on", "off"),
+    "all": ("on", "placebo", "off"),
+}
+"""``--skills`` words and the arms each evaluates, in order (a comma-separated list of them plays
+every arm named, the first being the baseline of the goal-by-goal comparisons)."""
 UNRECORDED_SKILL_MODE = "both"
 """What an unset ``--skills`` evaluates when the model records no settings."""
 
 
-def skill_modes(chosen: str | None) -> tuple[bool, ...]:
-    """Return the settings to evaluate for ``--skills`` after the model's settings applied."""
-    return SKILL_MODES[chosen or UNRECORDED_SKILL_MODE]
+def skill_arms(chosen: str | None) -> tuple[str, ...]:
+    """Return the arms ``--skills`` names (after the model's settings applied), in order.
+
+    Raises click's BadParameter naming the word that is not one of :data:`SKILL_ARM_WORDS`.
+    """
+    arms: list[str] = []
+    words = [w.strip() for w in (chosen or UNRECORDED_SKILL_MODE).split(",")]
+    for word in words:
+        if word not in SKILL_ARM_WORDS:
+            raise click.BadParameter(
+                f"{word!r} is not one of {', '.join(SKILL_ARM_WORDS)} (or a comma-separated "
+                "list of them, e.g. on,placebo,off)",
+                param_hint="--skills",
+            )
+        arms += [a for a in SKILL_ARM_WORDS[word] if a not in arms]
+    return tuple(arms)
 
 
 def int_list(option_name: str, text: str) -> tuple[int, ...]:
@@ -68,9 +91,13 @@ class EvalChoices:
     )
     skills: str | None = option(
         None,
-        help="Evaluate with skills, without, or both. Default: as the model was trained (on or "
-        f"off, from its recorded settings), else {UNRECORDED_SKILL_MODE}.",
-        choices=tuple(SKILL_MODES),
+        help="Skills arms to evaluate, played on the same goals and compared goal by goal: on "
+        "(the entries retrieved for the episode's own goal), placebo (as many entries, retrieved "
+        "for another training goal: does the bank carry information?), off (none); both = "
+        "on,off; all = on,placebo,off; or a comma-separated list, the first being the baseline "
+        "of the comparisons. Default: as the model was trained (on or off, from its recorded "
+        f"settings), else {UNRECORDED_SKILL_MODE}.",
+        metavar="ARM[,ARM...]",
     )
     k: str = option(
         "1", help="K values of Pass@(K,T), comma-separated (each <= --samples).", metavar="K,..."
@@ -110,7 +137,7 @@ def eval_command(**values: Any) -> None:
     """
     from rich.console import Console
 
-    from trainers.evaluate import evaluate
+    from trainers.evaluate import compare_arms, evaluate
     from trainers.policy_rollouts import PolicyRollouts
 
     choices, played = build(CHOICES, values), build(MODEL_OPTIONS, values)
@@ -137,25 +164,27 @@ def eval_command(**values: Any) -> None:
         env_options=env_options,
     )
     if taken is not None:
-        if taken.skills is not None:
+        if taken.skills is not None and choices.skills is None:
             choices = dataclasses.replace(choices, skills="on" if taken.skills else "off")
         env_config = env_config_from(choices.env_id, taken.env_options)
     # An impossible decoding is refused before loading.
     constrained = check_decoding(played.backend, played.constrained)
     check_prompt_budget(choices.env_id, prompt.max_prompt_tokens)  # as the model's settings say
-    modes = skill_modes(choices.skills)
+    arms = skill_arms(choices.skills)
     console.print(decoding_line(constrained))
     from skillrl.policies import load_policy
+    from skillrl.skill_arms import donor_tasks, retrieval_source
 
+    donors = donor_tasks(choices.env_id, env_config) if "placebo" in arms else None
     policy = load_policy(played.policy_config(workspace))
-    bank = open_bank(workspace, choices.env_id) if True in modes else None
+    bank = open_bank(workspace, choices.env_id) if arms != ("off",) else None
     results = []
     try:
-        for skills in modes:
+        for arm in arms:
             runner = PolicyRollouts(
                 policy,
                 env_id=choices.env_id,
-                bank=bank if skills else None,
+                bank=retrieval_source(arm, bank, donors),
                 env_config=env_config,
                 max_turns=choices.max_turns,
                 max_new_tokens=choices.max_new_tokens,
@@ -166,15 +195,40 @@ def eval_command(**values: Any) -> None:
                 # repair as greedy ones.
                 repair_queries=True,
             )
-            with console.status(f"evaluating {'with' if skills else 'without'} skills"):
-                results.append(evaluate(runner, config))
+            with console.status(f"evaluating skills arm {arm!r}"):
+                results.append(evaluate(runner, config, arm))
     finally:
         if bank is not None:
             bank.close()
+    comparisons = compare_arms(results)
     if values["as_json"]:
-        click.echo(json.dumps([r.to_dict() for r in results], indent=2, sort_keys=True))
+        payload = {
+            "arms": [r.to_dict() for r in results],
+            "comparisons": [dataclasses.asdict(c) for c in comparisons],
+        }
+        click.echo(json.dumps(payload, indent=2, sort_keys=True))
         return
     _print(console, results, config)
+    if comparisons:
+        _print_comparisons(console, comparisons)
+
+
+def _print_comparisons(console: Any, comparisons: list[Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title="goal by goal (exact McNemar on the goals one arm solved alone)")
+    for column in ("arms", "success", "won / lost", "McNemar p", "score difference", ""):
+        table.add_column(column, justify="right")
+    for c in comparisons:
+        table.add_row(
+            f"{c.baseline} -> {c.other}",
+            f"{c.baseline_successes} -> {c.other_successes}",
+            f"{c.won} / {c.lost}",
+            f"{c.p_value:.3g}",
+            f"{c.score_difference:+.3f}",
+            "resolved" if c.resolved else "not resolved",
+        )
+    console.print(table)
 
 
 def _print(console: Any, results: list[Any], config: Any) -> None:
@@ -197,7 +251,7 @@ def _print(console: Any, results: list[Any], config: Any) -> None:
         g = r.greedy
         low, high = g.success_interval
         table.add_row(
-            "on" if r.skills else "off",
+            r.arm,
             f"{g.successes}/{g.episodes}",
             f"[{low:.2f}, {high:.2f}]",
             f"{g.mean_score:.3f}",
@@ -208,7 +262,7 @@ def _print(console: Any, results: list[Any], config: Any) -> None:
         )
     console.print(table)
     for r in results:
-        grid = Table(title=f"Pass@(K,T), skills {'on' if r.skills else 'off'}")
+        grid = Table(title=f"Pass@(K,T), skills {r.arm}")
         grid.add_column("K \\ T")
         ts = sorted({int(key.split(",")[1]) for key in r.pass_at})
         ks = sorted({int(key.split(",")[0]) for key in r.pass_at})
@@ -223,7 +277,7 @@ def _print(console: Any, results: list[Any], config: Any) -> None:
     for r in results:
         b, t = r.timings["per_batch"], r.timings["per_turn"]
         timing.add_row(
-            "on" if r.skills else "off",
+            r.arm,
             *(f"{b[c]:.3f} / {t[c]:.3f}" for c in ("model", "env", "retrieval")),
         )
     console.print(timing)

@@ -89,7 +89,8 @@ class RunChoices:
     record: bool = option(
         True,
         help="Save the episodes into the skill bank's trajectory store (for distillation) and "
-        "count their retrievals in the entries' usage statistics (training-split goals only).",
+        "count their retrievals in the entries' usage statistics. Test-split episodes are never "
+        "saved or counted: a held-out goal changes nothing in the bank.",
     )
     seed_bank: bool = option(
         True, help="Seed an empty skill bank with the starting skills on first run."

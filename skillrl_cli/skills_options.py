@@ -10,10 +10,11 @@ from typing import Any
 import click
 from sqlalchemy.exc import DatabaseError
 
+from memory.types import ENTRY_KINDS
 from skillrl_cli.options import workspace_option
 from skillrl_core.errors import BankError, InvalidEntryError
 
-KINDS = ("general", "task", "mistake")
+KINDS = ENTRY_KINDS
 TEXT_FIELDS = (
     ("title", "Short name of the entry."),
     ("principle", "The rule itself, stated generally."),

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from memory.placebo import MixedRetrieval, PlaceboRetrieval
 from skillrl.rollout import EpisodeStart
+from skillrl.skill_arms import donor_tasks
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.splits import TRAIN_SPLIT
 from trainers.dagger import (
@@ -64,6 +66,7 @@ class ExampleGatherer:
     ) -> None:
         self.config, self.policy, self.bank, self.teacher = config, policy, bank, teacher
         self.env_config, self.prompt_config, self.on_episode = env_config, prompt_config, on_episode
+        self._mixed: MixedRetrieval | None = None
 
     def gather(self, round_index: int, goals: list[int]) -> GatheredExamples:
         """Return round ``round_index``'s examples on training ``goals``, with the round's figures.
@@ -161,7 +164,7 @@ class ExampleGatherer:
         return collect_examples(
             agent,
             starts,
-            bank=self.bank if self.config.skills else None,
+            bank=self._retrieval(),
             source=source,
             round_index=round_index,
             max_turns=self.config.max_turns,
@@ -171,6 +174,32 @@ class ExampleGatherer:
             skill_withhold=self.config.skill_withhold,
             seed=self.config.seed,
         )
+
+    def _retrieval(self) -> SkillBank | MixedRetrieval | None:
+        """Return where the episodes played for examples retrieve from.
+
+        The bank, or its mix with placebo draws and withheld episodes (``skill_placebo``,
+        ``skill_withhold_episodes``).
+        """
+        config = self.config
+        if not config.skills or self.bank is None:
+            return None
+        if not (config.skill_placebo or config.skill_withhold_episodes):
+            return self.bank
+        if self._mixed is None:
+            placebo = None
+            if config.skill_placebo:
+                placebo = PlaceboRetrieval(
+                    self.bank, donor_tasks(config.env_id, dict(self.env_config))
+                )
+            self._mixed = MixedRetrieval(
+                self.bank,
+                placebo,
+                withhold=config.skill_withhold_episodes,
+                placebo_fraction=config.skill_placebo,
+                seed=config.seed,
+            )
+        return self._mixed
 
     def _training_starts(self, goals: list[int]) -> list[EpisodeStart]:
         return [

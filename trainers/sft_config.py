@@ -105,6 +105,25 @@ class ColdStartConfig:
         high=1,
         high_open=True,
     )
+    skill_placebo: float = option(
+        0.0,
+        help="With --skills: the fraction of episodes played for examples whose prompts hold "
+        "entries retrieved for another training goal (placebo: same count, nothing about this "
+        "goal), drawn per episode from --seed; the expert labels what those prompts show, so "
+        "the policy learns to act on an entry only when it applies.",
+        low=0,
+        high=1,
+        high_open=True,
+    )
+    skill_withhold_episodes: float = option(
+        0.0,
+        help="With --skills: the fraction of episodes played for examples with no entries at "
+        "all, drawn per episode from --seed and labelled as played (unlike --skill-withhold, "
+        "which drops a turn's entries after the expert labelled it with them).",
+        low=0,
+        high=1,
+        high_open=True,
+    )
     constrained: bool = option(
         True,
         help="Targets in the constrained agent's format (query / click) or thought + action "
@@ -214,6 +233,16 @@ class ColdStartConfig:
             raise ConfigError(f"skill_withhold ({self.skill_withhold}) must be in [0, 1)")
         if self.skill_withhold and not self.skills:
             raise ConfigError("skill_withhold needs skills: without them no entry is withheld")
+        if (self.skill_placebo or self.skill_withhold_episodes) and not self.skills:
+            raise ConfigError(
+                "skill_placebo and skill_withhold_episodes need skills: without them no prompt "
+                "holds an entry"
+            )
+        if self.skill_placebo + self.skill_withhold_episodes >= 1.0:
+            raise ConfigError(
+                f"skill_placebo ({self.skill_placebo}) + skill_withhold_episodes "
+                f"({self.skill_withhold_episodes}) must be below 1"
+            )
         if self.dagger_temperature < 0:
             raise ConfigError(f"dagger_temperature ({self.dagger_temperature}) must be >= 0")
         if not 0 <= self.lora_dropout < 1:

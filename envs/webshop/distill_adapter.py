@@ -24,6 +24,7 @@ from envs.distill_adapter import (
     words,
 )
 from envs.webshop.categories import CATEGORIES
+from envs.webshop.expert import search_query
 from envs.webshop.purchase import WebShopPurchase
 from skillrl_core.records import EpisodeRecord
 
@@ -251,6 +252,35 @@ class WebShopDistillAdapter(PlainDistillAdapter):
         if _ASIN.match(argument):
             return "opening the same product"
         return action
+
+    def case_lesson(self, episode: EpisodeRecord) -> Lesson | None:
+        """Return which product solved ``episode``'s request, if it was solved by a purchase.
+
+        WebShop's goals recur across splits (most test goals ask for a product that some
+        training goal asks for, with other options), and the results page shows ten look-alike
+        titles: which one satisfied a near-identical request is what no page says. The request
+        is the instruction without its option and price clauses (what differs between goals of
+        one product); the prompt line names the product as the click that opens it.
+        """
+        if not episode.success:
+            return None
+        products = [t.action for t in episode.turns if t.action_valid and is_product(t.action)]
+        if not products:
+            return None
+        product = split_action(products[-1])[1]
+        searches = [
+            split_action(t.action)[1]
+            for t in episode.turns
+            if t.action_valid and split_action(t.action)[0] == "search"
+        ]
+        options = shopping_facts(episode).option_clicks
+        steps = [f"search[{searches[-1]}]"] if searches else []
+        steps += [f"click[{product}]", *(f"click[{o}]" for o in options), "click[buy now]"]
+        return Lesson(
+            title=f"A request like this was solved by click[{product}]",
+            principle="Solved by: " + ", ".join(steps),
+            when_to_apply=search_query(episode.instruction),
+        )
 
     def failure_lessons(self, episode: EpisodeRecord) -> list[Lesson]:
         """Return each cause of lost reward, most decisive first; else why nothing was bought."""

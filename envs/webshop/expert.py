@@ -6,6 +6,11 @@ bound (else go to the next page); on the item page, go back if the price is over
 wanted option is not offered, read the Features page once when the title misses an attribute,
 click each wanted option, then buy. Near the turn limit it buys what it has.
 
+When the turn's info carries ``case_titles`` (the cases retrieved into the prompt: what solved
+a near-identical request in a training episode), it opens the product a case names when the
+results list it, before weighing titles: a policy labelled this way learns to act on what a case
+says, and falls back to reading titles when no case's product is listed.
+
 It can act from any state, not only from its own path: :meth:`WebShopExpert.decide` reads the
 page, and :meth:`WebShopExpert.observe` remembers the action actually taken (by the expert or by
 a learner whose states it labels, as in DAgger). On a product page that a learner opened although
@@ -22,6 +27,7 @@ from rapidfuzz import fuzz, utils
 
 _MONEY = re.compile(r"\$(\d+(?:\.\d+)?)")
 _ASIN = re.compile(r"^[a-z0-9]{10}$")
+_CASE_PRODUCT = re.compile(r"click\[([a-z0-9]{10})\]")
 _RICH_MARK = re.compile(r"\[(?:clicked )?button_?\]")
 _ITEM_NAVIGATION = frozenset(
     {
@@ -53,6 +59,14 @@ def search_query(instruction: str) -> str:
     return text.strip()
 
 
+def case_products(info: dict[str, Any]) -> tuple[str, ...]:
+    """Return the products the retrieved cases name (``info["case_titles"]``), best case first."""
+    found: list[str] = []
+    for title in info.get("case_titles") or ():
+        found += [m.lower() for m in _CASE_PRODUCT.findall(str(title).lower())]
+    return tuple(dict.fromkeys(found))
+
+
 def listed_price(text: str) -> float | None:
     """Return the lowest dollar amount in a price tag (``$10.99 to $12.99`` -> 10.99)."""
     amounts = [float(m) for m in _MONEY.findall(text)]
@@ -75,6 +89,8 @@ class _Episode:
     """Page of the state last passed to ``decide`` (what ``observe`` interprets actions on)."""
     best_left: int = -1
     """Title hits of the best untried product of the last results page (-1: none seen)."""
+    case_products: tuple[str, ...] = ()
+    """Products the retrieved cases name (the last results page's)."""
 
 
 class WebShopExpert:
@@ -113,7 +129,7 @@ class WebShopExpert:
         if page == "search":
             return f"search[{search_query(self.episode.instruction)}]"
         if page == "results":
-            return self._on_results(texts, actions)
+            return self._on_results(texts, actions, case_products(info))
         if page == "item":
             return self._on_item(texts, actions)
         if page == "item_sub":
@@ -150,9 +166,14 @@ class WebShopExpert:
         lower = title.lower()
         return sum(a in lower for a in self.episode.attributes)
 
-    def _on_results(self, texts: list[str], actions: list[str]) -> str:
+    def _on_results(self, texts: list[str], actions: list[str], cases: tuple[str, ...]) -> str:
         ep = self.episode
         ep.current, ep.chosen, ep.features, ep.read_features = None, set(), "", False
+        ep.case_products = cases
+        for asin in cases:
+            if f"click[{asin}]" in actions and asin not in ep.tried:
+                ep.best_left = -1
+                return f"click[{asin}]"
         best: tuple[int, int, str] | None = None
         for i, text in enumerate(texts):
             asin = text.lower()
@@ -198,7 +219,8 @@ class WebShopExpert:
         last_turns = ep.turn >= self.max_turns - 1
         at = texts.index(price_text) if price_text in texts else 0
         title = texts[at - 1] if at > 0 else ""
-        if self._title_hits(title) < ep.best_left and not last_turns:
+        from_case = ep.current is not None and ep.current in ep.case_products
+        if self._title_hits(title) < ep.best_left and not last_turns and not from_case:
             return "click[< prev]"  # opened (by a learner) although a better match was listed
         if pending and not last_turns:
             return pending[0]

@@ -60,8 +60,16 @@ class EpisodeExperts:
 
 
 def expert_info(state: AgentState) -> dict[str, Any]:
-    """Return the info an expert reads at ``state`` (the turn's info and admissible actions)."""
-    return {"available_actions": state.available_actions, **state.info}
+    """Return the info an expert reads at ``state``.
+
+    That is the turn's info and admissible actions, and ``case_titles``: the prompt lines of the
+    cases retrieved for this turn (what a policy reading the same prompt could act on; an expert
+    may use them, as a labeller should).
+    """
+    info = {"available_actions": state.available_actions, **state.info}
+    if state.skills is not None and state.skills.cases:
+        info["case_titles"] = [r.entry.title for r in state.skills.cases]
+    return info
 
 
 class ExpertAgent:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from envs import DEFAULT_ENV, distill_adapter_for
-from memory.types import EntryDraft
+from memory.types import SKILL_KINDS, EntryDraft
 from skillrl.distill.base import Distiller, DistillReport
 from skillrl.distill.pipeline import PipelineConfig, distill_pending
 from skillrl.distill.probes import FaultyExpertAgent
@@ -136,11 +136,19 @@ def bootstrap_bank(
     return report
 
 
-def active_drafts(bank: SkillBank, env: str) -> list[EntryDraft]:
-    """Return the active entries of ``env`` (and general ones) as drafts, for export."""
+def active_drafts(
+    bank: SkillBank, env: str, kinds: tuple[str, ...] = SKILL_KINDS
+) -> list[EntryDraft]:
+    """Return the active entries of ``env`` (and general ones) of ``kinds`` as drafts, for export.
+
+    The starting bank holds the skills and notes; the cases ship in a file of their own
+    (``skillrl.distill.seeding``).
+    """
     entries = bank.list(env=env) + bank.list(kind="general")
     seen: dict[str, EntryDraft] = {}
     for entry in entries:
+        if entry.kind not in kinds:
+            continue
         fields = {name: getattr(entry, name) for name in EntryDraft.__dataclass_fields__}
         seen.setdefault(entry.id, EntryDraft(**fields))
     return list(seen.values())

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from memory.types import EntryDraft
 from skillrl.distill.analytic import fold_duplicates
 from skillrl.distill.base import Distiller, DistillReport, Rejection
+from skillrl.distill.cases import case_drafts
 from skillrl.distill.leakage import draft_leaks
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
@@ -44,6 +45,9 @@ class PipelineConfig:
     """Episodes per distiller call; each batch is added and marked distilled before the next."""
     limit: int | None = None
     """Distill at most this many episodes in this pass (None: all pending)."""
+    cases: bool = True
+    """Also file a case for each solved episode (``skillrl.distill.cases``), whichever
+    distiller writes the skills and notes."""
 
     def __post_init__(self) -> None:
         check_finite_fields(self)
@@ -105,6 +109,8 @@ def distill_pending(
     for start in range(0, len(episodes), config.batch_size):
         batch = episodes[start : start + config.batch_size]
         drafts = fold_duplicates(distiller.distill(batch))
+        if config.cases:
+            drafts += case_drafts(batch)
         report.drafts += len(drafts)
         write_drafts(bank, drafts, batch, author, report)
         bank.trajectories.mark_distilled([e.episode_id for e in batch], distiller=distiller.name)

@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from memory.types import ENTRY_KINDS, EntryDraft
+from memory.types import SKILL_KINDS, EntryDraft
 from skillrl_core.text import hidden_character
 
 MAX_TITLE_CHARS = 100
@@ -36,7 +36,7 @@ def _entries_schema() -> dict[str, Any]:
     entry = {
         "type": "object",
         "properties": {
-            "kind": {"type": "string", "enum": list(ENTRY_KINDS)},
+            "kind": {"type": "string", "enum": list(SKILL_KINDS)},
             "title": {"type": "string", "maxLength": MAX_TITLE_CHARS},
             "principle": text,
             "when_to_apply": text,
@@ -99,8 +99,8 @@ def _entry(record: Any, where: str, env: str | None, category: str | None) -> En
     if not isinstance(record, dict):
         raise SchemaViolation(f"{where} must be an object")
     kind = record.get("kind")
-    if kind not in ENTRY_KINDS:
-        raise SchemaViolation(f"{where}.kind must be one of {list(ENTRY_KINDS)}, got {kind!r}")
+    if kind not in SKILL_KINDS:
+        raise SchemaViolation(f"{where}.kind must be one of {list(SKILL_KINDS)}, got {kind!r}")
     is_mistake = kind == "mistake"
     fields = {
         name: _text_field(record, name, where, required=name in ("title", "principle"))

@@ -92,7 +92,12 @@ def _draft(record: Any, where: str) -> EntryDraft:
             raise DataFileError(f"{where}.{name} must be a string")
     if not record.get("title") or not record.get("principle"):
         raise DataFileError(f"{where} needs a non-empty title and principle")
-    leaks = find_leaks("\n".join(record.get(n, "") for n in _TEXT_FIELDS))
+    # A case names what solved its request on purpose (skillrl.distill.cases).
+    leaks = (
+        []
+        if record.get("kind") == "case"
+        else find_leaks("\n".join(record.get(n, "") for n in _TEXT_FIELDS))
+    )
     if leaks:
         raise DataFileError(f"{where} leaks episode specifics: {'; '.join(leaks)}")
     known = {f for f in EntryDraft.__dataclass_fields__ if f != "trajectory_ids"}
@@ -137,16 +142,34 @@ def write_starting_bank(
     atomic_write_json(path, payload, indent=1, sort_keys=False)
 
 
-def seed_bank(
-    bank: SkillBank, path: str | os.PathLike[str], env_id: str, *, general: bool = True
-) -> SeedReport:
-    """Add the general skills, then every entry of a starting-bank file, through ``add_many``.
+def starting_cases_path(env_id: str) -> Path | None:
+    """Return the shipped cases of ``env_id`` (``<env>_starting_cases.json``), or None."""
+    path = resources.files("skillrl.distill.data").joinpath(f"{env_id}_starting_cases.json")
+    return Path(str(path)) if path.is_file() else None
 
-    ``general=False`` seeds the starting bank alone.
+
+def seed_bank(
+    bank: SkillBank,
+    path: str | os.PathLike[str],
+    env_id: str,
+    *,
+    general: bool = True,
+    cases: str | os.PathLike[str] | None = None,
+) -> SeedReport:
+    """Add the general skills, every entry of a starting-bank file, then ``cases``' entries.
+
+    ``general=False`` seeds the starting bank alone; ``cases``: a starting-cases file (the same
+    format, entries of kind ``case``: what solved each training request).
     """
     started = time.perf_counter()
     drafts = load_general_skills() if general else []
     drafts += load_starting_bank(path)[1]
+    if cases is not None:
+        case_entries = load_starting_bank(cases)[1]
+        wrong = [d.title for d in case_entries if d.kind != "case"]
+        if wrong:
+            raise DataFileError(f"{cases}: every entry must be a case, not {wrong[0]!r}")
+        drafts += case_entries
     results = bank.add_many(drafts, author=AUTHOR)  # one transaction: seeded fully or not at all
     merged = sum(r.merged for r in results)
     added = len(results) - merged
@@ -163,4 +186,4 @@ def seed_bank_if_empty(bank: SkillBank, env_id: str) -> SeedReport | None:
     path = starting_bank_path(env_id)
     if path is None:
         return None
-    return seed_bank(bank, path, env_id)
+    return seed_bank(bank, path, env_id, cases=starting_cases_path(env_id))

@@ -20,7 +20,8 @@ Two measures of an entry's worth decide:
   rate defaults to 0.5, so while the policy fails everything every retrieved entry would look
   harmful ("0/12 with it, 0/0 without") and be retired for what is only the policy's weakness.
 
-Then each kind of each env/category keeps at most its cap of entries, best utility first: the
+Then each kind of each env/category but cases (one per request solved: that memory grows with
+experience) keeps at most its cap of entries, best utility first: the
 paired utility of an entry shown to help, else the observational one once measured on both
 sides, else neutral (0). Retiring goes through ``bank.retire``: the entry stays in SQL with its
 history and ``bank.restore`` (or ``skillrl skills revert``) brings it back.
@@ -209,7 +210,8 @@ def upkeep(
             report.retired[entry.id] = reason
     groups: dict[tuple[str, str | None, str | None], list[Entry]] = {}
     for entry in entries:
-        if entry.id not in report.retired:
+        # Cases are not capped: one per request solved, the memory grows with experience.
+        if entry.id not in report.retired and entry.kind != "case":
             group = (
                 (entry.kind, entry.env, entry.category)
                 if entry.kind != "general"

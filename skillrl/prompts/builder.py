@@ -192,8 +192,9 @@ def build_prompt(
     return BuiltPrompt(messages, counts, [r.entry.id for r in skills], len(history))
 
 
-KEEP_ORDER: tuple[str, ...] = ("task", "mistake", "general")
-"""Which kind's best entry a capped prompt keeps first: what differs from goal to goal first."""
+KEEP_ORDER: tuple[str, ...] = ("case", "task", "mistake", "general")
+"""Which kind's best entry a capped prompt keeps first: what differs from goal to goal first (a
+case names what solved a similar request: the one entry the page cannot stand in for)."""
 
 
 def _capped(skills: list[RetrievedEntry], limit: int) -> list[RetrievedEntry]:
@@ -220,8 +221,8 @@ def _capped(skills: list[RetrievedEntry], limit: int) -> list[RetrievedEntry]:
 
 
 def _drop_one_skill(skills: list[RetrievedEntry]) -> list[RetrievedEntry]:
-    """Drop the least valuable skill: mistakes first, then task skills, then general, last first."""
-    for kind in ("mistake", "task", "general"):
+    """Drop the least valuable entry: notes first, then task skills, general ones, cases last."""
+    for kind in ("mistake", "task", "general", "case"):
         for i in range(len(skills) - 1, -1, -1):
             if skills[i].entry.kind == kind:
                 return skills[:i] + skills[i + 1 :]
@@ -233,7 +234,7 @@ def _task_text(state: AgentState) -> str:
 
 
 def _skills_text(skills: list[RetrievedEntry], max_chars: int, form: str) -> str:
-    labels = {"general": "tip", "task": "tip", "mistake": "avoid"}
+    labels = {"general": "tip", "task": "tip", "mistake": "avoid", "case": "case"}
     lines = ["Skills:"]
     for retrieved in skills:
         entry = retrieved.entry

@@ -64,3 +64,30 @@ def test_expert_agent_plays_through_the_agent_contract():
             break
     agent.end_episode("ep")
     assert terminated and info["success"] and reward == 1.0
+
+
+def _results_page(env, goal_index):
+    obs, info = env.reset(options={"split": "test", "goal_index": goal_index})
+    expert = WebShopExpert(max_turns=8)
+    expert.reset(info)
+    obs, _, _, _, info = env.step(expert.act(obs, info))
+    return expert, obs, info
+
+
+def test_the_expert_opens_the_product_a_retrieved_case_names_when_it_is_listed():
+    env = envs.make("webshop")
+    for goal_index in range(5):
+        expert, obs, info = _results_page(env, goal_index)
+        listed = [a for a in info["available_actions"] if len(a) == len("click[b012345678]")]
+        last = listed[-1]  # a product the title rule would rarely pick first
+        case = f"A request like this was solved by {last}"
+        assert expert.decide(obs, {**info, "case_titles": [case]}) == last
+
+
+def test_a_case_whose_product_is_not_listed_changes_nothing():
+    env = envs.make("webshop")
+    expert, obs, info = _results_page(env, 0)
+    without = expert.decide(obs, info)
+    expert, obs, info = _results_page(env, 0)
+    unlisted = "A request like this was solved by click[b0zzzzzzzz]"
+    assert expert.decide(obs, {**info, "case_titles": [unlisted]}) == without

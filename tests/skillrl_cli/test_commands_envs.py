@@ -76,7 +76,7 @@ def test_sokoban_trains_evaluates_and_uses_skills_with_a_tiny_model(tmp_path):
                        "--samples", "1", "--k", "1", "--t", "1", "--max-new-tokens", "4", "--json",
                        *common)  # fmt: skip
     assert evaluated.exit_code == 0, evaluated.output
-    assert json.loads(evaluated.stdout)[0]["greedy"]["episodes"] == 3
+    assert json.loads(evaluated.stdout)["arms"][0]["greedy"]["episodes"] == 3
 
     added = invoke("skills", "add", "--workspace", ws, "--kind", "task", "--env", "sokoban",
                    "--category", "6x6-1box", "--title", "Push toward the target",

@@ -162,13 +162,15 @@ def test_eval_skills_default_is_the_models_recorded_setting_as_its_help_says(
             pass
 
     class Result:
+        arm, outcomes = "on", []
+
         def to_dict(self):
             return {}
 
     monkeypatch.setattr(skillrl.policies, "load_policy", lambda config, *a, **k: object())
     monkeypatch.setattr(skillrl_cli.eval, "open_bank", lambda *a, **k: Closed())
     monkeypatch.setattr(trainers.policy_rollouts, "PolicyRollouts", Rollouts)
-    monkeypatch.setattr(trainers.evaluate, "evaluate", lambda runner, config: Result())
+    monkeypatch.setattr(trainers.evaluate, "evaluate", lambda runner, config, arm=None: Result())
 
     def evaluated(*args: str) -> list[bool]:
         with_skills.clear()

@@ -93,3 +93,29 @@ def test_paired_comparison_refuses_different_goals_and_repeats():
         compare_paired([scored("a", 1.0)], [scored("b", 1.0)])
     with pytest.raises(ConfigError, match="more than one episode"):
         compare_paired([scored("a", 1.0), scored("a", 0.0)], [scored("a", 1.0)])
+
+
+def test_arms_compare_goal_by_goal_with_the_exact_mcnemar_test():
+    from trainers.episode_metrics import summarise
+    from trainers.evaluate import EvalResult, GoalOutcome, compare_arms
+
+    def result(arm, wins):
+        outcomes = [GoalOutcome(i, f"g{i}", w, float(w), 3) for i, w in enumerate(wins)]
+        return EvalResult(skills=arm != "off", greedy=summarise([]), pass_at={}, arm=arm,
+                          outcomes=outcomes)  # fmt: skip
+
+    on = result("on", [True] * 10 + [False] * 2)
+    placebo = result("placebo", [False] * 10 + [True] * 2)
+    [c] = compare_arms([on, placebo])
+    assert (c.baseline, c.other, c.baseline_successes, c.other_successes) == (
+        "on",
+        "placebo",
+        10,
+        2,
+    )
+    assert (c.won, c.lost) == (2, 10)
+    assert c.p_value == pytest.approx(0.0386, abs=1e-4) and c.resolved
+    assert c.score_difference == pytest.approx(-8 / 12)
+    shorter = result("off", [True] * 5)
+    with pytest.raises(ConfigError, match="different goals"):
+        compare_arms([on, shorter])

@@ -1,0 +1,110 @@
+"""Cases in the bank: retrieved by the request alone, merged only with the same request, and
+served by placebo and mixed retrieval like every other kind."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory import BankConfig, EntryDraft, SkillBank
+from memory.config import RetrievalConfig
+from memory.placebo import DonorTask, MixedRetrieval, PlaceboRetrieval
+from memory.types import RetrievalQuery
+from skillrl_core.errors import ConfigError
+
+
+def case(request: str, product: str, category: str) -> EntryDraft:
+    return EntryDraft(
+        kind="case",
+        title=f"A request like this was solved by click[{product}]",
+        principle=f"Solved by: click[{product}], click[buy now]",
+        when_to_apply=request,
+        env="webshop",
+        category=category,
+    )
+
+
+TEA = case("i need individually wrapped herbal tea that is organic", "b0tea00001", "grocery")
+TEA_AGAIN = case("i need individually wrapped herbal tea that is organic", "b0tea00002", "grocery")
+SHOES = case("i want men's running shoes which are non slip", "b0shoe0001", "fashion")
+LAMP = case("i am looking for a dimmable led desk lamp", "b0lamp0001", "electronics")
+
+RESULTS_PAGE = "Page 1 (Total results: 50) [SEP] Next > [SEP] B0TEA00001 [SEP] Herbal Tea"
+
+
+def query(instruction: str, category: str, observation: str = RESULTS_PAGE) -> RetrievalQuery:
+    return RetrievalQuery(instruction, observation, "webshop", category)
+
+
+@pytest.fixture
+def case_bank(tmp_path, embedder):
+    with SkillBank.open(BankConfig(workspace=tmp_path / "bank"), embedder=embedder) as bank:
+        bank.add_many([TEA, SHOES, LAMP], author="test")
+        yield bank
+
+
+def test_a_case_embeds_its_request_alone():
+    assert TEA.text_for_embedding() == TEA.when_to_apply
+
+
+def test_the_case_of_the_same_request_is_retrieved_whatever_the_page(case_bank):
+    tea = "i need individually wrapped herbal tea that is organic with flavor: ginger, and size: "
+    asks = [
+        query(tea + "40 count, and price lower than 50.00 dollars", "grocery"),
+        query(tea + "100 count", "grocery", observation="WebShop [SEP] Search"),
+        query("i want men's running shoes which are non slip with size: 10", "fashion"),
+    ]
+    found = case_bank.retrieve(asks, RetrievalConfig(k_cases=1), record=False)
+    titles = [[r.entry.title for r in f.cases] for f in found]
+    assert titles == [[TEA.title], [TEA.title], [SHOES.title]]
+
+
+def test_no_case_without_k_cases(case_bank):
+    found = case_bank.retrieve([query(TEA.when_to_apply, "grocery")], RetrievalConfig(k_cases=0))
+    assert found[0].cases == []
+
+
+def test_cases_of_another_product_for_the_same_request_stay_apart_from_skills(case_bank):
+    result = case_bank.add_many([TEA_AGAIN], author="test")[0]
+    assert result.merged  # the same request: one case, its support grows
+    other = case(
+        "i need individually wrapped herbal tea bags that are caffeine free", "b0x", "grocery"
+    )
+    distinct = case_bank.add_many([other], author="test")[0]
+    assert not distinct.merged  # a similar but different request is another case
+    assert {e.kind for e in case_bank.list()} == {"case"}
+
+
+def test_placebo_serves_another_goals_case_never_the_own_one(case_bank):
+    asks = [query(TEA.when_to_apply + " with flavor: ginger", "grocery")]
+    own = case_bank.retrieve(asks, RetrievalConfig(k_cases=1), record=False)
+    placebo = PlaceboRetrieval(case_bank, [DonorTask(LAMP.when_to_apply, "electronics")])
+    served = placebo.retrieve(asks, RetrievalConfig(k_cases=1))
+    assert len(served[0].cases) == len(own[0].cases) == 1
+    assert served[0].cases[0].entry.id != own[0].cases[0].entry.id
+    assert served[0].cases[0].entry.title == LAMP.title
+
+
+def test_mixed_retrieval_fixes_the_arm_per_episode_and_draws_each(case_bank):
+    placebo = PlaceboRetrieval(case_bank, [DonorTask(LAMP.when_to_apply, "electronics")])
+    mixed = MixedRetrieval(case_bank, placebo, withhold=0.3, placebo_fraction=0.3, seed=1)
+    asks = [query(f"i need organic herbal tea number {i}", "grocery") for i in range(60)]
+    arms = [mixed.arm_of(q) for q in asks]
+    assert set(arms) == {"own", "none", "placebo"}
+    config = RetrievalConfig(k_cases=1)
+    first = mixed.retrieve(asks, config)
+    again = mixed.retrieve(list(reversed(asks)), config)[::-1]
+    assert [r.ids for r in first] == [r.ids for r in again]
+    for arm, result in zip(arms, first, strict=True):
+        if arm == "none":
+            assert result.all == []
+        elif arm == "placebo":
+            assert [r.entry.title for r in result.cases] == [LAMP.title]
+        else:
+            assert [r.entry.title for r in result.cases] == [TEA.title]
+
+
+@pytest.mark.parametrize(("withhold", "placebo"), [(-0.1, 0.0), (0.6, 0.5), (0.0, 1.0)])
+def test_mixed_retrieval_refuses_fractions_that_leave_no_own_episode(case_bank, withhold, placebo):
+    donors = PlaceboRetrieval(case_bank, [DonorTask(LAMP.when_to_apply, "electronics")])
+    with pytest.raises(ConfigError, match="withhold"):
+        MixedRetrieval(case_bank, donors, withhold=withhold, placebo_fraction=placebo)
