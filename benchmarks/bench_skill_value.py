@@ -15,7 +15,16 @@ prompt budget, each played exactly as ``skillrl eval`` plays (``PolicyRollouts``
 - ``baseline``: ``--baseline-model`` (the no-skill adapter that shipped before) with none;
 - ``repeats``: as ``skills``, but decoding may repeat an action that left the page unchanged
   (``LLMAgentConfig.skip_no_op_repeats`` off, as decoding was before it): what that rule is
-  worth. Every other arm decodes with the rule on, as ``skillrl eval`` does.
+  worth. Every other arm decodes with the rule on, as ``skillrl eval`` does;
+- ``previous``: ``--baseline-model`` with the entries retrieved from the same bank (the policy
+  the package shipped before, played as ``skillrl run`` would play it today);
+- ``script``: the scripted "first result + goal options" policy (no model), the bar a learned
+  agent has to clear.
+
+The bank is the seeded starting bank: the starting skills and the shipped cases (what solved
+each training request, ``skillrl.distill.cases``). The placebo verdict is also reported on the
+test goals whose product no training goal asks for (``novel``): there a case can only be another
+product's, own or placebo.
 
 Skills carry information only if ``skills`` beats ``placebo``; ``none`` says what the entries'
 presence is worth and ``baseline`` what the skill-augmented cold start is worth against the one
@@ -54,13 +63,15 @@ from skillrl_core.records import EpisodeRecord  # noqa: E402
 from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
 
 NAME = "skill_value"
-ARMS: tuple[str, ...] = ("skills", "placebo", "none", "baseline", "repeats")
+ARMS: tuple[str, ...] = ("skills", "placebo", "none", "baseline", "repeats", "previous", "script")
 LABELS = {
     "skills": "(a) skill-augmented policy, its retrieved entries",
     "placebo": "(b) same policy, placebo entries (another goal's)",
     "none": "(c) same policy, no entries",
     "baseline": "(d) no-skill adapter, no entries",
     "repeats": "(e) as (a), no-op repeats allowed",
+    "previous": "(f) the adapter shipped before, its retrieved entries",
+    "script": "(g) scripted first result + goal options",
 }
 PAIRS: tuple[tuple[str, str], ...] = (
     ("placebo", "skills"),
@@ -69,6 +80,8 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("baseline", "none"),
     ("none", "placebo"),
     ("repeats", "skills"),
+    ("previous", "skills"),
+    ("script", "skills"),
 )
 """(baseline, other) comparisons, goal by goal."""
 
@@ -128,6 +141,9 @@ def main() -> None:
     parser.add_argument("--workspace", default=None, help="bank folder (default: a fresh one)")
     parser.add_argument("--out", required=True, help="results JSON (written after each arm)")
     parser.add_argument("--resume", action="store_true", help="skip the arms --out holds")
+    parser.add_argument("--sensitivity-goals", type=int, default=100,
+                        help="test goals 0..N-1 played once more with every open turn re-scored "
+                        "with placebo entries (skillrl.sensitivity); 0: skip")  # fmt: skip
     args = parser.parse_args()
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     unknown = sorted(set(arms) - set(ARMS))
@@ -145,13 +161,24 @@ def main() -> None:
     bank = SkillBank.open(BankConfig(workspace=workspace))
     seed_bank_if_empty(bank, "webshop")
     results["bank_entries"] = bank.count()
+    results["bank_cases"] = bank.count(kind="case")
     env_config = {"observation_mode": args.observation_mode}
     placebo = PlaceboRetrieval(bank, donor_tasks("webshop", env_config, args.donors))
     loaded: dict[str, Any] = {}
     for arm in arms:
         if arm in results["episodes"]:
             continue
-        path = args.baseline_model if arm == "baseline" else model
+        if arm == "script":
+            before = machine()
+            with Stopwatch() as clock:
+                episodes = scripted_episodes(args)
+            r = {"arm": arm, **row(0, episodes, clock.wall, before)}
+            del r["budget"]
+            results["rows"] = [x for x in results["rows"] if x["arm"] != arm] + [r]
+            results["episodes"][arm] = [_compact(e) for e in episodes]
+            write_result(out, results, name=NAME)
+            continue
+        path = args.baseline_model if arm in ("baseline", "previous") else model
         if path not in loaded:
             loaded.clear()  # one policy in memory at a time
             loaded[path] = load_policy(
@@ -161,7 +188,7 @@ def main() -> None:
             )
             warm = argparse.Namespace(**{**vars(args), "eval_goals": 1, "max_turns": 2})
             play(loaded[path], bank, warm)
-        source = {"skills": bank, "repeats": bank, "placebo": placebo}.get(arm)
+        source = {"skills": bank, "repeats": bank, "placebo": placebo, "previous": bank}.get(arm)
         before = machine()
         episodes, clock = play(loaded[path], source, args, skip_no_op_repeats=arm != "repeats")
         r = arm_row(arm, episodes, clock, before)
@@ -176,6 +203,17 @@ def main() -> None:
         results["rows"] = [x for x in results["rows"] if x["arm"] != arm] + [r]
         results["episodes"][arm] = [_compact(e) for e in episodes]
         write_result(out, results, name=NAME)
+    if args.sensitivity_goals and "sensitivity" not in results and "skills" in arms:
+        if model not in loaded:
+            loaded.clear()
+            loaded[model] = load_policy(
+                PolicyConfig(
+                    backend="transformers", model=model, dtype="float32", threads=args.threads
+                )
+            )
+        results["sensitivity"] = sensitivity(loaded[model], bank, placebo, args)
+        print(f"sensitivity: {results['sensitivity']['overall']}", flush=True)
+        write_result(out, results, name=NAME)
     bank.close()
     played = {arm: [_record(e) for e in eps] for arm, eps in results["episodes"].items()}
     results["paired"] = [
@@ -183,7 +221,67 @@ def main() -> None:
         for a, b in PAIRS
         if a in played and b in played
     ]
+    novel = novel_goal_ids(args)
+    results["novel_goals"] = len(novel)
+    if "placebo" in played and "skills" in played and novel:
+        results["paired_novel"] = paired(
+            [e for e in played["placebo"] if e.goal_id in novel],
+            [e for e in played["skills"] if e.goal_id in novel],
+        )
+        results["paired_known"] = paired(
+            [e for e in played["placebo"] if e.goal_id not in novel],
+            [e for e in played["skills"] if e.goal_id not in novel],
+        )
     write_result(out, results, name=NAME)
+
+
+def sensitivity(policy: Any, bank: Any, placebo: Any, args: argparse.Namespace) -> dict:
+    """Play the first ``--sensitivity-goals`` goals with the bank, every open turn re-scored with
+    placebo entries; the share of turns whose greedy action changes and the mean KL, overall and
+    per page type."""
+    from skillrl.sensitivity import SensitivityProbe
+
+    probes: list[SensitivityProbe] = []
+
+    def wrap(agent: Any) -> SensitivityProbe:
+        probes.append(SensitivityProbe(agent, placebo))
+        return probes[-1]
+
+    runner = PolicyRollouts(
+        policy,
+        env_id="webshop",
+        bank=bank,
+        max_turns=args.max_turns,
+        max_new_tokens=args.max_new_tokens,
+        constrained=True,
+        env_config={"observation_mode": args.observation_mode},
+        prompt_config=PromptConfig(max_prompt_tokens=args.max_prompt_tokens),
+        count_retrievals=False,
+        repair_queries=True,
+    )
+    starts = [runner.start("test", i, seed=args.seed + i) for i in range(args.sensitivity_goals)]
+    runner.run(starts, temperature=0.0, sampling_seed=args.seed, wrap=wrap)
+    return {"goals": args.sensitivity_goals, **probes[0].report.to_dict()}
+
+
+def scripted_episodes(args: argparse.Namespace) -> list[EpisodeRecord]:
+    """The scripted "first result + goal options" policy on the same test goals."""
+    from bench_train_cycles import first_result_with_options
+
+    options = [f"observation_mode={args.observation_mode}"]
+    script = argparse.Namespace(env_option=options, max_turns=args.max_turns,
+                                eval_goals=args.eval_goals)  # fmt: skip
+    return first_result_with_options(script)
+
+
+def novel_goal_ids(args: argparse.Namespace) -> set[str]:
+    """Ids of the test goals played whose product no training goal asks for."""
+    import envs
+
+    world = envs.make("webshop", observation_mode=args.observation_mode).world
+    trained = {world.goals[i].asin for i in world.split("train")}
+    tested = [world.goals[i] for i in list(world.split("test"))[: args.eval_goals]]
+    return {g.goal_id for g in tested if g.asin not in trained}
 
 
 def _compact(episode: EpisodeRecord) -> dict:
@@ -216,8 +314,9 @@ def report(results: dict) -> str:
             else "decoding may repeat a no-op (run before that rule); "
         )
         + "the bank: the seeded starting bank "
-        f"({results['bank_entries']} entries); placebo entries drawn for {args['donors']} "
-        "training goals of other categories.",
+        f"({results['bank_entries']} entries"
+        + (f", {results['bank_cases']} of them cases" if "bank_cases" in results else "")
+        + f"); placebo entries drawn for {args['donors']} training goals of other categories.",
         "",
         "| arm | success | 95% interval | mean score | mean turns | entries/turn "
         "| prompt tokens/turn | s/turn (wall / CPU) | CPU vs (c) | matmul GFLOP/s, load before |",
@@ -228,6 +327,13 @@ def report(results: dict) -> str:
         if r is None:
             continue
         m = r["machine"]
+        if arm == "script":  # no model: only its outcomes compare
+            lines.append(
+                f"| {LABELS[arm]} | {r['successes']}/{r['goals']} "
+                f"| [{r['interval'][0]:.2f}, {r['interval'][1]:.2f}] | {r['mean_score']:.3f} "
+                "| - | - | - | - | - | - |"
+            )
+            continue
         ratio = f"{r['cpu_seconds_per_turn'] / none['cpu_seconds_per_turn']:.2f}x" if none else "-"
         lines.append(
             f"| {LABELS[arm]} | {r['successes']}/{r['goals']} "
@@ -246,6 +352,33 @@ def report(results: dict) -> str:
         resolved = "resolved" if p["mcnemar_p"] < 0.05 else "not resolved"
         name = f"({LABELS[p['baseline']][1]}) -> ({LABELS[p['other']][1]})"
         lines.append(f"| {name} {paired_cells(p)} {resolved} |")
+    sense = results.get("sensitivity")
+    if sense:
+        lines += [
+            "",
+            f"Skill sensitivity (test goals 0-{sense['goals'] - 1}, arm (a)'s states): every turn "
+            "whose choice is open, re-scored with placebo entries.",
+            "",
+            "| page | open turns | greedy action changed | mean KL(own, placebo) |",
+            "| --- | ---: | ---: | ---: |",
+        ]
+        pages = {"all": sense["overall"], **sense["by_page"]}
+        for page, f in pages.items():
+            lines.append(
+                f"| {page} | {f['turns']} | {f['changed_share']:.2f} | {f['mean_kl']:.3f} |"
+            )
+    for key, which in (("paired_known", "known"), ("paired_novel", "novel")):
+        p = results.get(key)
+        if p is None:
+            continue
+        resolved = "resolved" if p["mcnemar_p"] < 0.05 else "not resolved"
+        label = (
+            f"(b) -> (a), the {results['novel_goals']} goals whose product no training goal "
+            "asks for"
+            if which == "novel"
+            else "(b) -> (a), the goals whose product some training goal asks for"
+        )
+        lines.append(f"| {label} {paired_cells(p)} {resolved} |")
     return "\n".join(lines)
 
 

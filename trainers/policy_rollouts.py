@@ -24,6 +24,7 @@ from skillrl_core.records import EpisodeRecord
 if TYPE_CHECKING:
     from memory.bank import SkillBank
     from memory.types import RetrievalEvent
+    from skillrl.agents.base import Agent
     from skillrl.agents.llm import LLMAgent
     from skillrl.policies.base import ChatPolicy
     from skillrl.prompts import PromptConfig
@@ -151,6 +152,7 @@ class PolicyRollouts:
         sampling_seed: int | None = None,
         count_retrievals: bool | None = None,
         held_retrievals: list[RetrievalEvent] | None = None,
+        wrap: Callable[[LLMAgent], Agent] | None = None,
     ) -> list[EpisodeRecord]:
         """Play every start to its end, in one batched rollout; records are not stored.
 
@@ -159,9 +161,13 @@ class PolicyRollouts:
         ``held_retrievals``: when given, counted retrievals are not written to the bank but
         appended to this list as :class:`memory.types.RetrievalEvent` (the trainer
         records them when its rollout phase commits, so a killed rollout counts nothing).
+        ``wrap``: plays through ``wrap(agent)`` instead (a probe that watches each turn, as
+        :class:`skillrl.sensitivity.SensitivityProbe` does).
         """
         starts = [self._own(s) for s in starts]
         agent = self.make_agent(temperature, sampling_seed)
+        if wrap is not None:
+            agent = wrap(agent)
         config = RolloutConfig(
             max_turns=self.max_turns,
             max_parallel=self.max_parallel,

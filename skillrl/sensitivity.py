@@ -1,0 +1,163 @@
+"""Skill sensitivity: whether the policy's choice depends on what its entries say.
+
+A 300-goal placebo arm (``skillrl eval --skills on,placebo``) is the verdict on whether a bank
+carries information; this is the fast signal to watch while training. On every turn whose choice
+is open (constrained decoding scores two or more admissible actions), the same state is scored
+again with the entries swapped for a placebo draw (as many entries, retrieved for another goal:
+``memory.placebo``), and two figures are kept per turn: whether the greedy action changed, and the
+KL divergence between the two distributions over the candidates (each a softmax of the scores
+the policy ranks them by). A policy that ignores its entries scores 0 on both ("template
+collapse", RAGEN-2's name for outputs that do not depend on their input); one that acts on them
+does not. Turns are grouped by the page type the environment names (``info["page"]``).
+
+:class:`SensitivityProbe` wraps the agent that plays: the episode goes on with the agent's own
+decisions (the probe never changes what is played), so the figures come from the states the
+policy actually reaches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from memory.types import RetrievalQuery
+
+if TYPE_CHECKING:
+    from memory.placebo import PlaceboRetrieval
+    from skillrl.agents.base import AgentDecision, AgentState
+    from skillrl.agents.llm import LLMAgent
+
+
+@dataclass(frozen=True)
+class TurnSensitivity:
+    """One open turn scored with its own entries and with a placebo draw."""
+
+    page: str
+    changed: bool
+    """Whether the greedy action differs."""
+    kl: float
+    """KL(own || placebo) between the softmax distributions over the same candidates."""
+    own_action: str
+    placebo_action: str
+
+
+@dataclass(frozen=True)
+class SensitivityFigures:
+    """The share of open turns whose greedy action a placebo swap changes, and the mean KL."""
+
+    turns: int
+    changed_share: float
+    mean_kl: float
+
+
+@dataclass
+class SensitivityReport:
+    """Every probed turn, and the figures overall and per page type."""
+
+    turns: list[TurnSensitivity] = field(default_factory=list)
+
+    @property
+    def overall(self) -> SensitivityFigures:
+        """The figures over every probed turn."""
+        return _figures(self.turns)
+
+    @property
+    def by_page(self) -> dict[str, SensitivityFigures]:
+        """The figures per page type, in order of first appearance."""
+        groups: dict[str, list[TurnSensitivity]] = defaultdict(list)
+        for turn in self.turns:
+            groups[turn.page].append(turn)
+        return {page: _figures(turns) for page, turns in groups.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready figures (overall and per page; the turns themselves are left out)."""
+        return {
+            "overall": vars(self.overall),
+            "by_page": {page: vars(f) for page, f in self.by_page.items()},
+        }
+
+
+def _figures(turns: list[TurnSensitivity]) -> SensitivityFigures:
+    n = len(turns)
+    if not n:
+        return SensitivityFigures(0, 0.0, 0.0)
+    return SensitivityFigures(n, sum(t.changed for t in turns) / n, sum(t.kl for t in turns) / n)
+
+
+def softmax(scores: dict[str, float]) -> dict[str, float]:
+    """Return the distribution a softmax of ``scores`` gives (over the same keys)."""
+    top = max(scores.values())
+    weights = {a: math.exp(s - top) for a, s in scores.items()}
+    total = sum(weights.values())
+    return {a: w / total for a, w in weights.items()}
+
+
+def kl_divergence(p: dict[str, float], q: dict[str, float]) -> float:
+    """KL(p || q) = sum_a p(a) log(p(a) / q(a)) over the actions both score."""
+    shared = [a for a in p if a in q]
+    return max(0.0, sum(p[a] * math.log(p[a] / q[a]) for a in shared if p[a] > 0 and q[a] > 0))
+
+
+def compare_turn(page: str, own: AgentDecision, placebo: AgentDecision) -> TurnSensitivity | None:
+    """Compare one state's two decisions.
+
+    None when the choice was not open (fewer than two scored candidates).
+    """
+    if not own.candidate_scores or not placebo.candidate_scores:
+        return None
+    if len(own.candidate_scores) < 2:
+        return None
+    p, q = softmax(own.candidate_scores), softmax(placebo.candidate_scores)
+    return TurnSensitivity(
+        page, own.action != placebo.action, kl_divergence(p, q), own.action, placebo.action
+    )
+
+
+class SensitivityProbe:
+    """Plays with ``agent`` and scores every open turn again with placebo entries.
+
+    ``placebo``: where the swapped entries come from. The probe records into :attr:`report`;
+    the decisions returned are the agent's own.
+    """
+
+    def __init__(self, agent: LLMAgent, placebo: PlaceboRetrieval) -> None:
+        self.agent, self.placebo = agent, placebo
+        self.name = getattr(agent, "name", "llm")
+        self.uses_skills = True
+        self.report = SensitivityReport()
+
+    def begin_episode(self, episode_id: str, reset_info: dict[str, Any]) -> None:
+        """Begin the episode for the wrapped agent."""
+        self.agent.begin_episode(episode_id, reset_info)
+
+    def end_episode(self, episode_id: str) -> None:
+        """End the episode for the wrapped agent."""
+        self.agent.end_episode(episode_id)
+
+    def act(self, states: list[AgentState]) -> list[AgentDecision]:
+        """Return the agent's decisions; score the states that held entries again with placebo."""
+        decisions = self.agent.act(states)
+        probed = [i for i, s in enumerate(states) if s.skills is not None and s.skills.all]
+        if not probed:
+            return decisions
+        queries = [
+            RetrievalQuery(
+                states[i].instruction,
+                states[i].observation,
+                states[i].env_id,
+                states[i].category or None,
+            )
+            for i in probed
+        ]
+        swapped = self.placebo.retrieve(queries)
+        again = self.agent.act(
+            [replace(states[i], skills=skills) for i, skills in zip(probed, swapped, strict=True)]
+        )
+        for i, placebo_decision in zip(probed, again, strict=True):
+            page = str(states[i].info.get("page") or "any")
+            turn = compare_turn(page, decisions[i], placebo_decision)
+            if turn is not None:
+                self.report.turns.append(turn)
+        return decisions

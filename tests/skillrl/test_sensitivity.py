@@ -1,0 +1,95 @@
+"""The skill-sensitivity probe: 0 for a policy that ignores its entries, positive for one that
+acts on them, and the played decisions are the agent's own."""
+
+from __future__ import annotations
+
+from runtime_fakes import entry
+
+from memory.types import RetrievedEntry, RetrievedSkills
+from skillrl.agents.base import AgentState
+from skillrl.agents.llm import LLMAgent
+from skillrl.sensitivity import SensitivityProbe, kl_divergence, softmax
+
+PRODUCTS = ["b0aaaaaaaa", "b0bbbbbbbb", "b0cccccccc"]
+ACTIONS = ["click[back to search]", "click[next >]", *(f"click[{p}]" for p in PRODUCTS)]
+
+
+def case_skills(product: str) -> RetrievedSkills:
+    case = entry(f"case-{product}", "case", f"A request like this was solved by click[{product}]")
+    return RetrievedSkills(cases=[RetrievedEntry(case, 0.9)])
+
+
+class ScoringPolicy:
+    """Scores each candidate; ``copies``: a candidate the prompt's entries name scores high."""
+
+    name = "stub"
+
+    def __init__(self, copies: bool) -> None:
+        self.copies = copies
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4
+
+    def score_continuations(self, conversations, continuations):
+        out = []
+        for conversation, row in zip(conversations, continuations, strict=True):
+            prompt = conversation[1]["content"]
+            skills = prompt.split("Skills:")[1] if "Skills:" in prompt else ""
+            skills = skills.split("Observation:")[0]
+            scores = []
+            for position, candidate in enumerate(row):
+                named = candidate.removesuffix("</action>") in skills
+                scores.append((5.0 if self.copies and named else 0.0) - 0.1 * position)
+            out.append(scores)
+        return out
+
+
+class FixedPlacebo:
+    def __init__(self, product: str) -> None:
+        self.product = product
+
+    def retrieve(self, queries, config=None, *, record=False):
+        return [case_skills(self.product) for _ in queries]
+
+
+def states() -> list[AgentState]:
+    return [
+        AgentState(
+            episode_id=f"e{i}",
+            env_id="webshop",
+            instruction="i need organic herbal tea, and price lower than 50.00 dollars",
+            category="grocery",
+            observation="Page 1 [SEP] B0AAAAAAAA [SEP] Tea [SEP] B0BBBBBBBB [SEP] Tea",
+            available_actions=list(ACTIONS),
+            turn=1,
+            skills=case_skills(PRODUCTS[2]),
+            info={"page": "results"},
+        )
+        for i in range(3)
+    ]
+
+
+def probe(copies: bool) -> tuple[SensitivityProbe, list]:
+    agent = LLMAgent(ScoringPolicy(copies), constrained=True)
+    probe = SensitivityProbe(agent, FixedPlacebo(PRODUCTS[1]))
+    return probe, probe.act(states())
+
+
+def test_a_policy_that_ignores_its_entries_scores_zero():
+    sensed, decisions = probe(copies=False)
+    figures = sensed.report.overall
+    assert figures.turns == 3 and figures.changed_share == 0.0 and figures.mean_kl == 0.0
+
+
+def test_a_policy_that_acts_on_its_entries_changes_and_diverges():
+    sensed, decisions = probe(copies=True)
+    assert [d.action for d in decisions] == [f"click[{PRODUCTS[2]}]"] * 3  # its own choice played
+    figures = sensed.report.by_page["results"]
+    assert figures.turns == 3 and figures.changed_share == 1.0 and figures.mean_kl > 1.0
+    assert {t.placebo_action for t in sensed.report.turns} == {f"click[{PRODUCTS[1]}]"}
+
+
+def test_kl_of_a_distribution_with_itself_is_zero_and_positive_otherwise():
+    p = softmax({"a": 1.0, "b": 0.0})
+    assert kl_divergence(p, p) == 0.0
+    assert kl_divergence(p, softmax({"a": 0.0, "b": 1.0})) > 0.0
