@@ -21,7 +21,7 @@ MAX_BODY = 1 << 20
 """Largest form body read, in bytes (an entry's fields percent-encoded fit many times over)."""
 MAX_FIELDS = 64
 """Most fields one form may send (the edit form sends six)."""
-_REVISION = re.compile(r"[0-9]{1,30}")
+_REVISION = re.compile(r"[0-9]{1,100}")
 """A revision number as a form sends it: ASCII digits only (``int`` also takes ``١``, ``1_0``)."""
 
 
