@@ -191,11 +191,14 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
             loaded = form_revision(
                 form, "revision", "the revision the form was loaded from: reload the entry's page"
             )
-            changes = {
-                name: form[name]
+            # A browser sends a textarea's line breaks as CRLF (HTML's form encoding); the bank
+            # holds LF and refuses a carriage return as a control character.
+            sent = {
+                name: form[name].replace("\r\n", "\n")
                 for name in EDITABLE_TEXT_FIELDS
-                if name in form and form[name] != getattr(entry, name)
+                if name in form
             }
+            changes = {name: text for name, text in sent.items() if text != getattr(entry, name)}
             try:  # even an edit that changes nothing is refused when made from a stale page
                 bank.edit(
                     entry.id, author=config.author, reason=reason, expected_revision=loaded,

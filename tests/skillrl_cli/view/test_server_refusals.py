@@ -211,6 +211,21 @@ def test_a_malformed_percent_encoding_is_refused_not_saved_as_a_replacement_char
     assert view_workspace.bank.get(entry_id).title == "Read the whole page"
 
 
+def test_a_textareas_crlf_line_breaks_are_saved_as_the_banks_line_feeds(
+    client, security, view_workspace, entry_id
+):
+    # A browser submits every textarea with CRLF, changed or not; the bank refuses a lone CR.
+    answer = _edit(client, security, entry_id, 1, title="Read the whole page",
+                   principle="Scroll first.\r\nThen read.", when_to_apply="")  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    assert view_workspace.bank.get(entry_id).principle == "Scroll first.\nThen read."
+    unchanged = _edit(client, security, entry_id, 2, title="Read the whole page",
+                      principle="Scroll first.\r\nThen read.", when_to_apply="")  # fmt: skip
+    assert unchanged.status_code == 200 and len(view_workspace.bank.history(entry_id)) == 2
+    lone = _edit(client, security, entry_id, 2, principle="Scroll\rfirst.")
+    assert "principle contains U+000D" in _refused(lone, 400)
+
+
 def test_a_field_sent_twice_is_refused(client, security, view_workspace, entry_id):
     body = f"csrf={security.csrf_token}&revision=1&title=one&title=two"
     answer = client.post(
