@@ -114,9 +114,7 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         )
         return HTMLResponse(html, status_code=status_code)
 
-    def error_page(
-        request: Request, status: int, detail: str, headers: dict[str, str] | None = None
-    ) -> HTMLResponse:
+    def error_page(status: int, detail: str, headers: dict[str, str] | None = None) -> HTMLResponse:
         html = env.get_template("error.html").render(
             read_only=config.read_only, status=status, detail=detail
         )
@@ -201,9 +199,12 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
             changes = {name: text for name, text in sent.items() if text != getattr(entry, name)}
             try:  # even an edit that changes nothing is refused when made from a stale page
                 bank.edit(
-                    entry.id, author=config.author, reason=reason, expected_revision=loaded,
+                    entry.id,
+                    author=config.author,
+                    reason=reason,
+                    expected_revision=loaded,
                     **changes,
-                )  # fmt: skip
+                )
             except StaleRevisionError as error:
                 return stale_page(request, entry.id, error, form)
         elif action == "retire":
@@ -276,12 +277,12 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
 
     async def refused(request: Request, exc: Exception) -> Response:
         if isinstance(exc, HTTPException):
-            return error_page(request, exc.status_code, exc.detail, exc.headers)
+            return error_page(exc.status_code, exc.detail, exc.headers)
         if isinstance(exc, SkillNotFoundError):
-            return error_page(request, 404, str(exc))
+            return error_page(404, str(exc))
         if isinstance(exc, InvalidEntryError):  # names the field: "title is 400 characters ..."
-            return error_page(request, 400, f"not saved: {exc}")
-        return error_page(request, 500, str(exc))  # damaged run files, a bank that failed
+            return error_page(400, f"not saved: {exc}")
+        return error_page(500, str(exc))  # damaged run files, a bank that failed
 
     async def guard(request: Request, call_next: Any) -> Response:
         """Refuse foreign hosts, missing tokens and cross-site changes; the last-resort 500."""
@@ -289,23 +290,23 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         if not security.host_ok(host):
             names = ", ".join(sorted(security.allowed_hosts or ()))
             line = f"this view answers to {names}, not to the host {(host or '')[:80]!r}"
-            return error_page(request, 400, f"{line}: open it by one of those names")
+            return error_page(400, f"{line}: open it by one of those names")
         supplied = request.query_params.get("token") or request.cookies.get(TOKEN_COOKIE)
         if not security.access_ok(supplied):
             line = "access token required: open the URL `skillrl view` printed (with ?token=)"
-            return error_page(request, 401, line)
+            return error_page(401, line)
         origin, referer = request.headers.get("origin"), request.headers.get("referer")
         if request.method not in SAFE_METHODS and not security.origin_ok(
             origin, referer, host or ""
         ):
             line = "refused: this change was sent from another site's page, not the view's own"
-            return error_page(request, 403, line)
+            return error_page(403, line)
         try:
             response = await call_next(request)
         except Exception as error:  # the last resort: a page, never a bare traceback
             logger.exception("the view failed on %s %s", request.method, request.url.path)
             line = f"the view failed on this request ({type(error).__name__}); see the server's log"
-            return error_page(request, 500, line)
+            return error_page(500, line)
         if security.access_token and request.query_params.get("token"):
             response.set_cookie(
                 TOKEN_COOKIE, security.access_token, httponly=True, samesite="strict"
