@@ -35,7 +35,9 @@ def _listen(host: str, port: int) -> socket.socket:
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Address to listen on. Anything but loopback requires --token.",
+    help="Address to listen on. Anything but loopback requires --token. The view answers "
+    "to localhost, 127.0.0.1, [::1] and this address (bound to 0.0.0.0 with --token: to any "
+    "name).",
 )
 @click.option(
     "--port",
