@@ -24,6 +24,9 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 _HOST_HEADER = re.compile(r"(?P<name>\[[0-9a-f:.]+\]|[^\s\[\]:@/\\?#]+)(?::[0-9]{1,5})?", re.I)
 """A ``Host`` header: a name or a bracketed IPv6 literal, then an optional port; nothing else."""
 
+_NOT_IN_A_URL = re.compile(r"[\s\x00-\x1f\x7f]")
+"""Characters no ``Origin`` or ``Referer`` a browser sends holds (whitespace, controls)."""
+
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods that change nothing, so need no same-origin check."""
 
@@ -103,8 +106,11 @@ class ViewSecurity:
         source = origin if origin is not None else referer
         if source is None:
             return True
+        source = source.strip()
+        if _NOT_IN_A_URL.search(source):  # urlsplit would silently drop tabs and line breaks
+            return False
         try:
-            parts = urlsplit(source.strip())
+            parts = urlsplit(source)
         except ValueError:  # an unbalanced IPv6 bracket
             return False
         if parts.scheme not in ("http", "https") or "@" in parts.netloc:
