@@ -49,7 +49,7 @@ from memory.types import (
     RetrievedSkills,
     Revision,
 )
-from skillrl_core.errors import InvalidEntryError, SkillNotFoundError
+from skillrl_core.errors import InvalidEntryError, SkillNotFoundError, StaleRevisionError
 
 logger = logging.getLogger(__name__)
 
@@ -239,15 +239,29 @@ class SkillBank:
         with read_session(self.store.engine) as session:
             return plan_placements(self.store, session, drafts, vectors)
 
-    def edit(self, entry_id: str, *, author: str, reason: str = "", **changes: Any) -> Entry:
-        """Change content fields of an entry; the previous version stays in its history."""
+    def edit(
+        self,
+        entry_id: str,
+        *,
+        author: str,
+        reason: str = "",
+        expected_revision: int | None = None,
+        **changes: Any,
+    ) -> Entry:
+        """Change content fields of an entry; the previous version stays in its history.
+
+        With ``expected_revision``, the edit is made only if the entry is still at that revision
+        (checked in the write transaction): otherwise :class:`StaleRevisionError`, nothing saved.
+        """
         unknown = sorted(set(changes) - EDITABLE_FIELDS)
         if unknown:
             raise InvalidEntryError(
                 f"cannot edit {', '.join(unknown)}; "
                 f"editable fields: {', '.join(sorted(EDITABLE_FIELDS))}"
             )
-        return self._change(entry_id, changes, author=author, reason=reason)
+        return self._change(
+            entry_id, changes, author=author, reason=reason, expected_revision=expected_revision
+        )
 
     def retire(self, entry_id: str, *, author: str, reason: str = "") -> Entry:
         """Take an entry out of retrieval (kept, with its history; :meth:`restore` undoes it)."""
@@ -286,10 +300,25 @@ class SkillBank:
         text = draft.text_for_embedding()
         return text, self.store.embedder.embed([text])
 
-    def _change(self, entry_id: str, changes: dict[str, Any], *, author: str, reason: str) -> Entry:
+    def _change(
+        self,
+        entry_id: str,
+        changes: dict[str, Any],
+        *,
+        author: str,
+        reason: str,
+        expected_revision: int | None = None,
+    ) -> Entry:
         planned_text, planned_vector = self._planned_vector(entry_id, changes)
         with self.store.transaction() as (session, undo):
             row = self._row(session, entry_id)
+            if expected_revision is not None and row.revision != expected_revision:
+                raise StaleRevisionError(
+                    f"entry {entry_id} is at revision {row.revision}, not {expected_revision} "
+                    "as the edit was made from; nothing was saved: reload it and edit again",
+                    expected=expected_revision,
+                    current=row.revision,
+                )
             before = content_of(row)
             after = {**before, **changes}
             status = after.pop("status")

@@ -43,6 +43,17 @@ class BankError(SkillRLError):
     """The skill bank could not complete an operation (nothing was changed)."""
 
 
+class StaleRevisionError(BankError):
+    """An edit was made from a revision the entry has since moved past (nothing was changed)."""
+
+    def __init__(self, message: str, *, expected: int, current: int) -> None:
+        super().__init__(message)
+        self.expected = expected
+        """The revision the edit was made from."""
+        self.current = current
+        """The entry's revision when the edit arrived."""
+
+
 class BankInconsistentError(BankError):
     """SQL and the vector index disagree; run ``skillrl skills reindex``."""
 

@@ -226,7 +226,7 @@ class RunFiles:
             return None
         try:
             return RolloutPhase.from_dict(data)
-        except (KeyError, TypeError, ValueError) as error:
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
             path = self.cycle_dir(cycle) / "rollout.json"
             raise CheckpointError(f"cannot read {path}: {error!r}") from error
 
@@ -242,7 +242,7 @@ class RunFiles:
             return None
         try:
             return UpdateRecord.from_dict(data)
-        except (KeyError, TypeError, ValueError) as error:
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
             raise CheckpointError(f"cannot read {path}: {error!r}") from error
 
     def load_episodes(self, cycle: int, name: str) -> dict[str, Any] | None:
@@ -257,10 +257,10 @@ class RunFiles:
     def _read(path: Path) -> dict[str, Any] | None:
         if not path.exists():
             return None
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as error:
-            raise CheckpointError(f"cannot read {path}: {error}") from error
+        try:  # bytes that are not UTF-8, or a top level that is not an object, are damage too
+            return read_json_object(path)
+        except DataFileError as error:
+            raise CheckpointError(str(error)) from error
 
     def write_metrics(self, history: list[dict[str, Any]]) -> None:
         """Rewrite ``metrics.jsonl`` with one line per completed cycle."""

@@ -1,7 +1,9 @@
 """The view's Starlette app: server-rendered Jinja pages over the bank, its episodes and runs.
 
 Every read and write goes through :class:`memory.SkillBank` (the calls the ``skills`` commands
-make), so an edit made here is a revision in ``skillrl skills history`` like any other.
+make), so an edit made here is a revision in ``skillrl skills history`` like any other. Every
+failure is a page with its status code and one line: a refusal (4xx), damaged run files (500),
+and, as the last resort, any other exception (500, its traceback in the server's log).
 """
 
 from __future__ import annotations
@@ -24,9 +26,16 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from skillrl_cli.view.charts import run_charts
+from skillrl_cli.view.forms import form_revision, read_form
 from skillrl_cli.view.groups import cycle_groups
-from skillrl_cli.view.security import ViewSecurity
-from skillrl_core.errors import SkillNotFoundError, SkillRLError
+from skillrl_cli.view.security import SAFE_METHODS, ViewSecurity
+from skillrl_core.errors import (
+    DataFileError,
+    InvalidEntryError,
+    SkillNotFoundError,
+    SkillRLError,
+    StaleRevisionError,
+)
 from trainers.run_files import RunFiles
 from trainers.run_settings import saved_cycle_config
 
@@ -37,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 TOKEN_COOKIE = "skillrl_view_token"
 EDITABLE_TEXT_FIELDS = ("title", "principle", "when_to_apply")
+CHANGE_ACTIONS = ("edit", "retire", "restore", "revert")
 
 
 @dataclass(frozen=True)
@@ -67,13 +77,30 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def _read_metrics(path: Path) -> list[dict[str, Any]]:
+    """Rows of a run's ``metrics.jsonl``; DataFileError when it is not text of JSON objects."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise DataFileError(
+            f"{path} is not UTF-8 text (byte {error.start}: {error.reason}); the run's metrics "
+            "are damaged"
+        ) from error
+    except OSError as error:
+        raise DataFileError(f"cannot read {path}: {error.strerror or error}") from error
     rows = []
-    for line in path.read_text().splitlines():
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a run in progress may be mid-write
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            continue  # a line a writer left unfinished: the other rows still draw
+        if not isinstance(row, dict):
+            raise DataFileError(
+                f"{path} line {number} is a JSON {type(row).__name__}, not an object of "
+                "metrics; the run's metrics are damaged"
+            )
+        rows.append(row)
     return rows
 
 
@@ -86,6 +113,12 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
             read_only=config.read_only, csrf=security.csrf_token, request=request, **context
         )
         return HTMLResponse(html, status_code=status_code)
+
+    def error_page(status: int, detail: str, headers: dict[str, str] | None = None) -> HTMLResponse:
+        html = env.get_template("error.html").render(
+            read_only=config.read_only, status=status, detail=detail
+        )
+        return HTMLResponse(html, status_code=status, headers=headers)
 
     def entry_or_404(entry_id: str) -> Any:
         try:
@@ -143,30 +176,60 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
 
     async def skill_change(request: Request) -> Response:
         if config.read_only:
-            raise HTTPException(403, "this view is read-only")
-        form = await request.form()
-        if not security.csrf_ok(form.get("csrf")):
-            raise HTTPException(403, "missing or wrong CSRF token")
-        entry = entry_or_404(request.path_params["entry_id"])
+            raise HTTPException(403, "this view is read-only: nothing can be changed through it")
         action = request.path_params["action"]
-        reason = str(form.get("reason", ""))
+        if action not in CHANGE_ACTIONS:
+            raise HTTPException(404, f"no action {action} (one of {', '.join(CHANGE_ACTIONS)})")
+        form = await read_form(request)
+        if not security.csrf_ok(form.get("csrf")):
+            raise HTTPException(403, "missing or wrong CSRF token: change entries from their page")
+        entry = entry_or_404(request.path_params["entry_id"])
+        reason = form.get("reason", "")
         if action == "edit":
-            changes = {
-                name: str(form[name])
+            loaded = form_revision(
+                form, "revision", "the revision the form was loaded from: reload the entry's page"
+            )
+            # A browser sends a textarea's line breaks as CRLF (HTML's form encoding); the bank
+            # holds LF and refuses a carriage return as a control character.
+            sent = {
+                name: form[name].replace("\r\n", "\n")
                 for name in EDITABLE_TEXT_FIELDS
-                if name in form and str(form[name]) != getattr(entry, name)
+                if name in form
             }
-            if changes:
-                bank.edit(entry.id, author=config.author, reason=reason, **changes)
+            changes = {name: text for name, text in sent.items() if text != getattr(entry, name)}
+            try:  # even an edit that changes nothing is refused when made from a stale page
+                bank.edit(
+                    entry.id,
+                    author=config.author,
+                    reason=reason,
+                    expected_revision=loaded,
+                    **changes,
+                )
+            except StaleRevisionError as error:
+                return stale_page(request, entry.id, error, form)
         elif action == "retire":
             bank.retire(entry.id, author=config.author, reason=reason)
         elif action == "restore":
             bank.restore(entry.id, author=config.author, reason=reason)
-        elif action == "revert":
-            bank.revert(entry.id, int(str(form.get("revision"))), author=config.author)
         else:
-            raise HTTPException(404, f"no action {action}")
+            revision = form_revision(form, "revision", "the revision to go back to")
+            bank.revert(entry.id, revision, author=config.author)
         return RedirectResponse(f"/skills/{entry.id}", status_code=303)
+
+    def stale_page(
+        request: Request, entry_id: str, error: StaleRevisionError, form: dict[str, str]
+    ) -> Response:
+        """Answer a stale edit with 409: what changed since the form was loaded, what it sent."""
+        history = bank.history(entry_id)
+        loaded = next((rev for rev in history if rev.revision == error.expected), None)
+        changed = _diff(loaded.data, history[-1].data) if loaded is not None else []
+        sent = {
+            name: form[name]
+            for name in EDITABLE_TEXT_FIELDS
+            if name in form and (loaded is None or form[name] != loaded.data.get(name))
+        }
+        return render(request, "stale.html", status_code=409, detail=str(error),
+                      entry_id=entry_id, changed=changed, sent=sent)  # fmt: skip
 
     async def retrieve(request: Request) -> Response:
         from memory.types import RetrievalQuery
@@ -202,12 +265,9 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
     async def groups(request: Request) -> Response:
         name, cycle = request.path_params["name"], request.path_params["cycle"]
         files = run_files_or_404(name)
-        try:
-            phase = files.load_rollout(cycle)
-            record = files.load_update_record(cycle)
-            saved = saved_cycle_config(files)
-        except SkillRLError as error:
-            raise HTTPException(500, str(error)) from error
+        phase = files.load_rollout(cycle)
+        record = files.load_update_record(cycle)
+        saved = saved_cycle_config(files)
         if phase is None:
             raise HTTPException(404, f"run {name} has no rollout of cycle {cycle}")
         dynamic = saved.dynamic_sampling if saved is not None else True
@@ -215,16 +275,38 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         return render(request, "groups.html", run_name=name, cycle=cycle, groups=views,
                       phase=phase, record=record)  # fmt: skip
 
-    async def not_found(request: Request, exc: Exception) -> Response:
-        status = getattr(exc, "status_code", 500)
-        detail = getattr(exc, "detail", "error")
-        return render(request, "error.html", status_code=status, status=status, detail=detail)
+    async def refused(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, HTTPException):
+            return error_page(exc.status_code, exc.detail, exc.headers)
+        if isinstance(exc, SkillNotFoundError):
+            return error_page(404, str(exc))
+        if isinstance(exc, InvalidEntryError):  # names the field: "title is 400 characters ..."
+            return error_page(400, f"not saved: {exc}")
+        return error_page(500, str(exc))  # damaged run files, a bank that failed
 
-    async def require_token(request: Request, call_next: Any) -> Response:
+    async def guard(request: Request, call_next: Any) -> Response:
+        """Refuse foreign hosts, missing tokens and cross-site changes; the last-resort 500."""
+        host = request.headers.get("host")
+        if not security.host_ok(host):
+            names = ", ".join(sorted(security.allowed_hosts or ()))
+            line = f"this view answers to {names}, not to the host {(host or '')[:80]!r}"
+            return error_page(400, f"{line}: open it by one of those names")
         supplied = request.query_params.get("token") or request.cookies.get(TOKEN_COOKIE)
         if not security.access_ok(supplied):
-            return HTMLResponse("access token required", status_code=401)
-        response = await call_next(request)
+            line = "access token required: open the URL `skillrl view` printed (with ?token=)"
+            return error_page(401, line)
+        origin, referer = request.headers.get("origin"), request.headers.get("referer")
+        if request.method not in SAFE_METHODS and not security.origin_ok(
+            origin, referer, host or ""
+        ):
+            line = "refused: this change was sent from another site's page, not the view's own"
+            return error_page(403, line)
+        try:
+            response = await call_next(request)
+        except Exception as error:  # the last resort: a page, never a bare traceback
+            logger.exception("the view failed on %s %s", request.method, request.url.path)
+            line = f"the view failed on this request ({type(error).__name__}); see the server's log"
+            return error_page(500, line)
         if security.access_token and request.query_params.get("token"):
             response.set_cookie(
                 TOKEN_COOKIE, security.access_token, httponly=True, samesite="strict"
@@ -245,8 +327,8 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
             Route("/runs/{name}/cycles/{cycle:int}", groups),
             Mount("/static", StaticFiles(packages=[("skillrl_cli.view", "static")]), name="static"),
         ],
-        exception_handlers={HTTPException: not_found},
-        middleware=[Middleware(BaseHTTPMiddleware, dispatch=require_token)],
+        exception_handlers={HTTPException: refused, SkillRLError: refused},
+        middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)],
     )
 
     return app

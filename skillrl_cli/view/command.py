@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
+import socket
+
 import click
 
 from skillrl_cli.options import workspace_option
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Return a socket bound to ``host``:``port``; refuse in one line when it cannot be had.
+
+    The command binds it itself (as uvicorn would) so that a port in use or an unknown host is
+    one line before the bank opens, and so that the printed URL has the port taken (``0``: any
+    free one).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise click.ClickException(
+            f"cannot listen on {host} port {port}: {error.strerror or error}"
+        ) from error
+    return sock
 
 
 @click.command("view")
@@ -13,9 +35,17 @@ from skillrl_cli.options import workspace_option
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Address to listen on. Anything but loopback requires --token.",
+    help="Address to listen on. Anything but loopback requires --token. The view answers "
+    "to localhost, 127.0.0.1, [::1] and this address (bound to 0.0.0.0 with --token: to any "
+    "name).",
 )
-@click.option("--port", default=8765, show_default=True, type=int, help="Port to listen on.")
+@click.option(
+    "--port",
+    default=8765,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (0: any free one; the printed URL has the port taken).",
+)
 @click.option(
     "--token",
     default=None,
@@ -34,13 +64,14 @@ def view(workspace: str | None, host: str, port: int, token: str | None, read_on
     It works offline (no asset from the internet) and binds to 127.0.0.1 unless told
     otherwise. Edits go through the same bank calls as `skillrl skills edit`, so they appear
     in `skillrl skills history`. Every text from the bank, pages and model output is escaped.
+    The workspace must exist: the view creates nothing.
     """
     import secrets
 
     import uvicorn
 
     from memory import SkillBank
-    from skillrl.workspace import resolve_workspace
+    from skillrl.workspace import WORKSPACE_ENV_VAR, resolve_workspace
     from skillrl_cli.bank_access import bank_config
     from skillrl_cli.view.app import ViewConfig, build_app
     from skillrl_cli.view.security import UnsafeBindError, security_for_bind
@@ -52,13 +83,26 @@ def view(workspace: str | None, host: str, port: int, token: str | None, read_on
     except UnsafeBindError as error:
         raise click.UsageError(str(error)) from error
     root = resolve_workspace(workspace)
-    bank = SkillBank.open(bank_config(workspace, read_only=read_only))
+    if not root.is_dir():  # opening the bank would create one there and show it empty
+        raise click.BadParameter(
+            f"no workspace folder at {root}: give the one your other commands used "
+            "(the view creates nothing)",
+            param_hint=f"'--workspace' / ${WORKSPACE_ENV_VAR}",
+        )
+    sock = _listen(host, port)
+    try:
+        bank = SkillBank.open(bank_config(workspace, read_only=read_only))
+    except BaseException:
+        sock.close()
+        raise
     app = build_app(bank, ViewConfig(read_only=read_only, runs_dir=root / "runs"), security)
-    url = f"http://{host}:{port}/"
+    shown_host = f"[{host}]" if ":" in host else host
+    url = f"http://{shown_host}:{sock.getsockname()[1]}/"
     if security.access_token:
         url += f"?token={security.access_token}"
     click.echo(f"skillrl view: {url}  (Ctrl-C stops it)")
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
     finally:
+        sock.close()
         bank.close()

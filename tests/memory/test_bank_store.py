@@ -8,7 +8,12 @@ import pytest
 
 from memory import RetrievalConfig, RetrievalQuery, SkillBank
 from memory.store import BankStore
-from skillrl_core.errors import BankError, InvalidEntryError, SkillNotFoundError
+from skillrl_core.errors import (
+    BankError,
+    InvalidEntryError,
+    SkillNotFoundError,
+    StaleRevisionError,
+)
 from skillrl_core.records import EpisodeRecord, TurnRecord
 
 
@@ -77,6 +82,20 @@ def test_edit_keeps_history_and_revert_restores(bank, samples):
     with pytest.raises(SkillNotFoundError):
         bank.revert(entry.id, 42, author="bob")
     assert bank.get(entry.id).revision == 3 and bank.check().ok
+
+
+def test_an_edit_from_a_revision_the_entry_has_moved_past_is_refused_and_saves_nothing(
+    bank, samples
+):
+    entry = bank.add(samples.size).entry
+    bank.edit(entry.id, author="cli", title="Changed from the CLI")
+    with pytest.raises(StaleRevisionError, match="revision 2, not 1") as refused:
+        bank.edit(entry.id, author="view", expected_revision=1, title="From a stale form")
+    assert (refused.value.expected, refused.value.current) == (1, 2)
+    assert bank.get(entry.id).title == "Changed from the CLI"
+    assert [r.revision for r in bank.history(entry.id)] == [1, 2]
+    saved = bank.edit(entry.id, author="view", expected_revision=2, title="From a fresh form")
+    assert saved.revision == 3 and saved.title == "From a fresh form"
 
 
 def _query(text: str, category: str = "footwear") -> RetrievalQuery:

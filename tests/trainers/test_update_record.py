@@ -77,3 +77,21 @@ def test_the_learning_curve_draws_the_interval_band_and_wall_minutes(tmp_path, m
     cycles, low, high = drawn["band"]
     assert list(cycles) == [0, 2] and low[0] < 0.5 < high[0] and low[1] < 0.6 < high[1]
     assert drawn["notes"] == ["10 min", "20 min"]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\xff\xfe\x00binary", b"[1, 2]", b'{"step_weight": 0.5, "episodes": [[1]]}',
+     b'{"episodes": "no"}'],
+)  # fmt: skip
+@pytest.mark.parametrize("name", ["advantages.json", "rollout.json"])
+def test_a_damaged_cycle_file_is_a_checkpoint_error_naming_it(tmp_path, content, name):
+    from skillrl_core.errors import CheckpointError
+    from trainers.run_files import RunFiles
+
+    files = RunFiles(tmp_path / "run")
+    files.cycle_dir(1).mkdir(parents=True)
+    (files.cycle_dir(1) / name).write_bytes(content)
+    load = files.load_update_record if name == "advantages.json" else files.load_rollout
+    with pytest.raises(CheckpointError, match=name):
+        load(1)

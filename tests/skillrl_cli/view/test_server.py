@@ -12,6 +12,9 @@ from starlette.testclient import TestClient
 from skillrl_cli.view.app import ViewConfig, build_app
 from skillrl_cli.view.security import UnsafeBindError, ViewSecurity, security_for_bind
 
+LOCAL = "http://127.0.0.1:8765"
+"""Where the tests' requests go: a loopback name, as a browser on the machine sends it."""
+
 
 @pytest.fixture(scope="module")
 def security() -> ViewSecurity:
@@ -21,7 +24,7 @@ def security() -> ViewSecurity:
 @pytest.fixture(scope="module")
 def client(view_workspace, security) -> TestClient:
     config = ViewConfig(runs_dir=view_workspace.root / "runs")
-    return TestClient(build_app(view_workspace.bank, config, security))
+    return TestClient(build_app(view_workspace.bank, config, security), base_url=LOCAL)
 
 
 def test_an_edit_without_the_csrf_token_is_refused_and_the_bank_is_unchanged(
@@ -47,7 +50,7 @@ def test_a_non_loopback_bind_without_a_token_is_refused():
 
 def test_a_token_protected_view_refuses_requests_without_it(view_workspace):
     app = build_app(view_workspace.bank, ViewConfig(), ViewSecurity(access_token="s3cret"))
-    guarded = TestClient(app)
+    guarded = TestClient(app, base_url=LOCAL)
     assert guarded.get("/skills").status_code == 401
     assert guarded.get("/skills?token=wrong").status_code == 401
     assert guarded.get("/skills?token=s3cret").status_code == 200
@@ -76,10 +79,12 @@ def test_entry_text_is_escaped_everywhere(client, view_workspace):
 
 def test_an_edit_with_the_token_is_a_revision_in_the_history(client, view_workspace, security):
     entry_id = view_workspace.size_id
+    loaded = view_workspace.bank.get(entry_id).revision  # the edit form carries it
     answer = client.post(
         f"/skills/{entry_id}/edit",
-        data={"csrf": security.csrf_token, "title": "Pick the exact size", "reason": "clearer"},
-    )
+        data={"csrf": security.csrf_token, "title": "Pick the exact size", "reason": "clearer",
+              "revision": str(loaded)},
+    )  # fmt: skip
     assert answer.status_code == 200  # followed the redirect to the entry page
     history = view_workspace.bank.history(entry_id)
     assert history[-1].author == "view" and history[-1].reason == "clearer"
@@ -89,7 +94,7 @@ def test_an_edit_with_the_token_is_a_revision_in_the_history(client, view_worksp
 
 def test_read_only_hides_and_refuses_changes(view_workspace, security):
     app = build_app(view_workspace.bank, ViewConfig(read_only=True), security)
-    readonly = TestClient(app)
+    readonly = TestClient(app, base_url=LOCAL)
     page = readonly.get(f"/skills/{view_workspace.script_id}").text
     assert "edit-form" not in page
     data = {"csrf": security.csrf_token}
@@ -263,6 +268,6 @@ def test_a_cycle_without_advantages_json_says_so_and_shows_none(view_workspace, 
     shutil.copytree(view_workspace.root / "runs", copy, dirs_exist_ok=True)
     (copy / "r1" / "cycles" / "0001" / "advantages.json").unlink()
     app = build_app(view_workspace.bank, ViewConfig(runs_dir=copy), security)
-    page = TestClient(app).get("/runs/r1/cycles/1").text
+    page = TestClient(app, base_url=LOCAL).get("/runs/r1/cycles/1").text
     assert 'id="no-advantages"' in page and 'class="turn-advantage"' not in page
     assert "kept: its episodes&#39; returns differ" in page

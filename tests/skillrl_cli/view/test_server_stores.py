@@ -57,7 +57,7 @@ def test_the_view_lists_shows_and_retrieves_from_a_server_bank(server_bank, tmp_
         )  # fmt: skip
     ).entry
     client = TestClient(build_app(server_bank, ViewConfig(runs_dir=tmp_path / "runs"),
-                                  ViewSecurity()))  # fmt: skip
+                                  ViewSecurity()), base_url="http://127.0.0.1")  # fmt: skip
     listed = client.get("/skills")
     assert listed.status_code == 200
     assert "Pick the &lt;b&gt;shoe size&lt;/b&gt; asked for" in listed.text
