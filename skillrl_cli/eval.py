@@ -68,9 +68,11 @@ class EvalChoices:
     )
     skills: str | None = option(
         None,
-        help="Evaluate with skills, without, or both. Default: as the model was trained (on or "
-        f"off, from its recorded settings), else {UNRECORDED_SKILL_MODE}.",
+        help="Evaluate with skills (on, or --skills alone), without (off, or --no-skills), or "
+        "both. Default: as the model was trained (on or off, from its recorded settings), else "
+        f"{UNRECORDED_SKILL_MODE}.",
         choices=tuple(SKILL_MODES),
+        words=("on", "off"),
     )
     k: str = option(
         "1", help="K values of Pass@(K,T), comma-separated (each <= --samples).", metavar="K,..."

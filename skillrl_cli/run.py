@@ -72,7 +72,9 @@ class RunChoices:
     seed: int = option(0, help="Seed (episode i uses seed+i).", low=0, high=SEED_MAX)
     skills: bool | None = option(
         None,
-        help="Retrieve skills into every prompt, or not. --no-skills plays the same model with "
+        words=(True, False),
+        help="Retrieve skills into every prompt (on, or --skills alone), or not (off, or "
+        "--no-skills): off plays the same model with "
         "prompts that carry no entry and leaves the bank unread: a measure of what the entries "
         "add (the shipped adapters are trained with entries withheld from a quarter of their "
         "prompts, so they play either way). Default: as the model was trained (its recorded "
