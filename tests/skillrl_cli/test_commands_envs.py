@@ -115,3 +115,19 @@ def test_sokoban_trains_evaluates_and_uses_skills_with_a_tiny_model(tmp_path):
     steps = json.loads(played.stdout)["episodes"][0]["steps"]
     assert all(s["action"] in ("up", "down", "left", "right") and s["valid"] for s in steps)
     assert all(s["retrieved_ids"] for s in steps)  # the skill reached the prompt every turn
+
+
+def test_a_module_in_the_folder_the_command_runs_in_is_found_by_its_reference(
+    workspace, tmp_path, monkeypatch
+):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    toy = Path(__file__).resolve().parents[1] / "envs" / "toy_env.py"
+    (folder / "my_counter_env.py").write_text(toy.read_text())
+    monkeypatch.chdir(folder)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(folder))])
+    result = invoke("run", "--env", "my_counter_env:SPEC", "--policy", "expert", "--no-record",
+                    "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["summary"]["successes"] == 1
+    assert sys.path[-1] == str(folder)  # after every installed package: it shadows none
