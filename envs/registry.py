@@ -18,7 +18,7 @@ import difflib
 import importlib
 import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
@@ -31,6 +31,9 @@ from skillrl_core.errors import ConfigError, UnknownEnvError
 
 DEFAULT_ENV = "webshop"
 """The environment the CLI and the trainer play when none is named."""
+
+ENV_HELP = "Environment id (`skillrl envs` lists them), or package.module:SPEC naming your own."
+"""``--env``'s help, the same in every command."""
 
 BUILTIN_SPECS = ("envs.webshop.spec", "envs.sokoban.spec")
 """Modules whose ``SPEC`` is a built-in environment, registered on first use (imported lazily,
@@ -251,7 +254,7 @@ def _import_attribute(reference: str) -> object:
     return found
 
 
-def _load_spec(env_id: str, reference: str, load: Any) -> EnvSpec:
+def _load_spec(env_id: str, reference: str, load: Callable[[], object]) -> EnvSpec:
     """Call ``load`` (which imports ``reference``) and return the :class:`EnvSpec` it gives.
 
     The user's module may fail in any way while it is imported, so every error becomes one
@@ -260,9 +263,10 @@ def _load_spec(env_id: str, reference: str, load: Any) -> EnvSpec:
     try:
         found = load()
     except Exception as error:  # a user's module: any error it raises is a failed import
+        cause = " ".join(f"{type(error).__name__}: {error}".split())  # one line
         raise UnknownEnvError(
-            f"environment {env_id!r}: importing {reference!r} failed "
-            f"({type(error).__name__}: {error}); check the module is importable from here"
+            f"environment {env_id!r}: importing {reference!r} failed ({cause}); is the module "
+            "in the folder you run from or on PYTHONPATH, and does it import?"
         ) from error
     if not isinstance(found, EnvSpec):
         raise UnknownEnvError(

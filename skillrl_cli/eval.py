@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from envs.registry import DEFAULT_ENV
+from envs.registry import DEFAULT_ENV, ENV_HELP
 from skillrl.prompts import PromptConfig
 from skillrl_cli.bank_access import open_bank
 from skillrl_cli.config_options import OptionGroup, build, config_options
@@ -62,7 +62,7 @@ def int_list(option_name: str, text: str) -> tuple[int, ...]:
 class EvalChoices:
     """What ``skillrl eval`` plays besides :class:`EvalConfig`: the goals, skills and limits."""
 
-    env_id: str = option(DEFAULT_ENV, help="Environment id.", aliases=("--env",))
+    env_id: str = option(DEFAULT_ENV, help=ENV_HELP, aliases=("--env",))
     goals: str = option(
         "20", help=f"Goals of the split to evaluate: {FORMS}.", metavar="N|FIRST-LAST"
     )
