@@ -1,7 +1,14 @@
 """Environment registry: ``envs.make("webshop", **config)``, one :class:`EnvSpec` per id.
 
-The built-in environments are listed by module name (:data:`BUILTIN_SPECS`) and registered on
-first use; other environments call :func:`register_spec` (or :func:`register` with the parts).
+An id is found in one of four places, looked up on first use so that ``import envs`` stays cheap:
+
+- the built-in environments, listed by module name (:data:`BUILTIN_SPECS`);
+- code that called :func:`register_spec` (or :func:`register` with the parts);
+- the ``skillrl.envs`` entry-point group (:data:`ENTRY_POINT_GROUP`) of installed packages, as
+  Gymnasium's plugins: the entry point's name is the id, its value names an :class:`EnvSpec`;
+- a ``package.module:ATTRIBUTE`` reference naming an :class:`EnvSpec` (Gymnasium resolves
+  ``module:Env`` ids the same way). The reference itself is the id, in every record that keeps
+  one (episodes, skills, run folders), so a later command finds the environment again.
 """
 
 from __future__ import annotations
@@ -10,7 +17,10 @@ import dataclasses
 import difflib
 import importlib
 import inspect
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 from envs.adapter import ActionListAdapter, AgentAdapter
@@ -22,16 +32,40 @@ from skillrl_core.errors import ConfigError, UnknownEnvError
 DEFAULT_ENV = "webshop"
 """The environment the CLI and the trainer play when none is named."""
 
+ENV_HELP = "Environment id (`skillrl envs` lists them), or package.module:SPEC naming your own."
+"""``--env``'s help, the same in every command."""
+
 BUILTIN_SPECS = ("envs.webshop.spec", "envs.sokoban.spec")
 """Modules whose ``SPEC`` is a built-in environment, registered on first use (imported lazily,
 so ``import envs`` stays cheap)."""
 
-_SPECS: dict[str, EnvSpec] = {}
+ENTRY_POINT_GROUP = "skillrl.envs"
+"""The entry-point group installed packages declare environments in (name: the id; value:
+``module:ATTRIBUTE`` naming an :class:`EnvSpec`)."""
+
+_REFERENCE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+"""``package.module:ATTRIBUTE`` (the attribute may be dotted: ``module:Class.SPEC``)."""
 
 
-def register_spec(spec: EnvSpec) -> None:
-    """Register ``spec`` under its id (a later spec of the same id replaces it)."""
-    _SPECS[spec.env_id] = spec
+@dataclass(frozen=True)
+class RegisteredEnv:
+    """One registered environment and where it came from (what ``skillrl envs`` lists)."""
+
+    spec: EnvSpec
+    source: str
+    """Where the spec was found: ``built-in (module)``, ``entry point (...)``, a
+    ``module:ATTRIBUTE`` reference, or ``registered in code``."""
+
+
+_SPECS: dict[str, RegisteredEnv] = {}
+
+
+def register_spec(spec: EnvSpec, source: str = "registered in code") -> None:
+    """Register ``spec`` under its id (a later spec of the same id replaces it).
+
+    ``source``: where it came from, as ``skillrl envs`` shows it.
+    """
+    _SPECS[spec.env_id] = RegisteredEnv(spec, source)
 
 
 def register(
@@ -69,7 +103,7 @@ def register(
 def spec_of(env_id: str) -> EnvSpec:
     """Return the spec registered as ``env_id`` (raises UnknownEnvError if none)."""
     check_id(env_id)
-    return _SPECS[env_id]
+    return _SPECS[env_id].spec
 
 
 def adapter_for(env_id: str) -> AgentAdapter:
@@ -80,8 +114,10 @@ def adapter_for(env_id: str) -> AgentAdapter:
 def skillrl_categories(env_id: str) -> dict[str, str]:
     """Return the SkillRL category -> ``env_id`` category table (empty when none is known)."""
     _load_builtins()
-    spec = _SPECS.get(env_id)
-    return dict(spec.skillrl_categories) if spec is not None else {}
+    if env_id not in _SPECS and (_is_reference(env_id) or env_id in _entry_points()):
+        check_id(env_id)
+    found = _SPECS.get(env_id)
+    return dict(found.spec.skillrl_categories) if found is not None else {}
 
 
 def distill_adapter_for(env_id: str) -> DistillAdapter:
@@ -91,8 +127,18 @@ def distill_adapter_for(env_id: str) -> DistillAdapter:
 
 def registered() -> dict[str, str]:
     """Return registered environment ids and their one-line descriptions."""
+    return {found.spec.env_id: found.spec.description for found in listing()}
+
+
+def listing() -> list[RegisteredEnv]:
+    """Return every registered environment (entry points loaded), by id.
+
+    Raises UnknownEnvError naming the entry point that fails to load.
+    """
     _load_builtins()
-    return {env_id: _SPECS[env_id].description for env_id in sorted(_SPECS)}
+    for name in _entry_points():
+        check_id(name)
+    return [_SPECS[env_id] for env_id in sorted(_SPECS)]
 
 
 def make(env_id: str, **config: Any) -> TextEnv:
@@ -101,14 +147,36 @@ def make(env_id: str, **config: Any) -> TextEnv:
 
 
 def check_id(env_id: str) -> None:
-    """Raise :class:`UnknownEnvError` unless ``env_id`` is registered (builds nothing)."""
+    """Raise :class:`UnknownEnvError` unless ``env_id`` is registered (builds nothing).
+
+    An entry point or a ``module:ATTRIBUTE`` reference not registered yet is imported and
+    registered here; one that fails raises UnknownEnvError naming the id and the cause.
+    """
     _load_builtins()
     if env_id in _SPECS:
         return
-    close = difflib.get_close_matches(env_id, list(_SPECS), n=1)
+    entry_points = _entry_points()
+    if env_id in entry_points:
+        entry_point = entry_points[env_id]
+        spec = _load_spec(env_id, entry_point.value, entry_point.load)
+        dist = getattr(entry_point, "dist", None)  # None for an entry point built by hand
+        found_in = f" in {dist.name}" if dist is not None else ""
+        register_spec(
+            dataclasses.replace(spec, env_id=env_id),
+            f"entry point {ENTRY_POINT_GROUP}{found_in} ({entry_point.value})",
+        )
+        return
+    if _is_reference(env_id):
+        spec = _load_spec(env_id, env_id, lambda: _import_attribute(env_id))
+        register_spec(dataclasses.replace(spec, env_id=env_id), env_id)
+        return
+    known = sorted({*_SPECS, *entry_points})
+    close = difflib.get_close_matches(env_id, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    known = ", ".join(sorted(_SPECS)) or "none"
-    raise UnknownEnvError(f"unknown environment {env_id!r}{hint} (registered: {known})")
+    form = "" if ":" not in env_id else "; a reference is package.module:ATTRIBUTE"
+    raise UnknownEnvError(
+        f"unknown environment {env_id!r}{hint}{form} (registered: {', '.join(known) or 'none'})"
+    )
 
 
 def config_fields(env_id: str) -> list[str]:
@@ -164,7 +232,48 @@ def _load_builtins() -> None:
     _LOADED = True
     for name in BUILTIN_SPECS:
         spec = importlib.import_module(name).SPEC
-        _SPECS.setdefault(spec.env_id, spec)
+        _SPECS.setdefault(spec.env_id, RegisteredEnv(spec, f"built-in ({name})"))
+
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    """Return the installed packages' ``skillrl.envs`` entry points by name (none imported)."""
+    return {entry.name: entry for entry in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _is_reference(env_id: str) -> bool:
+    """Return whether ``env_id`` is a ``package.module:ATTRIBUTE`` reference."""
+    return _REFERENCE.fullmatch(env_id) is not None
+
+
+def _import_attribute(reference: str) -> object:
+    """Import ``package.module:ATTRIBUTE`` and return the attribute (errors propagate)."""
+    module_name, attribute = reference.split(":")
+    found: object = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def _load_spec(env_id: str, reference: str, load: Callable[[], object]) -> EnvSpec:
+    """Call ``load`` (which imports ``reference``) and return the :class:`EnvSpec` it gives.
+
+    The user's module may fail in any way while it is imported, so every error becomes one
+    UnknownEnvError naming the id, the reference and the cause.
+    """
+    try:
+        found = load()
+    except Exception as error:  # a user's module: any error it raises is a failed import
+        cause = " ".join(f"{type(error).__name__}: {error}".split())  # one line
+        raise UnknownEnvError(
+            f"environment {env_id!r}: importing {reference!r} failed ({cause}); is the module "
+            "in the folder you run from or on PYTHONPATH, and does it import?"
+        ) from error
+    if not isinstance(found, EnvSpec):
+        raise UnknownEnvError(
+            f"environment {env_id!r}: {reference!r} is a {type(found).__name__}, not an "
+            "envs.EnvSpec; point it at the module's spec (e.g. SPEC = EnvSpec(...))"
+        )
+    return found
 
 
 _LOADED = False

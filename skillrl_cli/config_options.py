@@ -135,6 +135,8 @@ def _click_option(
         settings["envvar"] = spec.envvar
     if spec.metavar:
         settings["metavar"] = spec.metavar
+    if spec.words is not None:
+        return _worded_switch(group, item, spec, kind, settings, spec.words)
     if kind is bool:  # an on/off pair; with ``bool | None`` the default None leaves it open
         negative = spec.negative or "--no-" + flag.removeprefix("--")
         decls = [f"{flag}/{negative}", *(f"{a}/--no-{a.removeprefix('--')}" for a in aliases)]
@@ -143,6 +145,58 @@ def _click_option(
     if repeated:
         settings["multiple"] = True
     return click.option(flag, *aliases, group.dest(item.name), **settings)
+
+
+def _worded_switch(
+    group: OptionGroup,
+    item: dataclasses.Field[Any],
+    spec: OptionSpec,
+    kind: type,
+    settings: dict[str, Any],
+    bare_and_off: tuple[Any, Any],
+) -> Callable[[Any], Any]:
+    """``--skills [on|off]`` (bare: on) with its off switch ``--no-skills``, as one option."""
+    bare, off = bare_and_off
+    flag, dest = group.flag(item.name), group.dest(item.name)
+    aliases = (*(() if group.prefix else spec.aliases), *group.aliases.get(item.name, ()))
+    words = ("on", "off") if kind is bool else tuple(spec.choices or ())
+    return click.option(
+        flag,
+        *aliases,
+        dest,
+        cls=WordedSwitch,
+        negative=spec.negative or "--no-" + flag.removeprefix("--"),
+        off=off,
+        type=click.BOOL if kind is bool else _click_type(kind, spec),
+        is_flag=False,
+        flag_value=bare,
+        **{"metavar": f"[{'|'.join(words)}]", **settings},
+    )
+
+
+class WordedSwitch(click.Option):
+    """An option that takes a word or none (``--skills``, ``--skills off``), with an off switch.
+
+    The off switch (``--no-skills``) stores ``off`` into the same value, as the second flag of
+    click's on/off pairs does.
+    """
+
+    def __init__(self, *args: Any, negative: str, off: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.negative = negative
+        self.off = off
+
+    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
+        """Register the option, then its off switch under the same destination."""
+        super().add_to_parser(parser, ctx)
+        parser.add_option(
+            obj=self, opts=[self.negative], dest=self.name, action="store_const", const=self.off
+        )
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        """Name the off switch beside the option (``--skills [on|off] / --no-skills``)."""
+        record = super().get_help_record(ctx)
+        return None if record is None else (f"{record[0]} / {self.negative}", record[1])
 
 
 def _default_of(item: dataclasses.Field[Any]) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from envs.registry import DEFAULT_ENV
+from envs.registry import DEFAULT_ENV, ENV_HELP
 from skillrl.prompts import PromptConfig
 from skillrl_cli.bank_access import open_bank
 from skillrl_cli.config_options import OptionGroup, build, config_options
@@ -85,19 +85,20 @@ def int_list(option_name: str, text: str) -> tuple[int, ...]:
 class EvalChoices:
     """What ``skillrl eval`` plays besides :class:`EvalConfig`: the goals, skills and limits."""
 
-    env_id: str = option(DEFAULT_ENV, help="Environment id.", aliases=("--env",))
+    env_id: str = option(DEFAULT_ENV, help=ENV_HELP, aliases=("--env",))
     goals: str = option(
         "20", help=f"Goals of the split to evaluate: {FORMS}.", metavar="N|FIRST-LAST"
     )
     skills: str | None = option(
         None,
         help="Skills arms to evaluate, played on the same goals and compared goal by goal: on "
-        "(the entries retrieved for the episode's own goal), placebo (as many entries, retrieved "
-        "for another training goal: does the bank carry information?), off (none); both = "
-        "on,off; all = on,placebo,off; or a comma-separated list, the first being the baseline "
-        "of the comparisons. Default: as the model was trained (on or off, from its recorded "
-        f"settings), else {UNRECORDED_SKILL_MODE}.",
+        "(the entries retrieved for the episode's own goal; also --skills alone), placebo (as "
+        "many entries, retrieved for another training goal: does the bank carry information?), "
+        "off (none; also --no-skills); both = on,off; all = on,placebo,off; or a comma-separated "
+        "list, the first being the baseline of the comparisons. Default: as the model was "
+        f"trained (on or off, from its recorded settings), else {UNRECORDED_SKILL_MODE}.",
         metavar="ARM[,ARM...]",
+        words=("on", "off"),
     )
     k: str = option(
         "1", help="K values of Pass@(K,T), comma-separated (each <= --samples).", metavar="K,..."

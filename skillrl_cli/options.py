@@ -43,6 +43,10 @@ json_option = click.option(
 
 AUTO_MODEL = "auto"
 BASE_MODEL = "base"
+SHIPPED_MODEL = "shipped"
+MODEL_ALIASES = {"embedded": BASE_MODEL}
+"""Older spellings of the ``--model`` words, kept for scripts (``train`` and ``sft`` said
+``embedded`` for ``base``)."""
 
 AUTO_MODEL_ORDER: tuple[tuple[str, str], ...] = (
     (
@@ -50,8 +54,8 @@ AUTO_MODEL_ORDER: tuple[tuple[str, str], ...] = (
         "the newest checkpoint that `skillrl train` or `skillrl sft` saved in this workspace for "
         "the environment played (see `skillrl runs`; runs of other environments are skipped)",
     ),
-    ("shipped", "the cold-started adapter shipped for that environment"),
-    ("base", "the embedded base model"),
+    (SHIPPED_MODEL, "the cold-started adapter shipped for that environment"),
+    (BASE_MODEL, "the embedded base model"),
 )
 """Where ``--model auto`` looks, in order, as (source, how help names it): :func:`resolve_model`
 tries the sources in this order and ``--model``'s help is written from the same tuple."""
@@ -59,9 +63,11 @@ tries the sources in this order and ``--model``'s help is written from the same 
 MODEL_HELP = (
     "'auto': "
     + ", else ".join(text for _source, text in AUTO_MODEL_ORDER)
-    + "; 'base' or 'embedded': SmolLM2-135M-Instruct as shipped, untrained; or a checkpoint or "
-    "LoRA adapter folder, a .gguf file or a hub id."
+    + "; 'shipped': the adapter shipped for the environment; 'base' (or 'embedded'): "
+    "SmolLM2-135M-Instruct as the package embeds it, untrained, never downloaded; or a "
+    "checkpoint or LoRA adapter folder, a .gguf file or a hub id."
 )
+"""``--model``'s help, the same words in every command that takes a model."""
 
 
 DECODING_HELP = (
@@ -231,10 +237,12 @@ def env_config_from(env_id: str, settings: dict[str, Any]) -> dict[str, Any]:
 def resolve_model(
     model: str, backend: str, workspace: str | None, console: Any, env_id: str = DEFAULT_ENV
 ) -> str:
-    """Turn ``--model auto`` / ``base`` into a checkpoint path or ``embedded``, saying which.
+    """Turn a ``--model`` word into a checkpoint path or ``embedded``, saying which.
 
-    ``auto`` tries :data:`AUTO_MODEL_ORDER`: the workspace's newest checkpoint trained on
-    ``env_id``, else the adapter the package ships for ``env_id``, else the embedded base model.
+    Every command that takes a model resolves it here. ``base`` (``embedded``) is the embedded
+    model, never a hub download; ``shipped`` the adapter the package ships for ``env_id``
+    (ConfigError if none ships); ``auto`` tries :data:`AUTO_MODEL_ORDER`: the workspace's newest
+    checkpoint trained on ``env_id``, else the shipped adapter, else the embedded base model.
     Servers (``--backend openai``) name their own models, so there 'auto' means 'embedded', the
     name skillrl always sent. A model path that cannot load (a folder without weights, a
     corrupt file) raises ModelLoadError here, before anything loads.
@@ -242,21 +250,44 @@ def resolve_model(
     from skillrl.policies.config import EMBEDDED_MODEL
     from skillrl.policies.model_folders import check_model_path
 
+    model = MODEL_ALIASES.get(model, model)
     if model == BASE_MODEL:
         console.print("[cyan]model: the embedded SmolLM2-135M-Instruct, untrained[/]")
         return EMBEDDED_MODEL
+    if model == SHIPPED_MODEL:
+        shipped = _shipped_model(workspace, env_id, console)
+        if shipped is None:
+            raise ConfigError(
+                f"--model shipped: no adapter ships for environment {env_id!r}; use --model "
+                "base, or a checkpoint that `skillrl sft` or `skillrl train` made"
+            )
+        return shipped
     if model != AUTO_MODEL:
         if backend != "openai":  # a server's model name is the server's business
             check_model_path(model, tokenizer_only=backend == "trl-vllm")
         return model
     if backend == "openai":
         return EMBEDDED_MODEL
-    finders = {"trained": _trained_model, "shipped": _shipped_model, "base": _base_model}
+    finders = {"trained": _trained_model, SHIPPED_MODEL: _shipped_model, BASE_MODEL: _base_model}
     for source, _help in AUTO_MODEL_ORDER:
         chosen = finders[source](workspace, env_id, console)
         if chosen is not None:
             return chosen
     raise AssertionError("AUTO_MODEL_ORDER ends with the base model, which is always there")
+
+
+def resolve_training_model(
+    model: str, backend: str, workspace: str | None, env_id: str, *, quiet: bool = False
+) -> str:
+    """Resolve the model ``train`` and ``sft`` start from with :func:`resolve_model`.
+
+    What ``auto`` or ``shipped`` found is said on stderr; ``base`` (their default) and
+    ``quiet`` (``--init`` chose the start) say nothing.
+    """
+    from rich.console import Console
+
+    said = not quiet and MODEL_ALIASES.get(model, model) != BASE_MODEL
+    return resolve_model(model, backend, workspace, Console(stderr=True, quiet=not said), env_id)
 
 
 def _trained_model(workspace: str | None, env_id: str, console: Any) -> str | None:

@@ -19,7 +19,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from envs.registry import DEFAULT_ENV
+from envs.registry import DEFAULT_ENV, ENV_HELP
 from skillrl.prompts import PromptConfig
 from skillrl.workspace import resolve_workspace
 from skillrl_cli.config_options import OptionGroup, build, config_options
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 class RunChoices:
     """What ``skillrl run`` plays: which episodes, who acts, and how they are shown and kept."""
 
-    env_id: str = option(DEFAULT_ENV, help="Environment id.", aliases=("--env",))
+    env_id: str = option(DEFAULT_ENV, help=ENV_HELP, aliases=("--env",))
     policy: Literal["model", "expert", "human"] = option(
         "model",
         help="Who acts: the model, the scripted expert, or you at the terminal.",
@@ -72,7 +72,9 @@ class RunChoices:
     seed: int = option(0, help="Seed (episode i uses seed+i).", low=0, high=SEED_MAX)
     skills: bool | None = option(
         None,
-        help="Retrieve skills into every prompt, or not. --no-skills plays the same model with "
+        words=(True, False),
+        help="Retrieve skills into every prompt (on, or --skills alone), or not (off, or "
+        "--no-skills): off plays the same model with "
         "prompts that carry no entry and leaves the bank unread: a measure of what the entries "
         "add (the shipped adapters are trained with entries withheld from a quarter of their "
         "prompts, so they play either way). Default: as the model was trained (its recorded "

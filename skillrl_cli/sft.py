@@ -9,6 +9,7 @@ runs its job through :func:`run_cold_start` too.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass
@@ -17,10 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from skillrl.policies.model_folders import check_model_path
 from skillrl.prompts import PromptConfig
 from skillrl_cli.config_options import OptionGroup, build, config_options
-from skillrl_cli.options import env_config_from, env_option, json_option, workspace_option
+from skillrl_cli.options import (
+    BASE_MODEL,
+    MODEL_HELP,
+    env_config_from,
+    env_option,
+    json_option,
+    resolve_training_model,
+    workspace_option,
+)
 from skillrl_cli.upfront_checks import check_prompt_budget, split_size
 from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import option
@@ -34,11 +42,7 @@ if TYPE_CHECKING:
 class SFTLaunch:
     """How ``skillrl sft`` starts: from which model, with which teacher, into which folder."""
 
-    model: str = option(
-        "embedded",
-        help="Policy to fine-tune: 'embedded' (SmolLM2-135M-Instruct), a checkpoint folder or hub "
-        "id.",
-    )
+    model: str = option(BASE_MODEL, help=f"The model to fine-tune. {MODEL_HELP}")
     teacher_backend: str = option(
         "openai",
         help="Backend of the teacher model (--source teacher).",
@@ -179,7 +183,9 @@ def run_cold_start(job: ColdStartJob) -> Path:
     env_config = env_config_from(config.env_id, job.env_options)
     check_prompt_budget(config.env_id, job.prompt.max_prompt_tokens)
     split_size(config.env_id, env_config, config.split, "--split")
-    check_model_path(job.model)
+    # The --model word (auto, shipped, base, a path) once the cheap checks passed.
+    model = resolve_training_model(job.model, "transformers", job.policy.workspace, config.env_id)
+    job = dataclasses.replace(job, policy=dataclasses.replace(job.policy, model=model))
     from rich.console import Console
 
     from skillrl.policies import load_policy

@@ -12,7 +12,7 @@ from sqlalchemy.exc import DatabaseError
 
 from memory.types import ENTRY_KINDS
 from skillrl_cli.options import workspace_option
-from skillrl_core.errors import BankError, InvalidEntryError
+from skillrl_core.errors import BankError, InvalidEntryError, UnknownEnvError
 
 KINDS = ENTRY_KINDS
 TEXT_FIELDS = (
@@ -130,14 +130,15 @@ def check_env(env: str) -> None:
     Only commands that write entries check: listing or searching by an env that no longer
     exists is harmless and lets old entries be found.
     """
-    from envs.registry import registered
+    from envs.registry import check_id, registered
 
-    known = registered()
-    if env not in known:
+    try:
+        check_id(env)  # also finds entry points and module:SPEC references
+    except UnknownEnvError as error:
+        known = ", ".join(sorted(registered()))
         raise InvalidEntryError(
-            f"env ({env!r}) is not a registered environment; known: {', '.join(sorted(known))} "
-            "(see `skillrl envs`)"
-        )
+            f"env ({env!r}) is not a registered environment; known: {known} (see `skillrl envs`)"
+        ) from error
 
 
 def author_option(text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

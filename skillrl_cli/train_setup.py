@@ -23,10 +23,14 @@ import click
 from skillrl.prompts import PromptConfig
 from skillrl_cli.config_options import OptionGroup, build, saved_values
 from skillrl_cli.options import (
+    AUTO_MODEL,
+    BASE_MODEL,
     DECODING_HELP,
+    MODEL_HELP,
     check_decoding,
     env_config_from,
     recorded_settings,
+    resolve_training_model,
 )
 from skillrl_cli.train_config import NOT_IN_FILE, fill_from_saved
 from skillrl_cli.train_session import TrainSettings, run_folder, training_policy_config
@@ -41,11 +45,11 @@ if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig
 
 MODEL_HELP_TRAIN = (
-    "'embedded' (SmolLM2-135M-Instruct, untrained), 'shipped' (the cold-started adapter the "
-    "package ships for --env), a checkpoint or adapter folder, or a hub id. A model that records "
-    "the settings it was trained under (skillrl.json: skills, prompt budget, decoding, "
-    "environment options) trains under them unless you give those options."
+    f"The model GRPO starts from. {MODEL_HELP} A model that records the settings it was trained "
+    "under (skillrl.json: skills, prompt budget, decoding, environment options) trains under "
+    "them unless you give those options."
 )
+
 
 TRAIN_BACKENDS = ("transformers", "trl-vllm", "openai", "vllm")
 """What ``--backend`` accepts; openai and vllm are refused with the reason (they cannot train)."""
@@ -55,7 +59,7 @@ TRAIN_BACKENDS = ("transformers", "trl-vllm", "openai", "vllm")
 class TrainLaunch:
     """How ``skillrl train`` starts: from which model, on which backend, into which folder."""
 
-    model: str = option("embedded", help=MODEL_HELP_TRAIN)
+    model: str = option(BASE_MODEL, help=MODEL_HELP_TRAIN)
     init_checkpoint: str | None = option(
         None,
         help="Start the run from this checkpoint folder (e.g. a `skillrl sft` round) instead of "
@@ -155,8 +159,6 @@ def settle_training(ctx: click.Context, values: dict[str, Any]) -> TrainSettings
     if values["resume"]:
         fill_from_saved(ctx, values, folder)  # click's side: options left at their defaults
     launch = dataclasses.replace(build(LAUNCH_OPTIONS, values), run_name=run_name)
-    given_model = launch.model
-    launch = dataclasses.replace(launch, model=resolve_shipped_model(launch.model, env_id))
     check_backend(launch)
     cycle = build(
         CYCLE_OPTIONS,
@@ -166,6 +168,15 @@ def settle_training(ctx: click.Context, values: dict[str, Any]) -> TrainSettings
     )
     check_tracker_installed(cycle.report_to)  # a missing extra fails before a model is read
     prompt = build(PROMPT_OPTIONS, values)
+    initialised = launch.init_checkpoint is not None
+    model = resolve_training_model(
+        launch.model, launch.backend, values["workspace"], env_id, quiet=initialised
+    )
+    # Saved as given ("shipped", not the package's path), so a resume after the package moved
+    # (another venv, a reinstall) resolves it again and finds the same adapter; "auto" is saved
+    # as what it found, so a resume never picks up a checkpoint the run itself wrote since.
+    given_model = model if launch.model == AUTO_MODEL else launch.model
+    launch = dataclasses.replace(launch, model=model)
     if not launch.resume and not launch.cold_start:  # a resumed run keeps its saved settings
         cycle, prompt, launch = take_model_settings(ctx, cycle, prompt, launch)
     constrained = check_decoding(launch.backend, launch.constrained)
@@ -192,8 +203,6 @@ def settle_training(ctx: click.Context, values: dict[str, Any]) -> TrainSettings
         **saved_values(CYCLE_OPTIONS, cycle),
         **saved_values(GRPO_OPTIONS, grpo),
         **saved_values(PROMPT_OPTIONS, prompt),
-        # Saved as given: "shipped" (not the package's path), so a resume after the package
-        # moved (another venv, a reinstall) resolves it again and finds the same adapter.
         **saved_values(LAUNCH_OPTIONS, dataclasses.replace(launch, model=given_model), NOT_IN_FILE),
         **saved_values(COLD_START_OPTIONS, cold_start),
         "env-option": dict(cycle.env_config),
@@ -274,22 +283,6 @@ def server_config(launch: TrainLaunch, model: str, workspace: str | None) -> Pol
         base_url=launch.base_url,
         workspace=resolve_workspace(workspace),
     )
-
-
-SHIPPED_MODEL = "shipped"
-"""``--model shipped``: the cold-started adapter the package ships for ``--env``."""
-
-
-def resolve_shipped_model(model: str, env_id: str) -> str:
-    """Return ``model``, or for ``shipped`` the path of the adapter shipped for ``env_id``."""
-    from skillrl.policies.model_settings import shipped_adapter
-
-    if model != SHIPPED_MODEL:
-        return model
-    shipped = shipped_adapter(env_id)
-    if shipped is None:
-        raise ConfigError(f"--model shipped: no adapter ships for environment {env_id!r}")
-    return str(shipped)
 
 
 def take_model_settings(

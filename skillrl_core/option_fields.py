@@ -48,6 +48,10 @@ class OptionSpec:
     """An environment variable that sets it when the command line does not."""
     metavar: str | None = None
     """How ``--help`` names the value (``N|FIRST-LAST``)."""
+    words: tuple[Any, Any] | None = None
+    """A switch that also takes a word: (what the bare option means, what ``negative`` means).
+    ``--skills`` alone is the first, ``--skills off`` the word given, ``--no-skills`` the second;
+    a ``bool`` field reads on/off (or yes/no, true/false), a string field its ``choices``."""
 
 
 def option(

@@ -32,7 +32,33 @@ def test_a_results_file_is_rendered_by_the_benchmark_with_the_longest_matching_n
         benchmark_of("cold")
 
 
-def test_no_rendered_command_or_prose_names_a_machines_absolute_path():
-    text = (ROOT / "docs" / "results.md").read_text()
-    found = re.findall(r"(?<![\w.])/(?:work|root|home|tmp|Users)/\S*", text)
+MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|root|home|tmp|Users)/[^\s\"']*")
+"""An absolute path of one machine (a workspace, a home, a temp folder)."""
+
+DOCS = sorted(
+    [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "docs" / "results").glob("*.json")]
+)
+"""What a reader of the repository reads: the README, the docs and the kept benchmark results."""
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_doc_or_kept_result_names_a_machines_absolute_path(path):
+    found = [
+        f"line {number}: {match}"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for match in MACHINE_PATH.findall(line)
+    ]
     assert not found, found[:3]
+
+
+@pytest.mark.parametrize("path", [p for p in DOCS if p.suffix == ".md"], ids=lambda p: p.name)
+def test_no_doc_names_an_issue_number(path):
+    found = re.findall(r"\bissues? #?\d+|(?<![\w&/])#\d{2,}\b", path.read_text(encoding="utf-8"))
+    assert not found, found[:3]
+
+
+def test_the_path_check_catches_a_machine_path():
+    assert MACHINE_PATH.findall('"out": "/work/evidence/grpo/arms",') == [
+        "/work/evidence/grpo/arms"
+    ]
+    assert MACHINE_PATH.findall("--model ~/models/x --out out/arms") == []

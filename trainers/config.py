@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from envs.registry import DEFAULT_ENV
+from envs.registry import DEFAULT_ENV, ENV_HELP
 from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.splits import TEST_SPLIT, TRAIN_SPLIT
@@ -236,7 +236,7 @@ class CycleConfig:
     Fields made with ``option`` are ``skillrl train``'s options of the same name.
     """
 
-    env_id: str = option(DEFAULT_ENV, help="Environment id.", aliases=("--env",))
+    env_id: str = option(DEFAULT_ENV, help=ENV_HELP, aliases=("--env",))
     cycles: int = option(
         3,
         help="Improvement cycles after the cycle-0 evaluation (of the starting point).",

@@ -116,7 +116,7 @@ def collect_rollout(
         return [sum(r) for r in compute_turn_rewards(episodes, rewards)]
 
     started = time.perf_counter()
-    model_before, tokens_before = runner.timings.model_s, forwarded_tokens(runner.policy)
+    model_before, tokens_before = runner.timings.model_seconds, forwarded_tokens(runner.policy)
     rounds = iter(range(1_000_000))
     held: list[RetrievalEvent] = []
 
@@ -173,7 +173,7 @@ def collect_rollout(
         cursor_end=cursor + len(collection.goals_used),
         seconds=time.perf_counter() - started,
         retrievals=held,
-        model_seconds=runner.timings.model_s - model_before,
+        model_seconds=runner.timings.model_seconds - model_before,
         forwarded_tokens=forwarded_tokens(runner.policy) - tokens_before,
     )
 

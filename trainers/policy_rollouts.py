@@ -32,12 +32,15 @@ if TYPE_CHECKING:
 
 @dataclass
 class Timings:
-    """Accumulated wall time of played episodes, split by cause (from the engine's stats)."""
+    """Accumulated wall time of played episodes, split by cause (from the engine's stats).
 
-    model_s: float = 0.0
-    env_s: float = 0.0
-    retrieval_s: float = 0.0
-    total_s: float = 0.0
+    Each field keeps the name it has in :class:`~skillrl.rollout.RolloutStats`, summed over runs.
+    """
+
+    model_seconds: float = 0.0
+    env_seconds: float = 0.0
+    retrieval_seconds: float = 0.0
+    wall_seconds: float = 0.0
     batches: int = 0
     """Batched agent calls (one per engine turn)."""
     turns: int = 0
@@ -45,22 +48,27 @@ class Timings:
 
     def add(self, stats: RolloutStats) -> None:
         """Add one rollout's ``RolloutStats``."""
-        self.model_s += stats.model_seconds
-        self.env_s += stats.env_seconds
-        self.retrieval_s += stats.retrieval_seconds
-        self.total_s += stats.wall_seconds
+        self.model_seconds += stats.model_seconds
+        self.env_seconds += stats.env_seconds
+        self.retrieval_seconds += stats.retrieval_seconds
+        self.wall_seconds += stats.wall_seconds
         self.batches += stats.agent_calls
         self.turns += stats.turns
 
     def per_batch(self) -> dict[str, float]:
         """Mean seconds per batched turn, by cause."""
-        n = max(self.batches, 1)
-        return {"model": self.model_s / n, "env": self.env_s / n, "retrieval": self.retrieval_s / n}
+        return self._per(max(self.batches, 1))
 
     def per_turn(self) -> dict[str, float]:
         """Mean seconds per episode turn, by cause."""
-        n = max(self.turns, 1)
-        return {"model": self.model_s / n, "env": self.env_s / n, "retrieval": self.retrieval_s / n}
+        return self._per(max(self.turns, 1))
+
+    def _per(self, n: int) -> dict[str, float]:
+        return {
+            "model": self.model_seconds / n,
+            "env": self.env_seconds / n,
+            "retrieval": self.retrieval_seconds / n,
+        }
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from envs.registry import DEFAULT_ENV
+from envs.registry import DEFAULT_ENV, ENV_HELP
 from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.splits import TRAIN_SPLIT
@@ -40,7 +40,7 @@ class ColdStartConfig:
 
     env_id: str = option(
         DEFAULT_ENV,
-        help="Environment id; expert sources and DAgger need an environment with an expert.",
+        help=f"{ENV_HELP} Expert sources and DAgger need an environment with an expert.",
         aliases=("--env",),
     )
     sources: tuple[str, ...] = option(

@@ -5,7 +5,7 @@ them), and the runtime tests play it with the same agents and engine as WebShop 
 """
 
 # --- documented example ---
-from envs import ActionListAdapter, register
+from envs import ActionListAdapter, EnvSpec, register_spec
 
 
 class CounterEnv:
@@ -57,7 +57,7 @@ class CounterExpert:
         return "add" if value < target else "subtract"
 
 
-register(
+SPEC = EnvSpec(
     "counter",
     CounterEnv,
     "Counter: add or subtract one until the counter shows the target.",
@@ -69,4 +69,5 @@ register(
         expert=lambda max_turns: CounterExpert(),
     ),
 )
+register_spec(SPEC)  # envs.make("counter") in this process
 # --- end of documented example ---

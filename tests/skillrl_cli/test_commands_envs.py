@@ -38,6 +38,27 @@ def test_the_expert_plays_every_environment_from_the_cli(workspace, env_id, last
         assert data["episodes"][0]["steps"][-1]["action"] == last_action
 
 
+def test_the_docs_toy_environment_is_played_from_the_cli_by_its_module_reference(workspace):
+    # Nothing imports toy_env first: --env names its SPEC, as a user names their own module.
+    result = invoke("run", "--env", "toy_env:SPEC", "--policy", "expert", "--goals", "0-4",
+                    "--no-record", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    episodes = json.loads(result.stdout)["episodes"]
+    assert [len(e["steps"]) for e in episodes] == [1, 2, 3, 4, 5]  # targets 1..5, one add a turn
+    assert all(e["success"] and e["steps"][-1]["action"] == "add" for e in episodes)
+    listed = {row["id"]: row["source"] for row in json.loads(invoke("envs", "--json").stdout)}
+    assert listed["toy_env:SPEC"] == "toy_env:SPEC"  # where it came from: the reference
+    assert listed["sokoban"] == "built-in (envs.sokoban.spec)"
+
+
+def test_an_environment_reference_that_fails_to_import_is_one_line_naming_it(workspace):
+    result = CliRunner().invoke(main, ["run", "--env", "no_such_package_xyz:SPEC", "--policy",
+                                       "expert", "--no-record"])  # fmt: skip
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert "environment 'no_such_package_xyz:SPEC': importing" in line
+
+
 def test_sokoban_difficulties_interleave_and_every_turn_explains_its_reward(workspace):
     result = invoke("run", "--env", "sokoban", "--policy", "expert", "--episodes", "3",
                     "--no-record", "--json")  # fmt: skip
@@ -94,3 +115,19 @@ def test_sokoban_trains_evaluates_and_uses_skills_with_a_tiny_model(tmp_path):
     steps = json.loads(played.stdout)["episodes"][0]["steps"]
     assert all(s["action"] in ("up", "down", "left", "right") and s["valid"] for s in steps)
     assert all(s["retrieved_ids"] for s in steps)  # the skill reached the prompt every turn
+
+
+def test_a_module_in_the_folder_the_command_runs_in_is_found_by_its_reference(
+    workspace, tmp_path, monkeypatch
+):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    toy = Path(__file__).resolve().parents[1] / "envs" / "toy_env.py"
+    (folder / "my_counter_env.py").write_text(toy.read_text())
+    monkeypatch.chdir(folder)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(folder))])
+    result = invoke("run", "--env", "my_counter_env:SPEC", "--policy", "expert", "--no-record",
+                    "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["summary"]["successes"] == 1
+    assert sys.path[-1] == str(folder)  # after every installed package: it shadows none
