@@ -62,7 +62,7 @@ def skill_arms(chosen: str | None) -> tuple[str, ...]:
             raise click.BadParameter(
                 f"{word!r} is not one of {', '.join(SKILL_ARM_WORDS)} (or a comma-separated "
                 "list of them, e.g. on,placebo,off)",
-                param_hint="--skills",
+                param_hint="'--skills'",
             )
         arms += [a for a in SKILL_ARM_WORDS[word] if a not in arms]
     return tuple(arms)
@@ -142,6 +142,8 @@ def eval_command(**values: Any) -> None:
     from trainers.policy_rollouts import PolicyRollouts
 
     choices, played = build(CHOICES, values), build(MODEL_OPTIONS, values)
+    if choices.skills is not None:
+        skill_arms(choices.skills)  # a misspelt arm fails before anything is resolved or loaded
     prompt, workspace = build(PROMPT_OPTIONS, values), values["workspace"]
     # Every setting is checked before any model loads: a typo fails in seconds.
     env_options = values["env_options"]
