@@ -50,7 +50,16 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_prompt_budget import paired, paired_cells, row  # noqa: E402
-from harness import Stopwatch, machine, machine_text, provenance, run_text, write_result  # noqa: E402
+from harness import (  # noqa: E402
+    Stopwatch,
+    machine,
+    machine_text,
+    portable_arguments,
+    portable_command,
+    provenance,
+    run_text,
+    write_result,
+)
 
 from memory import BankConfig, SkillBank  # noqa: E402
 from memory.placebo import PlaceboRetrieval  # noqa: E402
@@ -154,9 +163,10 @@ def main() -> None:
     if args.resume and out.exists():
         results = json.loads(out.read_text(encoding="utf-8"))
     else:
-        results = {"provenance": provenance(NAME), "args": vars(args), "rows": [], "episodes": {}}
+        kept = portable_arguments(vars(args))
+        results = {"provenance": provenance(NAME), "args": kept, "rows": [], "episodes": {}}
         results["no_op_repeats_skipped"] = True
-    results["model"] = model
+    results["model"] = portable_command(model)
     workspace = Path(args.workspace or tempfile.mkdtemp(prefix="skill-value-"))
     bank = SkillBank.open(BankConfig(workspace=workspace))
     seed_bank_if_empty(bank, "webshop")

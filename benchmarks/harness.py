@@ -101,6 +101,11 @@ there on (a checkout's own location is the machine's, not the command's)."""
 ABSOLUTE_PATH = re.compile(r"(?<![\w.])/(?:[^\s/'\"=]+/)*[^\s/'\"=]*")
 
 
+def portable_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A benchmark's parsed options as kept in its result: each path made machine-neutral."""
+    return {k: portable_command(v) if isinstance(v, str) else v for k, v in arguments.items()}
+
+
 def portable_command(text: str) -> str:
     """``text`` with every absolute path made machine-neutral.
 
