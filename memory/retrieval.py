@@ -76,13 +76,21 @@ def _holds_cases(store: BankStore, queries: list[RetrievalQuery]) -> bool:
 def request_embeddings(store: BankStore, queries: list[RetrievalQuery]) -> np.ndarray:
     """Embed each query's instruction alone (what cases are retrieved by).
 
-    Every turn of an episode has the same instruction, so each distinct one is embedded once per
-    batch; the embedder's own cache (if any) does the rest.
+    Every turn of an episode asks with the same instruction, so each one is embedded once and
+    kept on the store (at most :data:`REQUEST_CACHE` of them, the oldest dropped first).
     """
-    distinct = list(dict.fromkeys(q.instruction for q in queries))
-    vectors = store.embedder.embed(distinct)
-    row = {text: i for i, text in enumerate(distinct)}
-    return np.asarray(vectors)[[row[q.instruction] for q in queries]]
+    cache = store.request_vectors
+    missing = [t for t in dict.fromkeys(q.instruction for q in queries) if t not in cache]
+    for text, vector in zip(missing, store.embedder.embed(missing) if missing else [], strict=True):
+        cache[text] = np.asarray(vector)
+    vectors = np.stack([cache[q.instruction] for q in queries])
+    while len(cache) > REQUEST_CACHE:
+        cache.pop(next(iter(cache)))
+    return vectors
+
+
+REQUEST_CACHE = 4096
+"""Instructions whose embedding the store keeps (a batch of episodes holds a few dozen)."""
 
 
 TIE = 1e-5

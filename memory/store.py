@@ -50,6 +50,10 @@ class BankStore:
         """True when this process may not write the bank's files: reads work, changes raise."""
         self._embedder = embedder
         self._index_version: str | None = None
+        self.request_vectors: dict[str, np.ndarray] = {}
+        """Instructions embedded alone (what cases are retrieved by), kept for the episode's
+        later turns: an episode asks with the same instruction every turn
+        (``memory.retrieval.request_embeddings``)."""
 
     def require_writable(self) -> None:
         """Raise :class:`BankError` (one line) when the bank was opened read-only."""
