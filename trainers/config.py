@@ -281,6 +281,13 @@ class CycleConfig:
     """Distill finished training episodes into the bank each cycle (needs ``skills``)."""
     evolve: bool = True
     """Evolve the bank from validation failures each cycle (needs ``skills``)."""
+    sensitivity: bool = option(
+        True,
+        help="On evaluated cycles with skills, score every open evaluation turn again with "
+        "placebo entries (retrieved for another training goal) and record the share of greedy "
+        "actions that change and the mean KL (sensitivity.* in metrics.jsonl): 0 means the "
+        "policy ignores what its entries say. Costs up to one more scoring pass per turn.",
+    )
     dynamic_sampling: bool = option(
         True,
         help="Drop groups whose episodes all got the same return and top up from further goals.",

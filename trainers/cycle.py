@@ -38,10 +38,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memory.placebo import PlaceboRetrieval
+from skillrl.sensitivity import SensitivityProbe
+from skillrl.skill_arms import donor_tasks
 from skillrl_core.errors import CheckpointError
 from skillrl_core.records import EpisodeRecord
 from trainers.advantages import TurnAdvantages, compute_advantages
@@ -58,6 +61,7 @@ from trainers.cycle_metrics import (
     CycleMetrics,
     GroupCounts,
     RolloutCost,
+    SkillSensitivity,
     TrainingRollouts,
     UpdateFigures,
 )
@@ -81,6 +85,7 @@ from trainers.update_record import UpdateRecord, update_record
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank
+    from skillrl.agents.llm import LLMAgent
     from skillrl.distill.base import Distiller
     from skillrl.policies.transformers_backend import TransformersPolicy
 
@@ -117,6 +122,7 @@ class TrainingRun:
         self.processes = processes or Processes.current()
         self.policy, self.runner, self.bank, self.distiller = policy, runner, bank, distiller
         self.eval_runner = eval_runner or runner
+        self._placebo: PlaceboRetrieval | None = None
         """Plays evaluation and validation (default: ``runner``; the CLI passes one over the
         float32 weights when training rollouts play a bf16 copy)."""
         self.files = RunFiles(run_dir)
@@ -344,24 +350,68 @@ class TrainingRun:
     def _eval(self, cycle: int, state: RunState) -> None:
         if not self.processes.is_main:
             return
-        episodes = self._episodes_of(cycle, "eval", self.config.eval_split, self.config.eval_goals)
-        self._measured(state, cycle, eval=summarise(episodes))
+        played = self._played(
+            cycle,
+            "eval",
+            self.config.eval_split,
+            self.config.eval_goals,
+            probe=self._sensitivity_probe(),
+        )
+        sensitivity = played.get("sensitivity")
+        figures = {"sensitivity": SkillSensitivity(**sensitivity)} if sensitivity else {}
+        self._measured(state, cycle, eval=summarise(played["episodes"]), **figures)
+
+    def _sensitivity_probe(self) -> Callable[[LLMAgent], SensitivityProbe] | None:
+        """Return how to wrap the evaluation's agent in a sensitivity probe (None: no probe)."""
+        runner = self.eval_runner
+        if not self.config.sensitivity or self.bank is None or runner.bank is None:
+            return None
+        if self._placebo is None:
+            self._placebo = PlaceboRetrieval(
+                self.bank, donor_tasks(runner.env_id, dict(runner.env_config))
+            )
+        placebo = self._placebo
+        return lambda agent: SensitivityProbe(agent, placebo)
 
     def _episodes_of(self, cycle: int, name: str, split: str, goals: int) -> list[EpisodeRecord]:
+        return self._played(cycle, name, split, goals)["episodes"]
+
+    def _played(
+        self,
+        cycle: int,
+        name: str,
+        split: str,
+        goals: int,
+        probe: Callable[[LLMAgent], SensitivityProbe] | None = None,
+    ) -> dict[str, Any]:
+        """Play (or read back, on resume) ``goals`` goals of ``split``.
+
+        Returns the episodes as records, with the sensitivity figures when ``probe`` watched them.
+        """
         data = self.files.load_episodes(cycle, name)
         if data is not None:
-            return data["episodes"]
+            return data
         runner = self.eval_runner
         starts = [runner.start(split, i, seed=self.config.seed + i) for i in range(goals)]
+        probes: list[SensitivityProbe] = []
+
+        def wrap(agent: LLMAgent) -> SensitivityProbe:
+            probes.append(probe(agent))
+            return probes[-1]
+
         # Evaluation and validation only measure: they leave the entries' usage counters alone.
         episodes = runner.run(
             starts,
             temperature=self.config.eval_temperature,
             sampling_seed=self.config.seed,
             count_retrievals=False,
+            wrap=wrap if probe is not None else None,
         )
-        self.files.save_episodes(cycle, name, {"episodes": [e.to_dict() for e in episodes]})
-        return episodes
+        payload: dict[str, Any] = {"episodes": [e.to_dict() for e in episodes]}
+        if probes:
+            payload["sensitivity"] = vars(probes[0].report.overall)
+        self.files.save_episodes(cycle, name, payload)
+        return {**payload, "episodes": episodes}
 
     def _evolve(self, cycle: int, state: RunState) -> None:
         if self.bank is None or self.distiller is None or not self.config.evolve:

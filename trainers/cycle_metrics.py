@@ -117,11 +117,24 @@ class BankChanges:
         return dataclasses.replace(self, **{k: v for k, v in given.items() if v is not None})
 
 
+@dataclass(frozen=True)
+class SkillSensitivity:
+    """The evaluation's open turns scored again with placebo entries (``skillrl.sensitivity``)."""
+
+    turns: int
+    """Evaluation turns whose choice was open and whose prompt held entries."""
+    changed_share: float
+    """Share of them whose greedy action a placebo swap changes."""
+    mean_kl: float
+    """Mean KL divergence between the two distributions over the candidates."""
+
+
 _SECTIONS: dict[str, type] = {
     "train": TrainingRollouts,
     "groups": GroupCounts,
     "rollout": RolloutCost,
     "eval": EpisodeSummary,
+    "sensitivity": SkillSensitivity,
 }
 """Sections whose fields are all present or all absent, by row prefix."""
 
@@ -138,6 +151,8 @@ class CycleMetrics:
     update: UpdateFigures | None = None
     eval: EpisodeSummary | None = None
     """The fixed evaluation goals (None: not an evaluated cycle, ``--eval-every``)."""
+    sensitivity: SkillSensitivity | None = None
+    """How much the evaluation's choices depend on what its entries say (None: not measured)."""
     bank: BankChanges = field(default_factory=BankChanges)
     seconds: float | None = None
     """Wall seconds of the cycle in this process (a resumed cycle counts its resumed part)."""

@@ -414,3 +414,24 @@ def test_a_cycle_writes_down_the_advantages_its_update_trained_on(tmp_path):
                 assert turn.advantage == pytest.approx(combined)  # GiGPO Eq. 8
                 assert turn.left_out in ("", "zero advantage: no policy gradient")
     assert trained > 0
+
+
+@pytest.mark.slow
+def test_an_evaluated_cycle_records_how_much_its_choices_depend_on_the_entries(tmp_path):
+    import dataclasses
+
+    for probed in (True, False):
+        config = dataclasses.replace(CONFIG, sensitivity=probed)
+        workspace = tmp_path / str(probed)
+        run, bank = open_run(workspace, config=config, stop_at=PhaseEnded(0, CyclePhase.SAVE))
+        with pytest.raises(Interrupted):
+            run.run()
+        played = run.files.load_episodes(0, "eval")
+        if probed:
+            figures = played["sensitivity"]
+            assert set(figures) == {"turns", "changed_share", "mean_kl"}
+            assert 0.0 <= figures["changed_share"] <= 1.0 and figures["mean_kl"] >= 0.0
+        else:
+            assert "sensitivity" not in played
+        assert all(e.times_retrieved == 0 for e in bank.list(status=None))
+        bank.close()
