@@ -38,7 +38,8 @@ def train(**options: Any) -> None:
     `trl vllm-serve --model M` server (GPU) started beforehand with the same model M as
     --model; the trained weights are pushed to it at the start and after every update.
 
-    --config FILE takes the options from a YAML file (keys = option names); options on the
+    --config FILE takes the options from a YAML file (keys = option names), or from a recipe
+    shipped with skillrl by its name (--config webshop-rft); options on the
     command line override it. Every run saves its resolved settings in runs/<name>/config.json
     (--config runs/<name>/config.json repeats it).
     """

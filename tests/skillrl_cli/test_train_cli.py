@@ -120,9 +120,9 @@ def test_a_resumed_progress_bar_starts_at_the_phases_already_done():
 
 @pytest.mark.slow
 def test_the_rft_recipe_loads_and_a_one_cycle_tiny_version_runs_offline(tmp_path, tiny_model_dir):
-    from pathlib import Path
+    from skillrl_cli.train_config import RECIPES
 
-    recipe = Path(__file__).resolve().parents[2] / "configs" / "webshop-rft.yaml"
+    recipe = RECIPES / "webshop-rft.yaml"
     ws = str(tmp_path / "ws")
     tiny = ["--model", str(tiny_model_dir), "--cycles", "1", "--goals-per-cycle", "1",
             "--group-size", "2", "--eval-goals", "1", "--eval-every", "1",

@@ -469,10 +469,11 @@ def test_a_negative_seed_is_refused(workspace, command):
     assert result.exit_code == 2 and "-1 is not in the range" in result.output, result.output
 
 
-def test_the_shipped_rft_recipe_resumes_from_its_own_config_file(workspace, started):
-    from pathlib import Path
-
-    recipe = str(Path(__file__).resolve().parents[2] / "configs" / "webshop-rft.yaml")
+def test_the_shipped_rft_recipe_resumes_from_its_own_config_file(
+    workspace, started, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # named, the recipe is found from any folder (the package's)
+    recipe = "webshop-rft"
     first = train("--config", recipe)
     assert isinstance(first.exception, Started), first.output
     cycle, grpo, settings = started[0]
@@ -484,6 +485,24 @@ def test_the_shipped_rft_recipe_resumes_from_its_own_config_file(workspace, star
     assert started[1][0].cycles == 6 and started[1][1] == grpo
     changed = train("--config", recipe, "--resume", "--lr", "1e-3")
     assert changed.exit_code == 1 and "learning-rate" in changed.output
+
+
+def test_a_recipe_path_and_its_shipped_name_give_the_same_run(workspace, started):
+    from skillrl_cli.train_config import RECIPES
+
+    assert isinstance(train("--config", "webshop-rft").exception, Started)
+    by_path = train("--config", str(RECIPES / "webshop-rft.yaml"), "--run-name", "by-path")
+    assert isinstance(by_path.exception, Started), by_path.output
+    (cycle, grpo, _), (path_cycle, path_grpo, _) = started
+    assert grpo == path_grpo and cycle == path_cycle and grpo.estimator == "rft"
+
+
+@pytest.mark.parametrize("name", ["webshop-rtf", "no/such.yaml", "."])
+def test_an_unknown_recipe_is_refused_listing_the_shipped_ones(workspace, started, name):
+    result = train("--config", name)
+    assert result.exit_code == 2 and not started, result.output
+    text = " ".join(result.output.split())
+    assert "shipped recipes: webshop-rft" in text or "is a folder" in text, text
 
 
 @pytest.mark.parametrize("native", [True, False])
