@@ -149,25 +149,31 @@ def eval_command(**values: Any) -> None:
 
     policy = load_policy(played.policy_config(workspace))
     bank = open_bank(workspace, choices.env_id) if True in modes else None
+    from skillrl_cli.train_session import PhaseBars
+
     results = []
     try:
-        for skills in modes:
-            runner = PolicyRollouts(
-                policy,
-                env_id=choices.env_id,
-                bank=bank if skills else None,
-                env_config=env_config,
-                max_turns=choices.max_turns,
-                max_new_tokens=choices.max_new_tokens,
-                constrained=constrained,
-                prompt_config=prompt,
-                count_retrievals=False,
-                # Only measured, never trained on: sampled (Pass@K) turns get the same query
-                # repair as greedy ones.
-                repair_queries=True,
-            )
-            with console.status(f"evaluating {'with' if skills else 'without'} skills"):
+        # A bar on a terminal; off one (a log file, CI) a plain line every interval.
+        with PhaseBars(console, "evaluating (skill settings)", len(modes)) as bars:
+            for skills in modes:
+                runner = PolicyRollouts(
+                    policy,
+                    env_id=choices.env_id,
+                    bank=bank if skills else None,
+                    env_config=env_config,
+                    max_turns=choices.max_turns,
+                    max_new_tokens=choices.max_new_tokens,
+                    constrained=constrained,
+                    prompt_config=prompt,
+                    count_retrievals=False,
+                    # Only measured, never trained on: sampled (Pass@K) turns get the same
+                    # query repair as greedy ones.
+                    repair_queries=True,
+                    on_progress=bars.show_rollout("  goals:"),
+                )
+                bars.phase(f"evaluating {'with' if skills else 'without'} skills")
                 results.append(evaluate(runner, config))
+                bars.advance()
     finally:
         if bank is not None:
             bank.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -20,7 +21,7 @@ from envs.registry import DEFAULT_ENV
 from skillrl.policies.config import DTYPES
 from skillrl.policies.model_cache import CACHE_ENV_VAR
 from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_CONTENTS, WORKSPACE_ENV_VAR
-from skillrl_core.errors import ConfigError
+from skillrl_core.errors import ConfigError, SkillRLError
 from skillrl_core.option_fields import option
 
 if TYPE_CHECKING:
@@ -315,6 +316,31 @@ def _base_model(workspace: str | None, env_id: str, console: Any) -> str:
         soft_wrap=True,
     )
     return EMBEDDED_MODEL
+
+
+def model_line(model: str) -> str:
+    """``model: ...`` for a model given by name or path (rich markup), as ``--model auto`` says it.
+
+    The embedded base model and the package's shipped adapters are named in words; any other
+    model by its path, with the test figures it records, if any.
+    """
+    from rich.markup import escape
+
+    from skillrl.policies.config import EMBEDDED_MODEL
+    from skillrl.policies.model_settings import SHIPPED_ADAPTERS, ModelSettings
+
+    if model == EMBEDDED_MODEL:
+        return "[cyan]model: the embedded SmolLM2-135M-Instruct, untrained[/]"
+    path = Path(model).expanduser()
+    try:
+        settings = ModelSettings.load(path)
+    except SkillRLError:
+        settings = None  # the model's own load says what is wrong with it
+    made = _figures_text(settings.figures) if settings else ""
+    if path.resolve().parent == SHIPPED_ADAPTERS.resolve():
+        shipped = "the cold-started SmolLM2-135M-Instruct adapter shipped with skillrl"
+        return f"[cyan]model: {shipped}{made}[/]"
+    return f"[cyan]model: {escape(model)}{made}[/]"
 
 
 def _figures_text(figures: dict[str, Any]) -> str:

@@ -184,6 +184,31 @@ def test_eval_skills_default_is_the_models_recorded_setting_as_its_help_says(
     assert evaluated("--skills", "both") == [True, False]  # an option given wins
 
 
+def test_eval_off_a_terminal_prints_plain_progress_lines(workspace, monkeypatch):
+    import skillrl.policies
+    import trainers.evaluate
+    import trainers.policy_rollouts
+    from trainers.policy_rollouts import RolloutProgress
+
+    class Rollouts:
+        def __init__(self, policy, *, on_progress, **options):
+            self.on_progress = on_progress
+
+    def evaluate(runner, config):
+        runner.on_progress(RolloutProgress(3, 3, 12, 24, 12, 6.0))
+        raise Evaluated()  # the lines came before the results
+
+    monkeypatch.setattr(skillrl.policies, "load_policy", lambda config, *a, **k: object())
+    monkeypatch.setattr(trainers.policy_rollouts, "PolicyRollouts", Rollouts)
+    monkeypatch.setattr(trainers.evaluate, "evaluate", evaluate)
+    args = ["eval", "--goals", "3", "--model", "base", "--skills", "off"]
+    result = CliRunner().invoke(main, args)
+    assert isinstance(result.exception, Evaluated), result.output
+    lines = result.output.splitlines()
+    assert "[0/1 phases, 0:00:00] evaluating without skills" in lines
+    assert "goals: episodes 3/3, turns 12, 2.00 turns/s" in lines
+
+
 def test_run_skills_default_is_the_models_recorded_setting_as_its_help_says(workspace, monkeypatch):
     import skillrl_cli.run
     from skillrl.policies.model_settings import ModelSettings, shipped_adapter

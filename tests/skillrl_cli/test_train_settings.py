@@ -524,3 +524,67 @@ def test_rollout_dtype_auto_picks_bf16_only_where_native_and_the_run_saves_its_p
                    "--base-url", "http://127.0.0.1:8000")  # fmt: skip
     assert isinstance(served.exception, Started), served.output
     assert started[1][0].rollout_dtype == "float32"
+
+
+def test_a_run_opens_with_its_model_environment_update_cycles_and_folder(workspace, started):
+    from rich.console import Console
+
+    from skillrl_cli.train_session import opening_lines
+
+    assert isinstance(train("--config", "webshop-rft").exception, Started)
+    settings = started[0][2]
+
+    def said(state):
+        console = Console(width=400, record=True)
+        for line in opening_lines(settings, state):
+            console.print(line, soft_wrap=True)
+        return console.export_text().splitlines()
+
+    lines = said(None)
+    assert lines[0].startswith("model: the cold-started SmolLM2-135M-Instruct adapter shipped")
+    assert "178/300 test goals solved" in lines[0]
+    assert lines[1] == (
+        "environment: webshop, observation_mode=text_rich, skills retrieved every turn"
+    )
+    assert lines[2].startswith("update: RFT (rejection-sampling") and "LoRA r=16" in lines[2]
+    assert lines[3].startswith("cycles: 6 of 32 training goals x 4 episodes")
+    assert lines[4] == f"run: webshop-rft in {workspace / 'runs' / 'webshop-rft'}"
+    assert len(lines) == 5  # a fresh start says nothing of resuming
+    assert said(RunState(cycle=3, phase="distill"))[5] == (
+        "resuming at cycle 3 after its distill phase (of 6)"
+    )
+    assert said(RunState(cycle=4))[5] == "resuming at cycle 4 (of 6)"
+    assert said(RunState(cycle=7, done=True))[5].startswith("resuming: all 6 cycles are done")
+
+
+def test_ctrl_c_ends_with_the_exact_resume_command(workspace, monkeypatch):
+    import sys
+
+    args = ["--run-name", "my run", "--cycles", "2"]
+    monkeypatch.setattr(sys, "argv", ["skillrl", "train", *args])
+    folder = workspace / "runs" / "my run"
+    claimed = []
+
+    def interrupted(settings, processes):
+        if claimed:  # the run wrote its state before Ctrl-C
+            RunFiles(folder).save_state(RunState(cycle=1))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_command, "run_with_progress", interrupted)
+    before = train(*args)  # interrupted while the model loads: no run yet
+    assert before.exit_code == 130 and "Aborted" not in before.output, before.output
+    assert "nothing to resume" in before.output
+    claimed.append(True)
+    after = train(*args)
+    assert after.exit_code == 130 and "Aborted" not in after.output, after.output
+    said = " ".join(after.output.split())
+    assert "continue with skillrl train --run-name 'my run' --cycles 2 --resume" in said, said
+
+
+def test_the_resume_command_keeps_the_options_and_adds_resume_once():
+    from skillrl_cli.train_session import resume_command
+
+    assert resume_command(["sft", "--goals", "3"]) == "skillrl sft --goals 3 --resume"
+    assert resume_command(["train", "--resume", "--cycles", "9"]) == (
+        "skillrl train --resume --cycles 9"
+    )

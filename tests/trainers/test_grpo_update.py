@@ -127,6 +127,30 @@ def test_one_update_raises_the_logprob_of_the_rewarded_action(use_peft):
     assert changed is (not use_peft)
 
 
+def test_the_turn_counter_runs_inside_each_step_over_every_pass():
+    model = tiny_model()
+    episodes = group_episodes(model, [5, 6], [20, 21], [30, 31])
+    config = GRPOConfig(
+        learning_rate=1e-3,
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=2,
+        num_iterations=2,
+    )
+    trainer = GRPOTrainer(model, config, pad_token_id=PAD)
+    seen = []
+    trainer.on_turns = lambda done, total: seen.append(("turns", done, total))
+    trainer.on_progress = lambda done, total: seen.append(("steps", done, total))
+    trainer.train_step(episodes, [[1.0], [-1.0]])
+    # Two turns a pass, two passes, one turn a micro-batch: the counter moves inside each step.
+    assert seen == [
+        ("turns", 1, 4), ("turns", 2, 4), ("steps", 1, 2),
+        ("turns", 3, 4), ("turns", 4, 4), ("steps", 2, 2),
+    ]  # fmt: skip
+    seen.clear()
+    trainer.train_step(episodes, [[1.0], [-1.0]])
+    assert seen[0] == ("turns", 1, 4)  # a new update counts from the start
+
+
 def test_zero_advantage_turns_are_skipped_and_the_gap_is_reported():
     model = tiny_model()
     episodes = group_episodes(model, [5, 6], [20, 21], [30, 31], old_shift=0.3)
