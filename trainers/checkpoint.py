@@ -2,7 +2,8 @@
 
 - :func:`save_checkpoint`: a ``from_pretrained``-loadable folder (safetensors weights, config,
   tokenizer). LoRA runs save the adapter merged into a copy of the base weights, so the folder is
-  a plain model. The folder is written beside its target and renamed into place.
+  a plain model, with the settings it was trained under (``skillrl.json``) when given. The
+  folder is written beside its target and renamed into place.
 - :func:`save_trainer_state` / :func:`load_trainer_state`: the trainable parameters and the AdamW
   state, as safetensors (tensors) plus JSON metadata, so ``--resume`` continues the same
   optimisation. Nothing is ever unpickled.
@@ -16,7 +17,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors import SafetensorError
@@ -24,6 +25,9 @@ from safetensors.torch import load_file, save_file
 
 from skillrl_core.errors import CheckpointError
 from skillrl_core.files import make_readable
+
+if TYPE_CHECKING:
+    from skillrl.policies.model_settings import ModelSettings
 
 PARAMS_FILE = "trainable.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
@@ -62,8 +66,14 @@ def remove_stale_temps(target: Path) -> list[Path]:
     return stale
 
 
-def save_checkpoint(model: Any, tokenizer: Any, path: Path) -> Path:
-    """Save a ``from_pretrained``-loadable model (+ tokenizer) at ``path``, atomically."""
+def save_checkpoint(
+    model: Any, tokenizer: Any, path: Path, settings: ModelSettings | None = None
+) -> Path:
+    """Save a ``from_pretrained``-loadable model (+ tokenizer) at ``path``, atomically.
+
+    ``settings``, when given, are saved in the folder too (``skillrl.json``), in the same
+    rename: the settings the model was trained under, which ``run`` and ``eval`` replay.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
@@ -73,6 +83,8 @@ def save_checkpoint(model: Any, tokenizer: Any, path: Path) -> Path:
         plain.save_pretrained(tmp, safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
+        if settings is not None:
+            settings.save(tmp)
         replace_dir(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from skillrl_core.errors import CheckpointError
 from skillrl_core.records import EpisodeRecord
+from skillrl_core.splits import TEST_SPLIT
 from trainers.advantages import TurnAdvantages, compute_advantages
 from trainers.batching import turn_left_out
 from trainers.checkpoint import (
@@ -82,6 +83,7 @@ from trainers.update_record import UpdateRecord, update_record
 if TYPE_CHECKING:
     from memory.bank import SkillBank
     from skillrl.distill.base import Distiller
+    from skillrl.policies.model_settings import ModelSettings
     from skillrl.policies.transformers_backend import TransformersPolicy
 
 logger = logging.getLogger(__name__)
@@ -391,7 +393,10 @@ class TrainingRun:
         last = cycle == self.config.cycles
         if cycle > 0 and (last or cycle % self.config.checkpoint_every == 0):
             path = save_checkpoint(
-                self.trainer.unwrapped_model, self.policy.tokenizer, self.files.checkpoint(cycle)
+                self.trainer.unwrapped_model,
+                self.policy.tokenizer,
+                self.files.checkpoint(cycle),
+                settings=self.model_settings(metrics),
             )
             metrics = metrics.with_figures(checkpoint=str(path))
         self.metrics = metrics
@@ -399,6 +404,40 @@ class TrainingRun:
         state.history = [h for h in state.history if h["cycle"] != cycle] + [row]
         self.files.write_metrics(state.history)
         self.tracker.log(row)
+
+    def model_settings(self, metrics: CycleMetrics) -> ModelSettings:
+        """Return the settings a checkpoint of this run is played under (its ``skillrl.json``).
+
+        The prompts the weights were trained on: skills, prompt budget, decoding, environment
+        options, as the evaluation played them; with the cycle's test figures when it evaluated
+        test goals, so ``--model auto`` can weigh the checkpoint against the shipped adapter.
+        """
+        from skillrl.policies.model_settings import ModelSettings
+        from skillrl.prompts import PromptConfig
+
+        config, runner = self.config, self.eval_runner
+        prompt = runner.prompt_config or PromptConfig()
+        figures: dict[str, Any] = {}
+        if metrics.eval is not None and config.eval_split == TEST_SPLIT:
+            low, high = metrics.eval.success_interval
+            figures = {
+                "test_goals": metrics.eval.episodes,
+                "test_successes": metrics.eval.successes,
+                "test_success_ci95": [low, high],
+                "test_mean_score": metrics.eval.mean_score,
+                "max_turns": config.max_turns,
+            }
+        return ModelSettings(
+            env_id=config.env_id,
+            skills=config.skills,
+            max_prompt_tokens=prompt.max_prompt_tokens,
+            constrained=runner.constrained,
+            temperature=config.eval_temperature,
+            env_options={k: v for k, v in config.env_config.items() if k != "max_turns"},
+            recipe=f"skillrl train --config runs/{self.files.root.name}/config.json "
+            f"--cycles {metrics.cycle}",
+            figures=figures,
+        )
 
     @staticmethod
     def _current(state: RunState, cycle: int) -> CycleMetrics:

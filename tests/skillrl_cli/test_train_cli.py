@@ -137,3 +137,42 @@ def test_the_rft_recipe_loads_and_a_one_cycle_tiny_version_runs_offline(tmp_path
     assert saved["options"]["learning-rate"] == 2e-4
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["cycle"] for r in rows] == [0, 1] and rows[1]["train.episodes"] == 2
+
+
+@pytest.mark.slow
+def test_a_train_checkpoint_records_its_settings_and_run_replays_them(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    import skillrl_cli.run
+
+    ws = str(tmp_path / "ws")
+    tiny = ["--model", str(tiny_model_dir), "--cycles", "1", "--goals-per-cycle", "1",
+            "--group-size", "2", "--eval-goals", "1", "--validation-goals", "0",
+            "--max-turns", "2", "--max-new-tokens", "4", "--threads", "1", "--no-skills",
+            "--max-prompt-tokens", "700", "--env-option", "observation_mode=text_rich",
+            "--run-name", "recorded", "--workspace", ws]  # fmt: skip
+    trained = invoke("train", *tiny)
+    assert trained.exit_code == 0, trained.output
+    lines = trained.output.splitlines()  # off a terminal: plain lines, the update's counter too
+    assert "[4/8 phases, " in trained.output and "] cycle 1: GRPO update" in trained.output
+    assert any(line.startswith("turns trained 4/4, ") for line in lines), trained.output
+    checkpoint = tmp_path / "ws" / "runs" / "recorded" / "checkpoints" / "cycle-0001"
+    recorded = json.loads((checkpoint / "skillrl.json").read_text())
+    assert recorded["env_id"] == "webshop" and recorded["skills"] is False
+    assert recorded["max_prompt_tokens"] == 700 and recorded["constrained"] is True
+    assert recorded["env_options"] == {"observation_mode": "text_rich"}
+    assert recorded["figures"]["test_goals"] == 1  # cycle 1 evaluated its one test goal
+    assert recorded["recipe"] == "skillrl train --config runs/recorded/config.json --cycles 1"
+
+    played = []
+
+    def capture(settings, console):
+        played.append(settings)
+        raise KeyboardInterrupt  # stop before playing
+
+    monkeypatch.setattr(skillrl_cli.run, "play", capture)
+    result = CliRunner().invoke(main, ["run", "--model", str(checkpoint), "--workspace", ws])
+    said = " ".join(result.output.split())
+    assert "settings the model was trained under: no skills, 700-token prompts, constrained " \
+        "decoding, observation_mode=text_rich" in said, said  # fmt: skip
+    assert played and played[0].skills is False
