@@ -44,6 +44,8 @@ json_option = click.option(
 
 AUTO_MODEL = "auto"
 BASE_MODEL = "base"
+SHIPPED_MODEL = "shipped"
+"""``--model shipped``: the cold-started adapter the package ships for ``--env``."""
 
 AUTO_MODEL_ORDER: tuple[tuple[str, str], ...] = (
     (
@@ -60,8 +62,9 @@ tries the sources in this order and ``--model``'s help is written from the same 
 MODEL_HELP = (
     "'auto': "
     + ", else ".join(text for _source, text in AUTO_MODEL_ORDER)
-    + "; 'base' or 'embedded': SmolLM2-135M-Instruct as shipped, untrained; or a checkpoint or "
-    "LoRA adapter folder, a .gguf file or a hub id."
+    + "; 'shipped': the adapter shipped for the environment; 'base' or 'embedded': "
+    "SmolLM2-135M-Instruct as shipped, untrained; or a checkpoint or LoRA adapter folder, a "
+    ".gguf file or a hub id."
 )
 
 
@@ -246,6 +249,10 @@ def resolve_model(
     if model == BASE_MODEL:
         console.print("[cyan]model: the embedded SmolLM2-135M-Instruct, untrained[/]")
         return EMBEDDED_MODEL
+    if model == SHIPPED_MODEL and backend != "openai":
+        shipped = resolve_shipped_model(model, env_id)
+        console.print(model_line(shipped), soft_wrap=True)
+        return shipped
     if model != AUTO_MODEL:
         if backend != "openai":  # a server's model name is the server's business
             check_model_path(model, tokenizer_only=backend == "trl-vllm")
@@ -280,7 +287,61 @@ def _trained_model(workspace: str | None, env_id: str, console: Any) -> str | No
         f"run {found.run.name!r}; --model base for the untrained model)[/]",
         soft_wrap=True,  # a wrapped path cannot be copied
     )
+    weaker = _weaker_than_shipped(found.checkpoint, env_id)
+    if weaker:
+        console.print(f"[yellow]{weaker}[/]", soft_wrap=True)
     return str(found.checkpoint)
+
+
+def _weaker_than_shipped(checkpoint: Any, env_id: str) -> str:
+    """Say why ``checkpoint`` may play worse than the adapter shipped for ``env_id`` ("": no).
+
+    ``--model auto`` plays the newest checkpoint trained in the workspace; this says so when
+    it takes the place of the shipped adapter's recorded figures with none (a short toy run)
+    or with a lower success rate, and how to play the shipped one instead.
+    """
+    from skillrl.policies.model_settings import ModelSettings, shipped_adapter
+
+    shipped = shipped_adapter(env_id)
+    ours = _test_figures(ModelSettings.load(checkpoint))
+    theirs = _test_figures(ModelSettings.load(shipped)) if shipped is not None else None
+    if theirs is None:
+        return ""
+    pick = "--model shipped plays that one instead, or --model PATH another"
+    if ours is None:
+        return (
+            f"note: this checkpoint records no test figures, in place of the adapter shipped "
+            f"for {env_id!r}, which solved {theirs[0]}/{theirs[1]} test goals; {pick}"
+        )
+    if ours[0] * theirs[1] < theirs[0] * ours[1]:  # a lower success rate, without division
+        return (
+            f"note: this checkpoint solved {ours[0]}/{ours[1]} test goals when it was made, a "
+            f"lower rate than the {theirs[0]}/{theirs[1]} of the adapter shipped for {env_id!r}; "
+            f"{pick}"
+        )
+    return ""
+
+
+def _test_figures(settings: Any) -> tuple[int, int] | None:
+    """(successes, goals) a model recorded on test goals (None: it recorded none)."""
+    if settings is None:
+        return None
+    successes, goals = settings.figures.get("test_successes"), settings.figures.get("test_goals")
+    if not isinstance(successes, int) or not isinstance(goals, int) or goals < 1:
+        return None
+    return successes, goals
+
+
+def resolve_shipped_model(model: str, env_id: str) -> str:
+    """Return ``model``, or for ``shipped`` the path of the adapter shipped for ``env_id``."""
+    from skillrl.policies.model_settings import shipped_adapter
+
+    if model != SHIPPED_MODEL:
+        return model
+    shipped = shipped_adapter(env_id)
+    if shipped is None:
+        raise ConfigError(f"--model shipped: no adapter ships for environment {env_id!r}")
+    return str(shipped)
 
 
 def _other_env_runs(root: Any, env_id: str) -> list[Any]:

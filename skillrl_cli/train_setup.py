@@ -27,6 +27,7 @@ from skillrl_cli.options import (
     check_decoding,
     env_config_from,
     recorded_settings,
+    resolve_shipped_model,
 )
 from skillrl_cli.train_config import NOT_IN_FILE, fill_from_saved
 from skillrl_cli.train_session import TrainSettings, run_folder, training_policy_config
@@ -274,22 +275,6 @@ def server_config(launch: TrainLaunch, model: str, workspace: str | None) -> Pol
         base_url=launch.base_url,
         workspace=resolve_workspace(workspace),
     )
-
-
-SHIPPED_MODEL = "shipped"
-"""``--model shipped``: the cold-started adapter the package ships for ``--env``."""
-
-
-def resolve_shipped_model(model: str, env_id: str) -> str:
-    """Return ``model``, or for ``shipped`` the path of the adapter shipped for ``env_id``."""
-    from skillrl.policies.model_settings import shipped_adapter
-
-    if model != SHIPPED_MODEL:
-        return model
-    shipped = shipped_adapter(env_id)
-    if shipped is None:
-        raise ConfigError(f"--model shipped: no adapter ships for environment {env_id!r}")
-    return str(shipped)
 
 
 def take_model_settings(
