@@ -77,3 +77,28 @@ def test_the_learning_curve_draws_the_interval_band_and_wall_minutes(tmp_path, m
     cycles, low, high = drawn["band"]
     assert list(cycles) == [0, 2] and low[0] < 0.5 < high[0] and low[1] < 0.6 < high[1]
     assert drawn["notes"] == ["10 min", "20 min"]
+
+
+@pytest.mark.parametrize("cycles", [[0], [0, 1], [0, 3, 6], list(range(0, 40, 3))])
+def test_the_learning_curve_has_whole_cycle_ticks_labels_and_success_on_top(cycles):
+    import matplotlib.pyplot as plt
+
+    from trainers.run_files import learning_curve_figure
+
+    history = [
+        {"cycle": c, "eval.success_rate": 1.0, "eval.mean_score": 1.0, "eval.episodes": 10}
+        for c in cycles
+    ]
+    figure = learning_curve_figure(history, "run")
+    try:
+        axis = figure.axes[0]
+        low, high = axis.get_xlim()
+        ticks = [t for t in axis.get_xticks() if low <= t <= high]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+        assert axis.get_ylabel() and axis.get_xlabel().startswith("cycle")
+        assert axis.get_ylim()[1] > 1.0  # a point at 1.0 is drawn whole
+        lines = {line.get_label(): line for line in axis.get_lines()}
+        assert lines["success"].get_zorder() > lines["score"].get_zorder()
+        assert not lines["success"].get_clip_on() and not lines["score"].get_clip_on()
+    finally:
+        plt.close(figure)
