@@ -35,7 +35,8 @@ workspace_option = click.option(
     default=DEFAULT_WORKSPACE,
     show_default=True,
     help=f"Workspace folder ({WORKSPACE_CONTENTS}); also ${WORKSPACE_ENV_VAR}. Converted "
-    f"models are cached per user, not here (${CACHE_ENV_VAR}, else ~/.cache/skillrl).",
+    f"models are cached per user, not here (${CACHE_ENV_VAR}, else $XDG_CACHE_HOME/skillrl, "
+    "else ~/.cache/skillrl).",
 )
 
 json_option = click.option(

@@ -38,10 +38,10 @@ class GRPOConfig:
         low=0,
     )
     epsilon: float = option(0.2, help="Lower clip: the ratio is clipped below at 1 - epsilon.")
+    # None, which only a library caller can pass, clips above at 1 + epsilon, as TRL does.
     epsilon_high: float | None = option(
         0.28,
-        help="Upper clip (DAPO's clip-higher): the ratio is clipped above at 1 + epsilon_high "
-        "(None, from Python: the same as epsilon).",
+        help="Upper clip (DAPO's clip-higher): the ratio is clipped above at 1 + epsilon_high.",
     )
     loss_type: str = option(
         "dapo",

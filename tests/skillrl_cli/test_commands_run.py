@@ -85,6 +85,12 @@ def test_every_option_of_every_command_has_help_that_is_shown():
             assert any(name in shown for name in option.opts), f"{path} hides {option.opts}"
 
 
+def test_no_help_speaks_of_what_only_python_callers_can_pass():
+    for path, option in every_option():
+        assert "from Python" not in (option.help or ""), f"{path} {option.opts[0]}"
+    assert "clipped above at 1 + epsilon_high." in shown_help("train")
+
+
 def shown_help(*command: str) -> str:
     """The --help of a command, on one line (no wrapping to a terminal's width)."""
     result = CliRunner().invoke(main, [*command, "--help"], env={"COLUMNS": "2000"})
@@ -237,13 +243,14 @@ def test_workspace_help_names_what_the_workspace_holds_and_not_the_model_cache(
 
     top = shown_help()
     assert "model cache" not in top.split("Converted models")[0]
-    assert "cached per user" in top
+    assert "cached per user" in top and "$XDG_CACHE_HOME/skillrl" in top
     commands = sorted({path for path, option in every_option() if "--workspace" in option.opts})
     assert len(commands) > 10
     for path in commands:
         shown = shown_help(*path.split()[1:])
         assert f"Workspace folder ({WORKSPACE_CONTENTS})" in shown, path
         assert "model cache" not in shown and "cached per user, not here" in shown, path
+        assert "$XDG_CACHE_HOME/skillrl" in " ".join(shown.split()), path  # as cache_dir reads
     # As said: the converted models' cache is the user's, wherever the workspace is.
     monkeypatch.delenv("SKILLRL_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
