@@ -412,6 +412,52 @@ def test_retrieved_skills_show_the_highest_score_first():
     assert page.index("top mistake") < page.index("mid task") < page.index("low general")
 
 
+@pytest.mark.parametrize("human", [True, False])
+def test_the_retrieved_skills_table_shows_once_per_turn(human):
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from memory.types import RetrievedEntry, RetrievedSkills
+    from skillrl.agents.base import AgentState
+    from skillrl_cli.run import _show_turn
+    from skillrl_cli.run_display import show_page
+
+    entry = SimpleNamespace(id="s1", title="Compare the prices first", kind="general")
+    skills = RetrievedSkills(general=[RetrievedEntry(entry, 0.5)])
+    turn = SimpleNamespace(
+        retrieved_ids=["s1"],
+        model_output="",
+        action_valid=True,
+        action_substituted=False,
+        action="click[buy now]",
+        turn=0,
+        reward=0.0,
+    )
+    record = SimpleNamespace(skills_enabled=True, error=None, success=False)
+    event = SimpleNamespace(skills=skills, turn=turn, record=record, next_observation="a page",
+                            done=False, slot=0)  # fmt: skip
+    console = Console(width=200, record=True)
+    if human:  # a person is shown the page and its skills before typing
+        show_page(
+            console,
+            AgentState(
+                "e",
+                "webshop",
+                "buy tea",
+                "grocery",
+                "a page",
+                ["click[buy now]"],
+                0,
+                history=[],
+                skills=skills,
+                info={},
+            ),
+        )
+    _show_turn(console, human)(event)
+    assert console.export_text().count("Compare the prices first") == 1
+
+
 @pytest.mark.parametrize(
     ("backend", "choice", "constrained"),
     [
