@@ -3,7 +3,8 @@
 Evaluates a model (by default the one ``--model auto`` picks: see
 :data:`skillrl_cli.options.AUTO_MODEL_ORDER`) with the workspace's skill bank, with skills,
 without, or both, and prints one table of figures, one Pass@(K,T) table per setting and a timing
-table.
+table. While it plays, a terminal shows a progress bar; any other output (a log file, CI) gets a
+plain progress line every half minute.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ def eval_command(**values: Any) -> None:
     """
     from rich.console import Console
 
+    from skillrl_cli.train_session import PhaseBars
     from trainers.evaluate import evaluate
     from trainers.policy_rollouts import PolicyRollouts
 
@@ -149,8 +151,6 @@ def eval_command(**values: Any) -> None:
 
     policy = load_policy(played.policy_config(workspace))
     bank = open_bank(workspace, choices.env_id) if True in modes else None
-    from skillrl_cli.train_session import PhaseBars
-
     results = []
     try:
         # A bar on a terminal; off one (a log file, CI) a plain line every interval.
