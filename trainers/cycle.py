@@ -434,8 +434,7 @@ class TrainingRun:
             constrained=runner.constrained,
             temperature=config.eval_temperature,
             env_options={k: v for k, v in config.env_config.items() if k != "max_turns"},
-            recipe=f"skillrl train --config runs/{self.files.root.name}/config.json "
-            f"--cycles {metrics.cycle}",
+            recipe=f"skillrl train --config {self.files.config_path} --cycles {metrics.cycle}",
             figures=figures,
         )
 

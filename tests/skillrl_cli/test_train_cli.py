@@ -162,7 +162,8 @@ def test_a_train_checkpoint_records_its_settings_and_run_replays_them(
     assert recorded["max_prompt_tokens"] == 700 and recorded["constrained"] is True
     assert recorded["env_options"] == {"observation_mode": "text_rich"}
     assert recorded["figures"]["test_goals"] == 1  # cycle 1 evaluated its one test goal
-    assert recorded["recipe"] == "skillrl train --config runs/recorded/config.json --cycles 1"
+    config = checkpoint.parents[1] / "config.json"  # the run's settings, which made it
+    assert recorded["recipe"] == f"skillrl train --config {config} --cycles 1"
 
     played = []
 
