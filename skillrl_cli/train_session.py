@@ -389,6 +389,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
                 events=events,
                 processes=processes,
                 options=settings.options,
+                base_model=settings.policy.model,
             )
             bars.show_update(run.trainer)
             resume = settings.resume and run.files.exists()

@@ -12,7 +12,8 @@ driven by :func:`trainers.phased_run.drive`):
 4. ``eval``: the fixed evaluation goals (the same every cycle), greedy by default; every
    ``CycleConfig.eval_every``-th cycle and the last;
 5. ``evolve``: weak categories of the validation episodes get new entries;
-6. ``save``: bank snapshot, model checkpoint, metrics (JSONL and the ``report_to`` tracker).
+6. ``save``: bank snapshot, model checkpoint (a LoRA run's: its adapter over the starting
+   model), metrics (JSONL and the ``report_to`` tracker).
 
 Resumability: a phase writes its files first and ``state.json`` last; on ``--resume`` completed
 phases are skipped and a half-done phase reuses what it already wrote (rollout episodes are kept
@@ -112,9 +113,14 @@ class TrainingRun:
         events: RunEvents | None = None,
         processes: Processes | None = None,
         options: Mapping[str, Any] | None = None,
+        base_model: str | None = None,
     ) -> None:
         self.config, self.grpo = config, grpo
         self.options = options
+        self.base_model = base_model
+        """The model the run started from, as loaded (``embedded``, a folder, an adapter): a
+        LoRA run saves each checkpoint as its adapter over it, unless
+        :attr:`CycleConfig.merged_checkpoints`. None: every checkpoint is a whole model."""
         # Before the trainer's Accelerator: this starts the process group with our timeout.
         self.processes = processes or Processes.current()
         self.policy, self.runner, self.bank, self.distiller = policy, runner, bank, distiller
@@ -392,11 +398,13 @@ class TrainingRun:
             metrics = metrics.with_figures(bank=self._snapshot(cycle))
         last = cycle == self.config.cycles
         if cycle > 0 and (last or cycle % self.config.checkpoint_every == 0):
+            adapter = self.grpo.use_peft and not self.config.merged_checkpoints
             path = save_checkpoint(
                 self.trainer.unwrapped_model,
                 self.policy.tokenizer,
                 self.files.checkpoint(cycle),
                 settings=self.model_settings(metrics),
+                adapter_over=self.base_model if adapter else None,
             )
             metrics = metrics.with_figures(checkpoint=str(path))
         self.metrics = metrics

@@ -10,7 +10,8 @@ Layout of ``<workspace>/runs/<name>/``::
     cycles/<c>/          rollout.json, eval.json, validation.json: the episodes of each phase;
                          advantages.json: each trained turn's advantage and its parts
     trainer_state/       trainable weights + AdamW state after the last update (safetensors)
-    checkpoints/cycle-<c>/   from_pretrained-loadable model + tokenizer
+    checkpoints/cycle-<c>/   from_pretrained-loadable model + tokenizer (LoRA: peft's adapter
+                         over the starting model), skillrl.json: the settings it plays under
     learning_curve.png   success (95% band) and score per evaluated cycle, wall minutes, at the end
 
 Every file is written through a temp file (or folder) and a rename, and ``state.json`` is written

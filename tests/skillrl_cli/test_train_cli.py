@@ -177,3 +177,37 @@ def test_a_train_checkpoint_records_its_settings_and_run_replays_them(
     assert "settings the model was trained under: no skills, 700-token prompts, constrained " \
         "decoding, observation_mode=text_rich" in said, said  # fmt: skip
     assert played and played[0].skills is False
+
+
+@pytest.mark.slow
+def test_a_lora_run_saves_adapters_and_merged_models_only_when_asked(tmp_path, tiny_model_dir):
+    import torch
+
+    from skillrl.policies.transformers_loading import load_causal_lm
+
+    ws = str(tmp_path / "ws")
+    tiny = ["--model", str(tiny_model_dir), "--goals-per-cycle", "1", "--group-size", "2",
+            "--eval-goals", "1", "--validation-goals", "0", "--max-turns", "2",
+            "--max-new-tokens", "4", "--threads", "1", "--no-skills", "--lora",
+            "--learning-rate", "1e-2", "--run-name", "lora", "--workspace", ws]  # fmt: skip
+    first = invoke("train", "--cycles", "1", *tiny)
+    assert first.exit_code == 0, first.output
+    checkpoints = tmp_path / "ws" / "runs" / "lora" / "checkpoints"
+    adapter = checkpoints / "cycle-0001"
+    assert (adapter / "adapter_model.safetensors").exists() and (adapter / "skillrl.json").exists()
+    assert not (adapter / "model.safetensors").exists()  # megabytes, not the whole model
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == str(tiny_model_dir)  # the starting model
+    # A resume may ask for whole models from now on (how checkpoints are written changes no
+    # result), and the two load alike where the weights are the same.
+    more = invoke("train", "--cycles", "2", "--resume", "--merged-checkpoints", *tiny)
+    assert more.exit_code == 0, more.output
+    merged = checkpoints / "cycle-0002"
+    assert (merged / "model.safetensors").exists() and not (merged / "adapter_config.json").exists()
+    _, base = load_causal_lm(str(tiny_model_dir), torch.float32)
+    _, trained = load_causal_lm(str(adapter), torch.float32)
+    ids = torch.tensor([[5, 6, 7]])
+    with torch.no_grad():
+        assert not torch.allclose(base(input_ids=ids).logits, trained(input_ids=ids).logits)
+    listed = json.loads(invoke("runs", "--workspace", ws, "--json").stdout)
+    assert [str(p) for p in [adapter, merged]] == listed[0]["checkpoints"]

@@ -200,6 +200,19 @@ def test_resume_takes_the_saved_settings_and_only_cycles_from_the_command_line(
     assert settings.options["run-name"] == "r2"
 
 
+def test_a_resume_may_switch_to_merged_checkpoints_and_back_but_not_change_lora(workspace, started):
+    assert isinstance(train("--run-name", "r", "--lora").exception, Started)
+    assert started[0][0].merged_checkpoints is False  # LoRA runs save adapters by default
+    start(workspace / "runs" / "r", started[0], {"cycle": 2})
+    merged = train("--run-name", "r", "--resume", "--merged-checkpoints")
+    assert isinstance(merged.exception, Started), merged.output
+    assert started[1][0].merged_checkpoints is True
+    assert isinstance(train("--run-name", "r", "--resume").exception, Started)
+    assert started[2][0].merged_checkpoints is False  # as the run saved it
+    full = train("--run-name", "r", "--resume", "--no-lora")
+    assert full.exit_code == 1 and "would change use-peft" in full.output, full.output
+
+
 def test_a_run_without_saved_options_resumes_only_with_the_settings_it_saved(workspace, started):
     first = train("--run-name", "bare", "--goals-per-cycle", "3")
     assert isinstance(first.exception, Started), first.output

@@ -210,6 +210,37 @@ def test_checkpoint_loads_with_from_pretrained(tmp_path, use_peft):
         assert torch.allclose(loaded(input_ids=ids).logits, expected, atol=1e-5)
 
 
+def test_a_lora_checkpoint_is_its_adapter_over_the_named_base_and_loads_as_trained(tmp_path):
+    import json
+
+    from tiny_checkpoint import write_tiny_checkpoint
+
+    from skillrl.policies.transformers_loading import load_causal_lm
+
+    base = write_tiny_checkpoint(tmp_path / "base")
+    ids = torch.tensor([[5, 6, 20, 21]])
+    folder = str(base)
+    for round_ in range(2):  # the second adapter is trained over the first: a chain of two
+        _, model = load_causal_lm(folder, torch.float32)
+        trainer = GRPOTrainer(
+            model, GRPOConfig(use_peft=True, lora_r=4, learning_rate=1e-2), pad_token_id=PAD
+        )
+        trainer.train_step(group_episodes(model, [5, 6], [20, 21], [30, 31]), [[1.0], [-1.0]])
+        path = save_checkpoint(
+            trainer.unwrapped_model, None, tmp_path / f"ckpt-{round_}", adapter_over=folder
+        )
+        assert (path / "adapter_model.safetensors").exists()
+        assert not (path / "model.safetensors").exists()  # the adapter alone, not the model
+        config = json.loads((path / "adapter_config.json").read_text())
+        assert config["base_model_name_or_path"] == folder
+        _, loaded = load_causal_lm(str(path), torch.float32)
+        with torch.no_grad():
+            trainer.unwrapped_model.eval()
+            expected = trainer.unwrapped_model(input_ids=ids).logits
+            assert torch.allclose(loaded.eval()(input_ids=ids).logits, expected, atol=1e-5)
+        folder = str(path)
+
+
 def test_trainer_state_round_trip_continues_the_same_optimisation(tmp_path):
     episodes = group_episodes(tiny_model(), [5, 6], [20, 21], [30, 31])
     config = GRPOConfig(learning_rate=1e-2)
