@@ -146,7 +146,8 @@ def main(verbose: int) -> None:
 
     The workspace (skill bank, training runs and their checkpoints) defaults to ./.skillrl; set
     SKILLRL_WORKSPACE or each command's --workspace to move it. Converted models are cached per
-    user, shared by every workspace: $SKILLRL_CACHE, else ~/.cache/skillrl.
+    user, shared by every workspace: $SKILLRL_CACHE, else $XDG_CACHE_HOME/skillrl, else
+    ~/.cache/skillrl.
     """
     configure_logging(verbose)
     quiet_libraries(verbose)

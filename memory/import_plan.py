@@ -98,4 +98,4 @@ def plan_skillrl(
 
 def _refusal(record: CheckedRecord) -> PlannedRecord:
     reason = record.error.removeprefix(f"{record.where}: ")
-    return PlannedRecord(record.where, "", "refuse", reason=reason)
+    return PlannedRecord(record.where, record.title, "refuse", reason=reason)

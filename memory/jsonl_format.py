@@ -209,6 +209,15 @@ class CheckedRecord:
     """Why it is refused (the whole message, naming ``where``); empty when it is not."""
     in_bank: bool = False
     """Refused only because the bank already holds an entry with its id."""
+    title: str = ""
+    """The record's title as the file gives it, when it gives one as text (refused records
+    too, so a person can tell which record was refused)."""
+
+
+def written_title(record: Any, key: str = "title") -> str:
+    """Return ``record[key]`` when ``record`` is an object whose ``key`` is text, else ""."""
+    value = record.get(key) if isinstance(record, dict) else None
+    return value if isinstance(value, str) else ""
 
 
 def check_jsonl(bank: SkillBank, path: Path) -> list[CheckedRecord]:
@@ -223,17 +232,19 @@ def check_jsonl(bank: SkillBank, path: Path) -> list[CheckedRecord]:
         if not line.strip():
             continue
         where = f"{path}:{number}"
+        data: Any = None
         try:
-            entry = _entry_record(parse_json(line, where), where)
+            data = parse_json(line, where)
+            entry = _entry_record(data, where)
         except ImportFormatError as e:
-            records.append(CheckedRecord(where, None, str(e)))
+            records.append(CheckedRecord(where, None, str(e), title=written_title(data)))
             continue
         if entry.id in seen:
             error = f"{where}: id {entry.id} repeats line {seen[entry.id]}"
-            records.append(CheckedRecord(where, None, error))
+            records.append(CheckedRecord(where, None, error, title=entry.title))
             continue
         seen[entry.id] = number
-        records.append(CheckedRecord(where, entry))
+        records.append(CheckedRecord(where, entry, title=entry.title))
     existing = bank.entries(list(seen))
     for record in records:
         if isinstance(record.item, Entry) and record.item.id in existing:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory.entries import normalise_draft, validate_draft
-from memory.jsonl_format import CheckedRecord, ImportReport, read_utf8
+from memory.jsonl_format import CheckedRecord, ImportReport, read_utf8, written_title
 from memory.types import Entry, EntryDraft
 from skillrl_core.errors import ImportFormatError, InvalidEntryError
 from skillrl_core.files import atomic_write_text
@@ -101,15 +101,16 @@ def check_skillrl(
         found.append((f"$.common_mistakes[{i}]", "mistake", record, None))
     records: list[CheckedRecord] = []
     for where, kind, record, category in found:
+        title = written_title(record, "description" if kind == "mistake" else "title")
         try:
             draft = _draft(kind, record, where, env, category, category_map or {}, source)
             validate_draft(normalise_draft(draft))
         except ImportFormatError as e:
-            records.append(CheckedRecord(where, None, str(e)))
+            records.append(CheckedRecord(where, None, str(e), title=title))
         except InvalidEntryError as e:
-            records.append(CheckedRecord(where, None, f"{where}: {e}"))
+            records.append(CheckedRecord(where, None, f"{where}: {e}", title=title))
         else:
-            records.append(CheckedRecord(where, draft))
+            records.append(CheckedRecord(where, draft, title=title))
     return records
 
 

@@ -7,6 +7,8 @@ table of figures, the arms compared goal by goal (won, lost, exact McNemar p), o
 table per arm and a timing table. ``--skills on,placebo`` asks, in one command, whether a bank
 carries information: a policy that only reacts to an entry being there does as well with another
 goal's entries as with its own.
+While it plays, a terminal shows a progress bar; any other output (a log file, CI) gets a
+plain progress line every half minute.
 """
 
 from __future__ import annotations
@@ -138,6 +140,7 @@ def eval_command(**values: Any) -> None:
     """
     from rich.console import Console
 
+    from skillrl_cli.train_session import PhaseBars
     from trainers.evaluate import compare_arms, evaluate
     from trainers.policy_rollouts import PolicyRollouts
 
@@ -183,23 +186,27 @@ def eval_command(**values: Any) -> None:
     bank = open_bank(workspace, choices.env_id) if arms != ("off",) else None
     results = []
     try:
-        for arm in arms:
-            runner = PolicyRollouts(
-                policy,
-                env_id=choices.env_id,
-                bank=retrieval_source(arm, bank, donors),
-                env_config=env_config,
-                max_turns=choices.max_turns,
-                max_new_tokens=choices.max_new_tokens,
-                constrained=constrained,
-                prompt_config=prompt,
-                count_retrievals=False,
-                # Only measured, never trained on: sampled (Pass@K) turns get the same query
-                # repair as greedy ones.
-                repair_queries=True,
-            )
-            with console.status(f"evaluating skills arm {arm!r}"):
+        # A bar on a terminal; off one (a log file, CI) a plain line every interval.
+        with PhaseBars(console, "evaluating (skills arms)", len(arms)) as bars:
+            for arm in arms:
+                runner = PolicyRollouts(
+                    policy,
+                    env_id=choices.env_id,
+                    bank=retrieval_source(arm, bank, donors),
+                    env_config=env_config,
+                    max_turns=choices.max_turns,
+                    max_new_tokens=choices.max_new_tokens,
+                    constrained=constrained,
+                    prompt_config=prompt,
+                    count_retrievals=False,
+                    # Only measured, never trained on: sampled (Pass@K) turns get the same
+                    # query repair as greedy ones.
+                    repair_queries=True,
+                    on_progress=bars.show_rollout("  goals:"),
+                )
+                bars.phase(f"evaluating skills arm {arm!r}")
                 results.append(evaluate(runner, config, arm))
+                bars.advance()
     finally:
         if bank is not None:
             bank.close()

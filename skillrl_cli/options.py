@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -20,7 +21,7 @@ from envs.registry import DEFAULT_ENV
 from skillrl.policies.config import DTYPES
 from skillrl.policies.model_cache import CACHE_ENV_VAR
 from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_CONTENTS, WORKSPACE_ENV_VAR
-from skillrl_core.errors import ConfigError
+from skillrl_core.errors import ConfigError, SkillRLError
 from skillrl_core.option_fields import option
 
 if TYPE_CHECKING:
@@ -34,7 +35,8 @@ workspace_option = click.option(
     default=DEFAULT_WORKSPACE,
     show_default=True,
     help=f"Workspace folder ({WORKSPACE_CONTENTS}); also ${WORKSPACE_ENV_VAR}. Converted "
-    f"models are cached per user, not here (${CACHE_ENV_VAR}, else ~/.cache/skillrl).",
+    f"models are cached per user, not here (${CACHE_ENV_VAR}, else $XDG_CACHE_HOME/skillrl, "
+    "else ~/.cache/skillrl).",
 )
 
 json_option = click.option(
@@ -310,7 +312,61 @@ def _trained_model(workspace: str | None, env_id: str, console: Any) -> str | No
         f"run {found.run.name!r}; --model base for the untrained model)[/]",
         soft_wrap=True,  # a wrapped path cannot be copied
     )
+    weaker = _weaker_than_shipped(found.checkpoint, env_id)
+    if weaker:
+        console.print(f"[yellow]{weaker}[/]", soft_wrap=True)
     return str(found.checkpoint)
+
+
+def _weaker_than_shipped(checkpoint: Any, env_id: str) -> str:
+    """Say why ``checkpoint`` may play worse than the adapter shipped for ``env_id`` ("": no).
+
+    ``--model auto`` plays the newest checkpoint trained in the workspace; this says so when
+    it takes the place of the shipped adapter's recorded figures with none (a short toy run)
+    or with a lower success rate, and how to play the shipped one instead.
+    """
+    from skillrl.policies.model_settings import ModelSettings, shipped_adapter
+
+    shipped = shipped_adapter(env_id)
+    ours = _test_figures(ModelSettings.load(checkpoint))
+    theirs = _test_figures(ModelSettings.load(shipped)) if shipped is not None else None
+    if theirs is None:
+        return ""
+    pick = "--model shipped plays that one instead, or --model PATH another"
+    if ours is None:
+        return (
+            f"note: this checkpoint records no test figures, in place of the adapter shipped "
+            f"for {env_id!r}, which solved {theirs[0]}/{theirs[1]} test goals; {pick}"
+        )
+    if ours[0] * theirs[1] < theirs[0] * ours[1]:  # a lower success rate, without division
+        return (
+            f"note: this checkpoint solved {ours[0]}/{ours[1]} test goals when it was made, a "
+            f"lower rate than the {theirs[0]}/{theirs[1]} of the adapter shipped for {env_id!r}; "
+            f"{pick}"
+        )
+    return ""
+
+
+def _test_figures(settings: Any) -> tuple[int, int] | None:
+    """(successes, goals) a model recorded on test goals (None: it recorded none)."""
+    if settings is None:
+        return None
+    successes, goals = settings.figures.get("test_successes"), settings.figures.get("test_goals")
+    if not isinstance(successes, int) or not isinstance(goals, int) or goals < 1:
+        return None
+    return successes, goals
+
+
+def resolve_shipped_model(model: str, env_id: str) -> str:
+    """Return ``model``, or for ``shipped`` the path of the adapter shipped for ``env_id``."""
+    from skillrl.policies.model_settings import shipped_adapter
+
+    if model != SHIPPED_MODEL:
+        return model
+    shipped = shipped_adapter(env_id)
+    if shipped is None:
+        raise ConfigError(f"--model shipped: no adapter ships for environment {env_id!r}")
+    return str(shipped)
 
 
 def _other_env_runs(root: Any, env_id: str) -> list[Any]:
@@ -346,6 +402,31 @@ def _base_model(workspace: str | None, env_id: str, console: Any) -> str:
         soft_wrap=True,
     )
     return EMBEDDED_MODEL
+
+
+def model_line(model: str) -> str:
+    """``model: ...`` for a model given by name or path (rich markup), as ``--model auto`` says it.
+
+    The embedded base model and the package's shipped adapters are named in words; any other
+    model by its path, with the test figures it records, if any.
+    """
+    from rich.markup import escape
+
+    from skillrl.policies.config import EMBEDDED_MODEL
+    from skillrl.policies.model_settings import SHIPPED_ADAPTERS, ModelSettings
+
+    if model == EMBEDDED_MODEL:
+        return "[cyan]model: the embedded SmolLM2-135M-Instruct, untrained[/]"
+    path = Path(model).expanduser()
+    try:
+        settings = ModelSettings.load(path)
+    except SkillRLError:
+        settings = None  # the model's own load says what is wrong with it
+    made = _figures_text(settings.figures) if settings else ""
+    if path.resolve().parent == SHIPPED_ADAPTERS.resolve():
+        shipped = "the cold-started SmolLM2-135M-Instruct adapter shipped with skillrl"
+        return f"[cyan]model: {shipped}{made}[/]"
+    return f"[cyan]model: {escape(model)}{made}[/]"
 
 
 def _figures_text(figures: dict[str, Any]) -> str:

@@ -481,8 +481,11 @@ def _show_turn(console: Console, human: bool) -> Any:
     from skillrl_cli.run_display import turn_panel
 
     def show(event: Any) -> None:
-        # A person sees the next page in full before typing; the panel need not repeat it.
-        console.print(turn_panel(event, with_observation=event.done or not human))
+        # A person saw this turn's skills with its page, and sees the next page in full before
+        # typing: the panel repeats neither.
+        console.print(
+            turn_panel(event, with_observation=event.done or not human, with_skills=not human)
+        )
 
     return show
 

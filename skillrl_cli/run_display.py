@@ -27,13 +27,19 @@ from skillrl_core.text import visible
 OBSERVATION_CHARS = 600
 
 
-def turn_panel(event: TurnEvent, *, with_observation: bool = True) -> Panel:
-    """One turn: retrieved skills, thinking, action, reward and the new observation."""
+def turn_panel(
+    event: TurnEvent, *, with_observation: bool = True, with_skills: bool = True
+) -> Panel:
+    """One turn: retrieved skills, thinking, action, reward and the new observation.
+
+    ``with_skills=False`` leaves the retrieved skills out (a person saw them with the page,
+    before acting: :func:`show_page`).
+    """
     parts: list[Any] = []
     skills = event.skills.all if event.skills is not None else []
-    if skills:
+    if skills and with_skills:
         parts.append(skills_table(skills, set(event.turn.retrieved_ids)))
-    elif event.record.skills_enabled:
+    elif event.record.skills_enabled and with_skills:
         parts.append(Text("no skills retrieved", style="dim"))
     think = split_thinking(event.turn.model_output)[0]
     if think:

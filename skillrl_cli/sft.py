@@ -116,7 +116,16 @@ def sft(**values: Any) -> None:
         resume=launch.resume,
         as_json=values["as_json"],
     )
-    final = run_cold_start(job)
+    try:
+        final = run_cold_start(job)
+    except KeyboardInterrupt:
+        from rich.console import Console
+
+        from skillrl_cli.train_session import interrupted_line
+
+        started = (job.folder / "state.json").exists()
+        Console(stderr=True).print(interrupted_line(sys.argv[1:], started), soft_wrap=True)
+        raise click.exceptions.Exit(130) from None  # 128 + SIGINT, as a shell reports it
     if launch.adapter_rank:
         _export_adapter(job, final, launch.adapter_rank)
     if job.as_json:
@@ -201,6 +210,8 @@ def run_cold_start(job: ColdStartJob) -> Path:
     if done is not None:  # nothing to load or redo
         console.print(f"cold start already done: {done}")
         return done
+    for line in opening_lines(job, env_config):
+        console.print(line, soft_wrap=True)  # a wrapped path cannot be copied
     # The teacher first: a wrong teacher is refused before the policy loads.
     teacher = load_policy(job.teacher) if job.teacher is not None else None
     policy = load_policy(job.policy)
@@ -225,6 +236,43 @@ def run_cold_start(job: ColdStartJob) -> Path:
     finally:
         if bank is not None:
             bank.close()
+
+
+def opening_lines(job: ColdStartJob, env_config: dict[str, Any]) -> list[str]:
+    """Say what a cold start will do, before the model loads (rich markup).
+
+    The model, the environment, the rounds and the run folder; on ``--resume``, the round it
+    goes on from (read from the run's ``state.json``).
+    """
+    from rich.markup import escape
+
+    from skillrl_cli.options import model_line
+    from skillrl_core.errors import DataFileError
+    from skillrl_core.files import read_json_object
+
+    config = job.config
+    options = "".join(f", {k}={v}" for k, v in sorted(env_config.items()) if k != "max_turns")
+    skills = "skills retrieved every turn" if config.skills else "no skills"
+    dagger = f" + {config.dagger_rounds} DAgger round(s)" if config.dagger_rounds else ""
+    lines = [
+        model_line(job.model),
+        f"environment: {config.env_id}{escape(options)}, {skills}",
+        f"cold start: behaviour cloning on {config.goals} training goals "
+        f"({', '.join(config.sources)}){dagger}, LoRA r={config.lora_r}",
+        f"run: {escape(job.folder.parent.name)} in {escape(str(job.folder))}",
+    ]
+    state_path = job.folder / "state.json"
+    if job.resume and state_path.exists():
+        try:
+            state = read_json_object(state_path)
+        except DataFileError:
+            return lines  # the run itself refuses a damaged state, naming it
+        phase = state.get("phase")
+        after = f" after its {phase} phase" if isinstance(phase, str) and phase else ""
+        lines.append(
+            f"[yellow]resuming at round {state.get('round', 0)}{after} (of {config.rounds})[/]"
+        )
+    return lines
 
 
 def done_figures(history: list[dict[str, Any]]) -> str:

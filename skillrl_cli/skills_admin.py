@@ -13,6 +13,7 @@ from skillrl_cli.options import json_option
 from skillrl_cli.skills_options import author_option, bank_options
 from skillrl_cli.skills_view import (
     console,
+    count_entries,
     literal,
     print_diff,
     print_import_plan,
@@ -145,7 +146,7 @@ def export(bank: Any, file: Path, fmt: str | None, env: str | None, as_json: boo
     if as_json:
         print_json({"file": str(file), "format": chosen, "entries": count})
     else:
-        console().print(literal(f"wrote {count} entries to {file} ({chosen})"))
+        console().print(literal(f"wrote {count_entries(count)} to {file} ({chosen})"))
 
 
 @click.command("snapshot")
@@ -158,7 +159,7 @@ def snapshot(bank: Any, name: str, as_json: bool) -> None:
     if as_json:
         print_json(dataclasses.asdict(info))
     else:
-        console().print(f"snapshot [bold]{info.name}[/]: {info.entries} entries")
+        console().print(f"snapshot [bold]{info.name}[/]: {count_entries(info.entries)}")
 
 
 @click.command("snapshots")
@@ -210,7 +211,7 @@ def reindex(bank: Any, as_json: bool) -> None:
     if as_json:
         print_json({"indexed": count, "embedder": bank.config.embedder})
     else:
-        console().print(f"indexed {count} active entries with {bank.config.embedder}")
+        console().print(f"indexed {count_entries(count, 'active')} with {bank.config.embedder}")
 
 
 ADMIN_COMMANDS += [import_command, export, snapshot, snapshots, diff, stats, reindex]

@@ -31,13 +31,19 @@ def print_json(data: Any) -> None:
 
 
 TEXT_COLUMNS: dict[str, int] = {
-    "title": 6, "reason": 3, "fields": 4, "env/category": 2, "author": 1, "when": 2, "source": 1,
+    "title": 6, "reason": 3, "fields": 4, "env/category": 2, "category": 2, "author": 1,
+    "when": 2, "source": 1,
 }  # fmt: skip
 """Free-text columns and their share of the width the short columns leave over."""
 MIN_TEXT_WIDTH = 6
-WRAPPED_COLUMNS = frozenset({"title", "fields"})
-"""Text columns that wrap onto more lines (at word breaks) instead of ending in '…'."""
+WRAPPED_COLUMNS = frozenset({"title", "fields", "env/category", "category"})
+"""Text columns that wrap onto more lines (at word breaks) instead of ending in '…': a
+category cut to its first letters made different entries look alike."""
 MIN_WRAPPED_WIDTH = 20
+MIN_SQUEEZED_TITLE = 12
+"""The least a title column gets when the other columns' least widths leave less than 20."""
+MIN_WIDTHS = {"env/category": 10, "category": 10}
+"""Wrapped columns narrower than :data:`MIN_WRAPPED_WIDTH` at the least (short words)."""
 SHORT_ID = 8
 """Characters of an id tables show (``skills show`` etc. accept any unique prefix of 6+)."""
 
@@ -103,13 +109,17 @@ def _table(title: str, columns: tuple[str, ...], rows: list[tuple[Cell, ...]]) -
     text = [i for i, name in enumerate(columns) if name in TEXT_COLUMNS]
     borders = 3 * len(columns) - 1  # one space of padding either side, one rule between
     available = console().width - borders - sum(w for i, w in enumerate(natural) if i not in text)
+    minimum = [max(_minimum(columns[i]), cell_len(columns[i])) for i in text]  # whole headers
+    if "title" in columns and sum(minimum) > available:  # the title gives up room first
+        at = text.index(columns.index("title"))
+        minimum[at] = max(MIN_SQUEEZED_TITLE, minimum[at] - (sum(minimum) - available))
     fitted = dict(
         zip(
             text,
             fit_widths(
                 [natural[i] for i in text],
                 [TEXT_COLUMNS[columns[i]] for i in text],
-                [_minimum(columns[i]) for i in text],
+                minimum,
                 available,
             ),
             strict=True,
@@ -130,6 +140,8 @@ def _table(title: str, columns: tuple[str, ...], rows: list[tuple[Cell, ...]]) -
 
 
 def _minimum(column: str) -> int:
+    if column in MIN_WIDTHS:
+        return MIN_WIDTHS[column]
     return MIN_WRAPPED_WIDTH if column in WRAPPED_COLUMNS else MIN_TEXT_WIDTH
 
 
@@ -139,13 +151,20 @@ def _short(text: str | None, width: int = 60) -> str:
 
 
 def print_entries(entries: list[Any], utility: dict[str, float]) -> None:
-    """Print one row per entry (a status column only when the statuses differ)."""
-    columns = ("id", "kind", "env/category", "title", "status", "used", "ok/fail", "utility")
+    """Print one row per entry (a status column only when the statuses differ).
+
+    Entries of one environment show a ``category`` column and name the environment in the
+    title; entries of several show ``env/category``.
+    """
+    envs = {e.env for e in entries if e.env}
+    one_env = len(envs) == 1
+    place = "category" if one_env else "env/category"
+    columns = ("id", "kind", place, "title", "status", "used", "ok/fail", "utility")
     rows = [
         (
             e.id[:SHORT_ID],
             e.kind,
-            "/".join(p for p in (e.env, e.category) if p) or "-",
+            (e.category if one_env else "/".join(p for p in (e.env, e.category) if p)) or "-",
             _short(e.title),
             e.status,
             str(e.times_retrieved),
@@ -155,13 +174,20 @@ def print_entries(entries: list[Any], utility: dict[str, float]) -> None:
         for e in entries
     ]
     statuses = {e.status for e in entries}
-    title = f"{len(entries)} entries"
+    where = next(iter(envs)) if one_env else ""
+    title = count_entries(len(entries), where)
     if len(statuses) == 1:
-        title = f"{len(entries)} {statuses.pop()} entries"
+        title = count_entries(len(entries), f"{statuses.pop()} {where}".strip())
         keep = [i for i, name in enumerate(columns) if name != "status"]
         columns = tuple(columns[i] for i in keep)
         rows = [tuple(row[i] for i in keep) for row in rows]
     console().print(_table(title, columns, rows))
+
+
+def count_entries(number: int, qualifier: str = "") -> str:
+    """``1 active entry``, ``2 active entries`` (``qualifier``: the words before the noun)."""
+    words = f"{qualifier} " if qualifier else ""
+    return f"{number} {words}{'entry' if number == 1 else 'entries'}"
 
 
 def paired_text(paired: Any, verdict: str) -> str:
@@ -273,8 +299,9 @@ def print_stats(summary: dict[str, Any]) -> None:
     )
     index = summary["index"]
     state = "[green]in agreement[/]" if index["ok"] else "[red]DISAGREES: run reindex[/]"
-    out.print(f"index ({summary['embedder']}): {index['indexed']} vectors for "
-              f"{index['sql_active']} active entries, {state}")  # fmt: skip
+    vectors = "vector" if index["indexed"] == 1 else "vectors"
+    out.print(f"index ({summary['embedder']}): {index['indexed']} {vectors} for "
+              f"{count_entries(index['sql_active'], 'active')}, {state}")  # fmt: skip
     out.print(f"snapshots: {summary['snapshots']}")
 
 

@@ -9,6 +9,7 @@ progress (:func:`~skillrl_cli.train_session.run_with_progress`).
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
@@ -16,7 +17,7 @@ import click
 from skillrl_cli.config_options import config_options
 from skillrl_cli.options import env_option, json_option, workspace_option
 from skillrl_cli.train_config import config_option, option_sources
-from skillrl_cli.train_session import run_with_progress
+from skillrl_cli.train_session import interrupted_line, run_with_progress
 from skillrl_cli.train_setup import TRAIN_OPTIONS, check_run_folder, settle_training
 
 
@@ -38,7 +39,8 @@ def train(**options: Any) -> None:
     `trl vllm-serve --model M` server (GPU) started beforehand with the same model M as
     --model; the trained weights are pushed to it at the start and after every update.
 
-    --config FILE takes the options from a YAML file (keys = option names); options on the
+    --config FILE takes the options from a YAML file (keys = option names), or from a recipe
+    shipped with skillrl by its name (--config webshop-rft); options on the
     command line override it. Every run saves its resolved settings in runs/<name>/config.json
     (--config runs/<name>/config.json repeats it).
     """
@@ -61,6 +63,17 @@ def train(**options: Any) -> None:
             sources,
         )
     )
-    state = run_with_progress(settings, processes)
+    try:
+        state = run_with_progress(settings, processes)
+    except KeyboardInterrupt:
+        if processes.is_main:
+            from rich.console import Console
+
+            from trainers.run_files import RunFiles
+
+            started = RunFiles(settings.folder).exists()
+            line = interrupted_line(sys.argv[1:], started)
+            Console(stderr=True).print(line, soft_wrap=True)
+        raise click.exceptions.Exit(130) from None  # 128 + SIGINT, as a shell reports it
     if settings.as_json and processes.is_main:
         click.echo(json.dumps(state.history, indent=2, sort_keys=True))

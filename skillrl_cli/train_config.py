@@ -1,5 +1,8 @@
 """``skillrl train --config run.yaml``: a whole run's settings in one file, as TRL users keep them.
 
+``--config`` takes a path, or the name of a recipe shipped with the package
+(:data:`RECIPES`, ``--config webshop-rft``), so the README's commands run from any folder.
+
 The file is a YAML mapping whose keys are the train command's option names (``goals-per-cycle``
 or ``goals_per_cycle``; ``lora: true`` for ``--lora``; ``env-option`` as a mapping of
 environment settings). It becomes click's ``default_map``, so options given on the command line
@@ -29,6 +32,39 @@ NOT_IN_FILE = frozenset({"config", "resume", "as_json", "workspace", "help"})
 
 NOT_RESUMED = frozenset({"run_name"})
 """Options ``--resume`` never takes from the saved file (they locate the run)."""
+
+RECIPES = Path(__file__).resolve().parent / "recipes"
+"""The recipes the package ships (``<name>.yaml``), named on the command line by ``<name>``."""
+
+
+def shipped_recipes() -> list[str]:
+    """Return the names of the shipped recipes, sorted."""
+    return sorted(path.stem for path in RECIPES.glob("*.yaml"))
+
+
+class RecipeOrPath(click.ParamType):
+    """A settings file: a path to one, or the name of a recipe the package ships."""
+
+    name = "FILE|RECIPE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        """Return the file's path: ``value`` itself when it is a file, else the shipped recipe."""
+        if isinstance(value, Path):
+            value = str(value)
+        path = Path(value).expanduser()
+        if path.is_file():
+            return path
+        if path.exists():
+            self.fail(f"{value!r} is a folder, not a settings file", param, ctx)
+        shipped = RECIPES / f"{value}.yaml"
+        if "/" not in value and shipped.is_file():
+            return shipped
+        names = ", ".join(shipped_recipes()) or "none"
+        self.fail(
+            f"{value!r} is neither a file nor a shipped recipe; shipped recipes: {names}",
+            param,
+            ctx,
+        )
 
 
 def _options(command: click.Command) -> list[click.Option]:
@@ -117,12 +153,13 @@ def config_option(command: Any) -> Any:
     """Add ``--config FILE`` (a YAML settings file; command-line options override it)."""
     return click.option(
         "--config",
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        type=RecipeOrPath(),
         is_eager=True,  # read before the other options, so they can fall back to it
         expose_value=True,
         callback=_load_config,
         help="A YAML file of this command's options (keys = option names, e.g. "
-        "goals-per-cycle: 8), or a run's config.json to repeat it; options on the command "
+        "goals-per-cycle: 8), a run's config.json to repeat it, or the name of a recipe "
+        f"shipped with skillrl ({', '.join(shipped_recipes())}); options on the command "
         "line override it.",
     )(command)
 

@@ -111,17 +111,37 @@ class PhaseBars:
 
     def show(self, label: str) -> Callable[[int, int], None]:
         """Return a ``(done, total)`` callback that shows ``label``'s progress on the detail bar."""
+        return lambda done, total: self._count(label, done, total)
 
-        def update(done: int, total: int) -> None:
-            self.progress.update(
-                self._detail, description=label, completed=done, total=total, visible=True
-            )
-            now = time.monotonic()
-            if self.plain and (now - self._last_line >= self.interval or done == total):
-                rate = _rate(done, total, now - self._detail_started)
-                self._line(f"{label.strip()} {done}/{total}{rate}")
+    def show_update(self, trainer: Any) -> None:
+        """Show an update's turns trained, and its optimizer steps, on the detail bar.
 
-        return update
+        ``trainer`` is a :class:`~trainers.grpo.GRPOTrainer`: its ``on_turns`` counts the turns
+        inside an optimizer step (one step can take minutes), ``on_progress`` the steps.
+        """
+        steps, last = "", 0
+
+        def stepped(done: int, total: int) -> None:
+            nonlocal steps
+            steps = f", optimizer steps {done}/{total}"
+
+        def trained(done: int, total: int) -> None:
+            nonlocal steps, last
+            if done <= last:  # the counter started again: a new update, no step taken yet
+                steps = ""
+            last = done
+            self._count(f"  turns trained{steps}", done, total)
+
+        trainer.on_progress, trainer.on_turns = stepped, trained
+
+    def _count(self, label: str, done: int, total: int) -> None:
+        self.progress.update(
+            self._detail, description=label, completed=done, total=total, visible=True
+        )
+        now = time.monotonic()
+        if self.plain and (now - self._last_line >= self.interval or done == total):
+            rate = _rate(done, total, now - self._detail_started)
+            self._line(f"{label.strip()} {done}/{total}{rate}")
 
     def show_rollout(self, label: str) -> Callable[[RolloutProgress], None]:
         """Return an ``on_progress`` callback that shows a rollout's episodes and turns.
@@ -205,9 +225,88 @@ def run_folder(workspace: str, run_name: str) -> Path:
     return resolve_workspace(workspace) / "runs" / run_name
 
 
+ESTIMATOR_WORDS = {
+    "grpo": ("GRPO", "group-relative advantages"),
+    "rft": ("RFT", "rejection-sampling fine-tuning on the episodes that succeeded"),
+}
+"""How the screen names each ``--estimator`` (short, and what it does)."""
+
+
+def opening_lines(settings: TrainSettings, state: RunState | None) -> list[str]:
+    """Say what a run will do, before the model loads (rich markup).
+
+    The model, the environment, the update, the cycle plan and the run folder; ``state`` is
+    the saved state of the run a ``--resume`` continues (None: a fresh start), said with the
+    cycle it goes on from.
+    """
+    from rich.markup import escape
+
+    from skillrl_cli.options import model_line
+
+    cycle, grpo = settings.cycle, settings.grpo
+    short, what = ESTIMATOR_WORDS[grpo.estimator]
+    options = "".join(f", {k}={v}" for k, v in sorted(cycle.env_config.items()))
+    skills = "skills retrieved every turn" if cycle.skills else "no skills"
+    lora = f"LoRA r={grpo.lora_r}" if grpo.use_peft else "all weights"
+    evaluated = (
+        f"{cycle.eval_goals} {cycle.eval_split} goals evaluated every {cycle.eval_every} "
+        "cycle(s) and at the last"
+        if cycle.eval_goals
+        else "no evaluation"
+    )
+    lines = [
+        model_line(settings.policy.model),
+        f"environment: {cycle.env_id}{escape(options)}, {skills}",
+        f"update: {short} ({what}), {lora}, learning rate {grpo.learning_rate:g}",
+        f"cycles: {cycle.cycles} of {cycle.goals_per_cycle} training goals x {cycle.group_size} "
+        f"episodes, after cycle 0's baseline; {evaluated}",
+        f"run: {escape(settings.folder.name)} in {escape(str(settings.folder))}",
+    ]
+    if state is not None:
+        lines.append(resume_line(state, cycle.cycles))
+    return lines
+
+
+def resume_command(argv: list[str]) -> str:
+    """Return the command that continues an interrupted run: the one given, with ``--resume``.
+
+    ``argv`` is the command line after ``skillrl`` (``sys.argv[1:]``); options already given
+    stay, since a resume must repeat them (``train`` refuses others than the run's).
+    """
+    import shlex
+
+    words = ["skillrl", *argv]
+    if "--resume" not in argv:
+        words.append("--resume")
+    return shlex.join(words)
+
+
+def interrupted_line(argv: list[str], started: bool) -> str:
+    """Return the line Ctrl-C ends a training command with (rich markup): how to go on.
+
+    ``started``: the run folder holds a run (its state), so ``--resume`` continues it.
+    """
+    from rich.markup import escape
+
+    if not started:
+        return "[yellow]interrupted before the run started: nothing to resume[/]"
+    return (
+        "[yellow]interrupted: completed phases are kept; continue with[/] "
+        f"{escape(resume_command(argv))}"
+    )
+
+
+def resume_line(state: RunState, cycles: int) -> str:
+    """Say from where a resumed run goes on."""
+    if state.done and state.cycle > cycles:
+        return f"[yellow]resuming: all {cycles} cycles are done; --cycles N runs more[/]"
+    after = f" after its {state.phase} phase" if state.phase else ""
+    return f"[yellow]resuming at cycle {state.cycle}{after} (of {cycles})[/]"
+
+
 PHASE_WORDS = {
     "rollout": "rolling out groups",
-    "update": "GRPO update",
+    "update": "{estimator} update",
     "eval": "evaluating",
     "distill": "distilling",
     "evolve": "evolving the bank",
@@ -230,11 +329,15 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
     from trainers.phased_run import PhaseEnded, PhaseStarted, RunEvents
     from trainers.policy_rollouts import PolicyRollouts, Timings
     from trainers.processes import Processes
-    from trainers.run_files import CyclePhase
+    from trainers.run_files import CyclePhase, RunFiles
 
     processes = processes or Processes()
     cycle, grpo = settings.cycle, settings.grpo
     console = Console(stderr=settings.as_json, quiet=not processes.is_main)
+    files = RunFiles(settings.folder)
+    saved = files.load_state() if settings.resume and files.exists() else None
+    for line in opening_lines(settings, saved):
+        console.print(line, soft_wrap=True)  # a wrapped path cannot be copied
     console.print(decoding_line(settings.constrained))
     with processes.main_first():
         policy = load_policy(settings.policy)
@@ -262,8 +365,11 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
         with PhaseBars(console, "starting (phases)", phases_total(cycle)) as bars:
             runner.on_progress = eval_runner.on_progress = bars.show_rollout("  rollout:")
 
+            estimator = ESTIMATOR_WORDS[grpo.estimator][0]
+
             def started(event: PhaseStarted) -> None:
-                bars.phase(f"cycle {event.index}: {PHASE_WORDS[event.phase]}")
+                words = PHASE_WORDS[event.phase].format(estimator=estimator)
+                bars.phase(f"cycle {event.index}: {words}")
 
             def ended(event: PhaseEnded) -> None:
                 bars.advance()
@@ -283,8 +389,9 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
                 events=events,
                 processes=processes,
                 options=settings.options,
+                base_model=settings.policy.model,
             )
-            run.trainer.on_progress = bars.show("  optimizer steps")
+            bars.show_update(run.trainer)
             resume = settings.resume and run.files.exists()
             if resume:  # the bar starts at the phases already done
                 bars.phases_done(phases_done(run.files.load_state(), cycle))

@@ -94,7 +94,8 @@ class TrainLaunch:
     resume: bool = option(
         False,
         help="Continue the run from its last completed step, with the settings it was started "
-        "with (saved in its config.json; only --cycles and --report-to may change).",
+        "with (saved in its config.json; only --cycles, --report-to and --merged-checkpoints "
+        "may change).",
         show_default=False,
     )
 

@@ -1,8 +1,9 @@
 """Files a training run keeps: model checkpoints, trainer state, JSON state; all written atomically.
 
 - :func:`save_checkpoint`: a ``from_pretrained``-loadable folder (safetensors weights, config,
-  tokenizer). LoRA runs save the adapter merged into a copy of the base weights, so the folder is
-  a plain model. The folder is written beside its target and renamed into place.
+  tokenizer), or for LoRA the adapter alone over the model the run started from (peft's
+  layout); either with the settings it was trained under (``skillrl.json``) when given. The
+  folder is written beside its target and renamed into place.
 - :func:`save_trainer_state` / :func:`load_trainer_state`: the trainable parameters and the AdamW
   state, as safetensors (tensors) plus JSON metadata, so ``--resume`` continues the same
   optimisation. Nothing is ever unpickled.
@@ -16,7 +17,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors import SafetensorError
@@ -24,6 +25,9 @@ from safetensors.torch import load_file, save_file
 
 from skillrl_core.errors import CheckpointError
 from skillrl_core.files import make_readable
+
+if TYPE_CHECKING:
+    from skillrl.policies.model_settings import ModelSettings
 
 PARAMS_FILE = "trainable.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
@@ -62,22 +66,54 @@ def remove_stale_temps(target: Path) -> list[Path]:
     return stale
 
 
-def save_checkpoint(model: Any, tokenizer: Any, path: Path) -> Path:
-    """Save a ``from_pretrained``-loadable model (+ tokenizer) at ``path``, atomically."""
+def save_checkpoint(
+    model: Any,
+    tokenizer: Any,
+    path: Path,
+    settings: ModelSettings | None = None,
+    adapter_over: str | None = None,
+) -> Path:
+    """Save a ``from_pretrained``-loadable model (+ tokenizer) at ``path``, atomically.
+
+    ``settings``, when given, are saved in the folder too (``skillrl.json``), in the same
+    rename: the settings the model was trained under, which ``run`` and ``eval`` replay.
+    ``adapter_over``, for a peft model: save only its LoRA adapter (peft's
+    ``adapter_config.json`` and ``adapter_model.safetensors``, megabytes instead of the whole
+    model), naming ``adapter_over`` as its base (the model the run started from, as
+    ``--model`` names it), which :func:`~skillrl.policies.transformers_loading.load_causal_lm`
+    loads it onto.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     make_readable(tmp, directory=True)
     try:
-        plain = _merged(model)
-        plain.save_pretrained(tmp, safe_serialization=True)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(tmp)
+        if adapter_over is not None and hasattr(model, "peft_config"):
+            _save_adapter(model, tmp, adapter_over)
+        else:
+            _merged(model).save_pretrained(tmp, safe_serialization=True)
+            if tokenizer is not None:
+                tokenizer.save_pretrained(tmp)
+        if settings is not None:
+            settings.save(tmp)
         replace_dir(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def _save_adapter(model: Any, folder: Path, base: str) -> None:
+    """Save a peft model's adapter alone into ``folder``, with ``base`` as its base model."""
+    from skillrl.policies.model_settings import ADAPTER_CONFIG
+
+    model.save_pretrained(folder, safe_serialization=True)
+    config_path = folder / ADAPTER_CONFIG
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    # peft records the path the base weights were read from; for a run started from an adapter
+    # (merged on load) that is the adapter's own base, which would drop the adapter's change.
+    config["base_model_name_or_path"] = base
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _merged(model: Any) -> Any:

@@ -38,10 +38,10 @@ class GRPOConfig:
         low=0,
     )
     epsilon: float = option(0.2, help="Lower clip: the ratio is clipped below at 1 - epsilon.")
+    # None, which only a library caller can pass, clips above at 1 + epsilon, as TRL does.
     epsilon_high: float | None = option(
         0.28,
-        help="Upper clip (DAPO's clip-higher): the ratio is clipped above at 1 + epsilon_high "
-        "(None, from Python: the same as epsilon).",
+        help="Upper clip (DAPO's clip-higher): the ratio is clipped above at 1 + epsilon_high.",
     )
     loss_type: str = option(
         "dapo",
@@ -311,6 +311,13 @@ class CycleConfig:
     )
     checkpoint_every: int = 1
     """Save a model checkpoint every this many cycles (the last one is always saved)."""
+    merged_checkpoints: bool = option(
+        False,
+        help="With --lora: save each checkpoint as a whole model, the adapter merged into the "
+        "weights (about 540 MB for SmolLM2-135M in float32), instead of the adapter alone over "
+        "the starting model (a few MB; run, eval and --init load it onto that model).",
+        show_default=False,
+    )
     invalid_action_penalty: float = option(
         0.1,
         help="Reward subtracted for each invalid action.",

@@ -12,7 +12,8 @@ driven by :func:`trainers.phased_run.drive`):
 4. ``eval``: the fixed evaluation goals (the same every cycle), greedy by default; every
    ``CycleConfig.eval_every``-th cycle and the last;
 5. ``evolve``: weak categories of the validation episodes get new entries;
-6. ``save``: bank snapshot, model checkpoint, metrics (JSONL and the ``report_to`` tracker).
+6. ``save``: bank snapshot, model checkpoint (a LoRA run's: its adapter over the starting
+   model), metrics (JSONL and the ``report_to`` tracker).
 
 Resumability: a phase writes its files first and ``state.json`` last; on ``--resume`` completed
 phases are skipped and a half-done phase reuses what it already wrote (rollout episodes are kept
@@ -47,6 +48,7 @@ from skillrl.sensitivity import SensitivityProbe
 from skillrl.skill_arms import donor_tasks
 from skillrl_core.errors import CheckpointError
 from skillrl_core.records import EpisodeRecord
+from skillrl_core.splits import TEST_SPLIT
 from trainers.advantages import TurnAdvantages, compute_advantages
 from trainers.batching import turn_left_out
 from trainers.checkpoint import (
@@ -87,6 +89,7 @@ if TYPE_CHECKING:
     from memory.bank import SkillBank
     from skillrl.agents.llm import LLMAgent
     from skillrl.distill.base import Distiller
+    from skillrl.policies.model_settings import ModelSettings
     from skillrl.policies.transformers_backend import TransformersPolicy
 
 logger = logging.getLogger(__name__)
@@ -115,9 +118,14 @@ class TrainingRun:
         events: RunEvents | None = None,
         processes: Processes | None = None,
         options: Mapping[str, Any] | None = None,
+        base_model: str | None = None,
     ) -> None:
         self.config, self.grpo = config, grpo
         self.options = options
+        self.base_model = base_model
+        """The model the run started from, as loaded (``embedded``, a folder, an adapter): a
+        LoRA run saves each checkpoint as its adapter over it, unless
+        :attr:`CycleConfig.merged_checkpoints`. None: every checkpoint is a whole model."""
         # Before the trainer's Accelerator: this starts the process group with our timeout.
         self.processes = processes or Processes.current()
         self.policy, self.runner, self.bank, self.distiller = policy, runner, bank, distiller
@@ -440,8 +448,13 @@ class TrainingRun:
             metrics = metrics.with_figures(bank=self._snapshot(cycle))
         last = cycle == self.config.cycles
         if cycle > 0 and (last or cycle % self.config.checkpoint_every == 0):
+            adapter = self.grpo.use_peft and not self.config.merged_checkpoints
             path = save_checkpoint(
-                self.trainer.unwrapped_model, self.policy.tokenizer, self.files.checkpoint(cycle)
+                self.trainer.unwrapped_model,
+                self.policy.tokenizer,
+                self.files.checkpoint(cycle),
+                settings=self.model_settings(metrics),
+                adapter_over=self.base_model if adapter else None,
             )
             metrics = metrics.with_figures(checkpoint=str(path))
         self.metrics = metrics
@@ -449,6 +462,39 @@ class TrainingRun:
         state.history = [h for h in state.history if h["cycle"] != cycle] + [row]
         self.files.write_metrics(state.history)
         self.tracker.log(row)
+
+    def model_settings(self, metrics: CycleMetrics) -> ModelSettings:
+        """Return the settings a checkpoint of this run is played under (its ``skillrl.json``).
+
+        The prompts the weights were trained on: skills, prompt budget, decoding, environment
+        options, as the evaluation played them; with the cycle's test figures when it evaluated
+        test goals, so ``--model auto`` can weigh the checkpoint against the shipped adapter.
+        """
+        from skillrl.policies.model_settings import ModelSettings
+        from skillrl.prompts import PromptConfig
+
+        config, runner = self.config, self.eval_runner
+        prompt = runner.prompt_config or PromptConfig()
+        figures: dict[str, Any] = {}
+        if metrics.eval is not None and config.eval_split == TEST_SPLIT:
+            low, high = metrics.eval.success_interval
+            figures = {
+                "test_goals": metrics.eval.episodes,
+                "test_successes": metrics.eval.successes,
+                "test_success_ci95": [low, high],
+                "test_mean_score": metrics.eval.mean_score,
+                "max_turns": config.max_turns,
+            }
+        return ModelSettings(
+            env_id=config.env_id,
+            skills=config.skills,
+            max_prompt_tokens=prompt.max_prompt_tokens,
+            constrained=runner.constrained,
+            temperature=config.eval_temperature,
+            env_options={k: v for k, v in config.env_config.items() if k != "max_turns"},
+            recipe=f"skillrl train --config {self.files.config_path} --cycles {metrics.cycle}",
+            figures=figures,
+        )
 
     @staticmethod
     def _current(state: RunState, cycle: int) -> CycleMetrics:

@@ -117,6 +117,10 @@ class GRPOTrainer:
         """How each step's micro-batches go through the model (``forward=`` replaces it)."""
         self.on_progress: Callable[[int, int], None] | None = None
         """Called as ``on_progress(done, total)`` after every optimizer step (progress bars)."""
+        self.on_turns: Callable[[int, int], None] | None = None
+        """Called as ``on_turns(done, total)`` after every backward: this process's turns
+        trained so far in the update, over all its passes (a counter inside a long step)."""
+        self._turns_done = self._turns_total = 0
 
     @property
     def unwrapped_model(self) -> Any:
@@ -150,8 +154,13 @@ class GRPOTrainer:
         outs: list[LossOutput] = []
         gaps: list[torch.Tensor] = []
         total_steps = self.steps_per_pass(len(samples)) * self.config.num_iterations
-        for iteration in range(self.config.num_iterations):
-            for number, (step, shares) in enumerate(self.optimizer_steps(samples)):
+        # Every pass cut up front (the generator is drawn in the same order), so the turn
+        # counter knows its total from the start.
+        passes = [self.optimizer_steps(samples) for _ in range(self.config.num_iterations)]
+        self._turns_total = sum(len(s) for steps in passes for _, shares in steps for s in shares)
+        self._turns_done = 0
+        for iteration, steps in enumerate(passes):
+            for number, (step, shares) in enumerate(steps):
                 batches = [collate(share, self.pad_token_id).to(self.device) for share in shares]
                 # The gap is measured before the first optimizer step, against pi_old itself.
                 first = iteration == 0 and number == 0
@@ -248,6 +257,9 @@ class GRPOTrainer:
                     if gaps is not None:
                         _collect_gap(gaps, batch, fresh)
                 acc.backward(total)
+                self._turns_done += sum(len(share) for share in run_shares)
+                if self.on_turns is not None:
+                    self.on_turns(self._turns_done, self._turns_total)
         return outs
 
     def optimizer_step(self) -> float:

@@ -10,7 +10,8 @@ Layout of ``<workspace>/runs/<name>/``::
     cycles/<c>/          rollout.json, eval.json, validation.json: the episodes of each phase;
                          advantages.json: each trained turn's advantage and its parts
     trainer_state/       trainable weights + AdamW state after the last update (safetensors)
-    checkpoints/cycle-<c>/   from_pretrained-loadable model + tokenizer
+    checkpoints/cycle-<c>/   from_pretrained-loadable model + tokenizer (LoRA: peft's adapter
+                         over the starting model), skillrl.json: the settings it plays under
     learning_curve.png   success (95% band) and score per evaluated cycle, wall minutes, at the end
 
 Every file is written through a temp file (or folder) and a rename, and ``state.json`` is written
@@ -269,15 +270,33 @@ class RunFiles:
 
 
 def plot_learning_curve(history: list[dict[str, Any]], path: Path, title: str = "") -> None:
-    """Draw the evaluation goals' success and score per evaluated cycle, as a PNG.
+    """Draw :func:`learning_curve_figure` as a PNG at ``path``, atomically."""
+    import matplotlib
 
-    Success carries its 95% Wilson band; each point is labelled with the run's wall minutes at
-    the end of its cycle.
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = learning_curve_figure(history, title)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    try:
+        figure.savefig(tmp, dpi=100)
+    finally:
+        plt.close(figure)
+    tmp.replace(path)
+
+
+def learning_curve_figure(history: list[dict[str, Any]], title: str = "") -> Any:
+    """Return a matplotlib figure of the evaluation goals' success and score per evaluated cycle.
+
+    Success carries its 95% Wilson band and is drawn above the score; each point is labelled
+    with the run's wall minutes at the end of its cycle. Cycles are whole numbers on the x
+    axis, and the y axis reaches a little past 1 so a point at 1.0 shows whole.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     from trainers.episode_metrics import wilson_interval
 
@@ -297,19 +316,25 @@ def plot_learning_curve(history: list[dict[str, Any]], path: Path, title: str = 
     if len(bands) == len(evaluated):
         axis.fill_between(
             cycles, [b[0] for b in bands], [b[1] for b in bands], alpha=0.2,
-            label="success, 95% interval",
+            color="C0", label="success, 95% interval", zorder=1,
         )  # fmt: skip
-    axis.plot(cycles, success, "o-", label="success")
-    axis.plot(cycles, [row.get("eval.mean_score", 0.0) for row in evaluated], "s--", label="score")
+    scores = [row.get("eval.mean_score", 0.0) for row in evaluated]
+    # The success line above the score line (it is the figure's point), markers never clipped.
+    axis.plot(cycles, scores, "s--", color="C1", label="score", zorder=2, clip_on=False)
+    axis.plot(cycles, success, "o-", color="C0", label="success", zorder=3, clip_on=False)
     for cycle, rate in zip(cycles, success, strict=True):
         axis.annotate(f"{minutes.get(cycle, 0.0):.0f} min", (cycle, rate), fontsize=8,
                       textcoords="offset points", xytext=(0, -14), ha="center")  # fmt: skip
+    if len(cycles) <= 12:  # a tick at each evaluated cycle, and nowhere else
+        axis.set_xticks(cycles)
+    else:
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if len(cycles) == 1:
+        axis.set_xlim(cycles[0] - 0.5, cycles[0] + 0.5)
     axis.set_xlabel("cycle (labels: wall minutes at its end)")
-    axis.set_ylim(0, 1)
+    axis.set_ylabel("evaluation goals: success rate, mean score")
+    axis.set_ylim(0, 1.05)
     axis.set_title(title or "evaluation goals per cycle")
     axis.legend()
     axis.grid(alpha=0.3)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    figure.savefig(tmp, dpi=100)
-    plt.close(figure)
-    tmp.replace(path)
+    return figure

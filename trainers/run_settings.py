@@ -57,8 +57,11 @@ OPTIONS_RENAMED_SINCE: dict[str, str] = {
 }
 """Launch options saved under their names before each option took its config field's name."""
 
-RESUMABLE_OPTIONS = frozenset({"cycles", "report-to"})
-"""Launch options a resume may change (every other one shapes what the run trains)."""
+RESUMABLE_OPTIONS = frozenset({"cycles", "report-to", "merged-checkpoints"})
+"""Launch options a resume may change (every other one shapes what the run trains; how a
+checkpoint is written does not)."""
+RESUMABLE_WORDS = "only --cycles, --report-to and --merged-checkpoints may change"
+"""What a refused resume says may change."""
 LOCATING_OPTIONS = frozenset({"run-name", "threads", "base-url"})
 """Launch options that say where the run is and where it runs (its folder, CPU threads, the
 rollout server's address), not what it trains: never compared."""
@@ -101,12 +104,12 @@ def check_resume_settings(
 ) -> dict[str, Any]:
     """Raise CheckpointError unless the run in ``files`` was started with these settings.
 
-    Only ``cycles`` and ``report_to`` (where metrics go) may differ. Compared: the launch
-    ``options`` against the ones the run saved (every one that shapes the run: prompt budget,
-    decoding, model, backend, init, env options, skills, ...), the saved options against their
-    digest (a hand edit of ``config.json``), and the cycle and GRPO configs. The refusal names
-    the setting, both values and where each came from (``sources``: option -> "the command
-    line", ...). Returns what ``config.json`` holds.
+    Only ``cycles``, ``report_to`` (where metrics go) and ``merged_checkpoints`` may differ.
+    Compared: the launch ``options`` against the ones the run saved (every one that shapes the
+    run: prompt budget, decoding, model, backend, init, env options, skills, ...), the saved
+    options against their digest (a hand edit of ``config.json``), and the cycle and GRPO
+    configs. The refusal names the setting, both values and where each came from (``sources``:
+    option -> "the command line", ...). Returns what ``config.json`` holds.
     Cheap (one JSON read): the CLI calls it before loading a model.
     """
     saved = files.load_config()
@@ -129,8 +132,8 @@ def check_resume_settings(
                 source = (sources or {}).get(key, "this resume")
                 raise CheckpointError(
                     f"--resume would change {key} from {saved_options[key]!r} (saved in {where}) "
-                    f"to {options.get(key)!r} (from {source}): only --cycles and --report-to may "
-                    "change when resuming; start a new run (another --run-name) to change it"
+                    f"to {options.get(key)!r} (from {source}): {RESUMABLE_WORDS} when "
+                    "resuming; start a new run (another --run-name) to change it"
                 )
     before, now = _identity(saved), _identity(run_settings(config, grpo))
     if before != now:
@@ -138,7 +141,7 @@ def check_resume_settings(
         raise CheckpointError(
             f"--resume with different settings than {where} ({changed}; left: its cycle/grpo "
             "sections, right: what the options on the command line and in its options block "
-            "give): only --cycles and --report-to may change when resuming"
+            f"give): {RESUMABLE_WORDS} when resuming"
         )
     return saved
 
@@ -154,7 +157,7 @@ def _changed(saved: dict[str, Any], now: dict[str, Any]) -> str:
 
 
 def _identity(settings: dict[str, Any]) -> dict[str, Any]:
-    """Return the settings that must not change on resume (all but cycles and report_to)."""
+    """Return the settings that must not change on resume (all but the resumable three)."""
     parts = {}
     for part in ("cycle", "grpo"):
         renamed = _RENAMED_SINCE.get(part, {})
@@ -164,6 +167,7 @@ def _identity(settings: dict[str, Any]) -> dict[str, Any]:
         }
     parts["cycle"].pop("cycles", None)
     parts["cycle"].pop("report_to", None)  # where metrics go changes no result
+    parts["cycle"].pop("merged_checkpoints", None)  # nor how checkpoints are written
     for part, added in _ADDED_SINCE.items():
         parts[part] = {**added, **parts[part]}
     return parts

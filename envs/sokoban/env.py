@@ -2,12 +2,17 @@
 
 One move a turn (``up|down|left|right``, see :mod:`envs.sokoban.parse`) with gym-sokoban's push
 semantics and per-move rewards (see :mod:`envs.sokoban.outcome`). ``terminated`` when every box
-is on a target (``success``); ``truncated`` at ``max_turns``. Every step's info carries
-``reward_breakdown``: that turn's :class:`SokobanStepOutcome` as a dict.
+is on a target (``success``), or at a dead state: a box pushed off target into a corner (two
+perpendicular walls), which no move can undo; ``truncated`` at ``max_turns``. Every step's info
+carries ``reward_breakdown``: that turn's :class:`SokobanStepOutcome` as a dict, and
+``end_reason``: why the episode ended (:data:`END_REASONS`; None while it runs).
 
 Departures from gym-sokoban: an unparsable action is a no-op with reward 0 (gym-sokoban has no
-text; the skillrl contract makes invalid actions free no-ops), and ``max_turns`` counts every
-turn, unparsable ones included (as WebShop's limit does). Departure from RAGEN's text render:
+text; the skillrl contract makes invalid actions free no-ops), ``max_turns`` counts every
+turn, unparsable ones included (as WebShop's limit does), and a corner deadlock ends the
+episode (gym-sokoban and RAGEN play on until the turn limit, in a room that can no longer be
+solved). Other deadlocks (along a wall, a frozen block) are flagged but play on: the corner is
+the one a single box shows beyond doubt. Departure from RAGEN's text render:
 ``*`` for a box on a target instead of ``√``, so the grid is ASCII.
 """
 
@@ -35,6 +40,10 @@ from skillrl_core.errors import ConfigError, EnvStateError
 
 INSTRUCTION = "Push every box onto a target."
 
+SOLVED, DEAD_CORNER, TURN_LIMIT = "solved", "deadlock: a box off target in a corner", "max_turns"
+END_REASONS = (SOLVED, DEAD_CORNER, TURN_LIMIT)
+"""Why an episode ended, as ``info["end_reason"]`` says it."""
+
 
 class SokobanEnv:
     """One Sokoban episode at a time; many instances share one set of generated rooms."""
@@ -53,6 +62,8 @@ class SokobanEnv:
         self.turn = 0
         self.terminated = False
         self.truncated = False
+        self.end_reason: str | None = None
+        """Why the episode ended (one of :data:`END_REASONS`; None while it runs)."""
         self.episode_return = 0.0
 
     # -- episode control -------------------------------------------------------------------
@@ -77,6 +88,7 @@ class SokobanEnv:
         self.state = self.level.puzzle.start
         self.turn = 0
         self.terminated = self.truncated = False
+        self.end_reason = None
         self.episode_return = 0.0
         info = self._info(action_valid=True)
         info["goal"] = self.level.public()
@@ -128,8 +140,12 @@ class SokobanEnv:
         outcome = self._outcome(direction, state, after, move)
         self.state = after
         self.episode_return += outcome.reward
-        self.terminated = outcome.solved
+        dead = outcome.deadlock_kind == "corner"
+        self.terminated = outcome.solved or dead
         self.truncated = not self.terminated and self.turn >= self.config.max_turns
+        if self.terminated or self.truncated:
+            reasons = ((outcome.solved, SOLVED), (dead, DEAD_CORNER), (True, TURN_LIMIT))
+            self.end_reason = next(reason for ended, reason in reasons if ended)
         info = self._info(action_valid=direction is not None)
         info["reward_breakdown"] = outcome.to_dict()
         return self.observation(), outcome.reward, self.terminated, self.truncated, info
@@ -225,7 +241,8 @@ class SokobanEnv:
         return {
             "available_actions": self.available_actions(),
             "action_valid": action_valid,
-            "success": self.terminated,
+            "success": state.solved(room),
+            "end_reason": self.end_reason,
             "instruction": INSTRUCTION,
             "category": level.category.name,
             "goal_id": level.goal_id,

@@ -40,16 +40,21 @@ def resolve_model_source(
     return model  # a hub id (resolved from the local hub cache when offline)
 
 
+MAX_ADAPTER_CHAIN = 4
+"""Adapters over adapters a load follows (a LoRA run started from a shipped adapter saves an
+adapter over it); a longer chain is refused as a loop."""
+
+
 def load_causal_lm(
-    model: str, dtype: torch.dtype, progress: Progress | None = None
+    model: str, dtype: torch.dtype, progress: Progress | None = None, *, depth: int = 0
 ) -> tuple[Any, Any]:
     """Load ``model``'s tokenizer and causal LM; a LoRA adapter folder is loaded onto its base.
 
     An adapter folder (peft's ``adapter_config.json``) names its base model
-    (``base_model_name_or_path``: ``embedded``, a folder or a hub id, resolved like ``--model``);
-    the adapter is merged into the base weights after loading, so the policy runs (and trains)
-    as a plain model at the base model's speed. Raises ``OSError`` / ``ValueError`` as
-    ``from_pretrained`` does.
+    (``base_model_name_or_path``: ``embedded``, a folder, another adapter folder or a hub id,
+    resolved like ``--model``); the adapter is merged into the base weights after loading, so
+    the policy runs (and trains) as a plain model at the base model's speed. Raises
+    ``OSError`` / ``ValueError`` as ``from_pretrained`` does.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -57,6 +62,11 @@ def load_causal_lm(
     if not is_adapter(source):
         tokenizer = AutoTokenizer.from_pretrained(source)
         return tokenizer, AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+    if depth >= MAX_ADAPTER_CHAIN:
+        raise ModelLoadError(
+            f"adapter {source} is over more than {MAX_ADAPTER_CHAIN} adapters in a row (a loop "
+            "of base_model_name_or_path?); give a plain model folder or merge the chain"
+        )
     from peft import PeftModel
 
     config_path = Path(source) / ADAPTER_CONFIG
@@ -66,11 +76,9 @@ def load_causal_lm(
         raise ModelLoadError(
             f"adapter config {config_path} names no base model: {error}"
         ) from error
-    base = resolve_model_source(str(base_name), progress)
+    tokenizer, base_model = load_causal_lm(str(base_name), dtype, progress, depth=depth + 1)
     if progress:
         progress(f"applying the LoRA adapter {source} to {base_name}")
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    base_model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
     merged = PeftModel.from_pretrained(base_model, source).merge_and_unload()
     return tokenizer, merged
 

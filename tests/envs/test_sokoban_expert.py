@@ -41,8 +41,11 @@ def test_expert_recovers_from_a_learners_detour():
         expert = SokobanExpert()
         expert.reset(info)
         expert.act(obs, info)  # the expert plans, then a learner plays three random moves
-        for _ in range(3):
-            obs, _, terminated, _, info = env.step(rng.choice(info["available_actions"]))
+        # Drawn up front: a detour that ends the episode (a corner deadlock) takes as many
+        # draws as one that does not, so every room gets the same detour whatever came before.
+        detour = [rng.choice(info["available_actions"]) for _ in range(3)]
+        for move in detour:
+            obs, _, terminated, _, info = env.step(move)
             if terminated:
                 break
         if terminated or info["reward_breakdown"]["stuck_boxes"]:

@@ -52,6 +52,7 @@ def test_rewards_per_turn_on_off_and_solved():
     assert [s[1] for s in steps] == pytest.approx([-0.1, -0.1, -0.1, 10.9])
     obs, reward, terminated, truncated, info = steps[-1]
     assert terminated and not truncated and info["success"]
+    assert info["end_reason"] == "solved"
     assert info["reward_breakdown"]["solved"] and info["reward_breakdown"]["solved_bonus"] == 10.0
     assert info["available_actions"] == []
     assert info["episode_return"] == pytest.approx(0.9 - 1.1 - 0.4 + 0.9 - 0.3 + 10.9)
@@ -105,11 +106,27 @@ def test_pushing_along_a_wall_without_targets_is_flagged_as_a_deadlock():
     assert "can never leave" in env_outcome_text(info)
 
 
-def test_pushing_into_a_corner_is_a_corner_deadlock():
+def test_pushing_into_a_corner_is_a_corner_deadlock_that_ends_the_episode():
     env, _, _ = _env("#######\n#___X_#\n#_P___#\n#___O_#\n#######")
-    _play(env, ["up", "right"])  # box (1,4) -> (1,5): the top-right corner
-    info = env.step("right")[4]
+    steps = _play(env, ["up", "right"])  # box (1,4) -> (1,5): the top-right corner
+    assert not any(terminated or truncated for _, _, terminated, truncated, _ in steps)
+    assert steps[-1][4]["end_reason"] is None  # still running
+    _, _, terminated, truncated, info = env.step("right")
     assert info["reward_breakdown"]["deadlock_kind"] == "corner"
+    # A dead state: the MDP ended (terminated), not solved, and info says why.
+    assert terminated and not truncated and info["success"] is False
+    assert info["end_reason"] == "deadlock: a box off target in a corner"
+    assert info["available_actions"] == [] and env.available_actions() == []
+    after = env.step("left")  # a step after the end changes nothing
+    assert after[1] == 0.0 and after[2] and after[4]["end_reason"] == info["end_reason"]
+
+
+def test_a_wall_deadlock_plays_on_and_the_turn_limit_and_a_solve_say_why_they_ended():
+    env, _, _ = _env("#######\n#_____#\n#__X__#\n#__P_O#\n#######", max_turns=2)
+    _, _, terminated, truncated, info = env.step("up")  # along the top wall: flagged only
+    assert info["reward_breakdown"]["deadlock_kind"] == "wall" and not terminated
+    _, _, terminated, truncated, info = env.step("down")
+    assert truncated and not terminated and info["end_reason"] == "max_turns"
 
 
 def test_a_frozen_two_by_two_block_is_a_deadlock():

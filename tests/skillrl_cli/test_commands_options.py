@@ -248,6 +248,40 @@ def test_auto_plays_the_environments_own_model_and_says_which_runs_it_skipped(wo
     assert "skipped" not in out.getvalue()
 
 
+def test_auto_says_when_a_checkpoint_without_figures_takes_the_shipped_adapters_place(
+    workspace,
+):
+    from skillrl.policies.model_settings import ModelSettings, shipped_adapter
+
+    toy = fake_sft_run(workspace, "toy", "webshop", mtime=1_000)
+    out = io.StringIO()
+    console = Console(file=out, width=400)
+    assert resolve_model("auto", "transformers", str(workspace), console, "webshop") == str(toy)
+    said = " ".join(out.getvalue().split())
+    assert f"model: {toy} (the newest checkpoint trained for 'webshop'" in said
+    assert (
+        "this checkpoint records no test figures, in place of the adapter shipped for "
+        "'webshop', which solved 178/300 test goals; --model shipped plays that one" in said
+    )
+    # Recorded figures: a lower rate is said, an equal or higher one is not.
+    settings = ModelSettings(env_id="webshop", skills=True, max_prompt_tokens=512)
+    for successes, lower in ((1, True), (60, False)):
+        settings.figures = {"test_successes": successes, "test_goals": 100}
+        settings.save(toy)
+        out.truncate(0)
+        out.seek(0)
+        resolve_model("auto", "transformers", str(workspace), console, "webshop")
+        said = " ".join(out.getvalue().split())
+        warned = "solved 1/100 test goals when it was made, a lower rate than the 178/300"
+        assert (warned in said) is lower, said
+        assert "records no test figures" not in said
+    # --model shipped plays the package's adapter, in run and eval as in train.
+    out.truncate(0)
+    shipped = resolve_model("shipped", "transformers", str(workspace), console, "webshop")
+    assert shipped == str(shipped_adapter("webshop"))
+    assert "model: the cold-started SmolLM2-135M-Instruct adapter shipped" in out.getvalue()
+
+
 def test_base_model_hint_names_the_environment(workspace, monkeypatch):
     import skillrl.policies.model_settings as model_settings
 

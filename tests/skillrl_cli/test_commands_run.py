@@ -85,6 +85,12 @@ def test_every_option_of_every_command_has_help_that_is_shown():
             assert any(name in shown for name in option.opts), f"{path} hides {option.opts}"
 
 
+def test_no_help_speaks_of_what_only_python_callers_can_pass():
+    for path, option in every_option():
+        assert "from Python" not in (option.help or ""), f"{path} {option.opts[0]}"
+    assert "clipped above at 1 + epsilon_high." in shown_help("train")
+
+
 def shown_help(*command: str) -> str:
     """The --help of a command, on one line (no wrapping to a terminal's width)."""
     result = CliRunner().invoke(main, [*command, "--help"], env={"COLUMNS": "2000"})
@@ -186,6 +192,31 @@ def test_eval_skills_default_is_the_models_recorded_setting_as_its_help_says(
     assert evaluated("--skills", "both") == [True, False]  # an option given wins
 
 
+def test_eval_off_a_terminal_prints_plain_progress_lines(workspace, monkeypatch):
+    import skillrl.policies
+    import trainers.evaluate
+    import trainers.policy_rollouts
+    from trainers.policy_rollouts import RolloutProgress
+
+    class Rollouts:
+        def __init__(self, policy, *, on_progress, **options):
+            self.on_progress = on_progress
+
+    def evaluate(runner, config):
+        runner.on_progress(RolloutProgress(3, 3, 12, 24, 12, 6.0))
+        raise Evaluated()  # the lines came before the results
+
+    monkeypatch.setattr(skillrl.policies, "load_policy", lambda config, *a, **k: object())
+    monkeypatch.setattr(trainers.policy_rollouts, "PolicyRollouts", Rollouts)
+    monkeypatch.setattr(trainers.evaluate, "evaluate", evaluate)
+    args = ["eval", "--goals", "3", "--model", "base", "--skills", "off"]
+    result = CliRunner().invoke(main, args)
+    assert isinstance(result.exception, Evaluated), result.output
+    lines = result.output.splitlines()
+    assert "[0/1 phases, 0:00:00] evaluating without skills" in lines
+    assert "goals: episodes 3/3, turns 12, 2.00 turns/s" in lines
+
+
 def test_run_skills_default_is_the_models_recorded_setting_as_its_help_says(workspace, monkeypatch):
     import skillrl_cli.run
     from skillrl.policies.model_settings import ModelSettings, shipped_adapter
@@ -214,13 +245,14 @@ def test_workspace_help_names_what_the_workspace_holds_and_not_the_model_cache(
 
     top = shown_help()
     assert "model cache" not in top.split("Converted models")[0]
-    assert "cached per user" in top
+    assert "cached per user" in top and "$XDG_CACHE_HOME/skillrl" in top
     commands = sorted({path for path, option in every_option() if "--workspace" in option.opts})
     assert len(commands) > 10
     for path in commands:
         shown = shown_help(*path.split()[1:])
         assert f"Workspace folder ({WORKSPACE_CONTENTS})" in shown, path
         assert "model cache" not in shown and "cached per user, not here" in shown, path
+        assert "$XDG_CACHE_HOME/skillrl" in " ".join(shown.split()), path  # as cache_dir reads
     # As said: the converted models' cache is the user's, wherever the workspace is.
     monkeypatch.delenv("SKILLRL_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
@@ -380,6 +412,52 @@ def test_retrieved_skills_show_the_highest_score_first():
     show_page(console, state)
     page = console.export_text()
     assert page.index("top mistake") < page.index("mid task") < page.index("low general")
+
+
+@pytest.mark.parametrize("human", [True, False])
+def test_the_retrieved_skills_table_shows_once_per_turn(human):
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from memory.types import RetrievedEntry, RetrievedSkills
+    from skillrl.agents.base import AgentState
+    from skillrl_cli.run import _show_turn
+    from skillrl_cli.run_display import show_page
+
+    entry = SimpleNamespace(id="s1", title="Compare the prices first", kind="general")
+    skills = RetrievedSkills(general=[RetrievedEntry(entry, 0.5)])
+    turn = SimpleNamespace(
+        retrieved_ids=["s1"],
+        model_output="",
+        action_valid=True,
+        action_substituted=False,
+        action="click[buy now]",
+        turn=0,
+        reward=0.0,
+    )
+    record = SimpleNamespace(skills_enabled=True, error=None, success=False)
+    event = SimpleNamespace(skills=skills, turn=turn, record=record, next_observation="a page",
+                            done=False, slot=0)  # fmt: skip
+    console = Console(width=200, record=True)
+    if human:  # a person is shown the page and its skills before typing
+        show_page(
+            console,
+            AgentState(
+                "e",
+                "webshop",
+                "buy tea",
+                "grocery",
+                "a page",
+                ["click[buy now]"],
+                0,
+                history=[],
+                skills=skills,
+                info={},
+            ),
+        )
+    _show_turn(console, human)(event)
+    assert console.export_text().count("Compare the prices first") == 1
 
 
 @pytest.mark.parametrize(

@@ -97,6 +97,8 @@ def test_a_dry_run_lists_every_record_and_writes_nothing(bank_copy, tmp_path):
     assert plan[0]["into"] == general_id and plan[0]["similarity"] > 0.99
     assert plan[2]["into_record"] == "$.general_skills[1]"
     assert "title" in plan[3]["reason"] and "why_it_happens" in plan[4]["reason"]
+    # A refused record shows the title it was written with (a mistake's is its description).
+    assert plan[3]["title"] == "" and plan[4]["title"] == "Bought early"
     assert "2 of 5 records" in result.stderr and "would write nothing" in result.stderr
 
 
@@ -107,6 +109,7 @@ def test_the_table_says_what_would_happen(bank_copy, tmp_path):
     assert "dry run: nothing written" in text
     assert f"into {general_id[:8]}" in text and "into record $.general_skills[1]" in text
     assert "5 records: 1 would be added, 2 merged, 2 refused" in text
+    assert "│ $.common_mistakes[0] │ Bought early │ refused │" in text  # the refused row's title
 
 
 def test_a_clean_dry_run_is_what_the_import_then_does(bank_copy, tmp_path, embedder):
@@ -139,6 +142,8 @@ def test_a_jsonl_dry_run_refuses_ids_the_bank_has_and_adds_into_a_new_bank(
     plan = json.loads(again.stdout)["records"]
     assert [r["outcome"] for r in plan] == ["refuse", "refuse", "refuse"]
     assert "already in the bank" in plan[0]["reason"] and "not valid JSON" in plan[2]["reason"]
+    assert {r["title"] for r in plan[:2]} == {GENERAL.title, SIZE_NOTE.title}
+    assert plan[2]["title"] == ""  # a line that is not JSON has no title to show
 
     path.write_text("".join(path.read_text().splitlines(keepends=True)[:2]))
     fresh = tmp_path / "fresh"

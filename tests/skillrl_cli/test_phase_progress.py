@@ -92,3 +92,27 @@ def test_on_a_terminal_the_rollout_bar_carries_the_turns():
     with progress:
         progress.show_rollout("  rollout:")(rollout(1, 20, 26, 10.0))
     assert lines.getvalue() == "" and "turns 20, 2.00 turns/s" in screen.getvalue()
+
+
+class FakeTrainer:
+    on_progress = on_turns = None
+
+
+def test_an_update_counts_its_turns_inside_each_optimizer_step():
+    progress, screen, lines = bars(terminal=False, interval=0.0)
+    trainer = FakeTrainer()
+    with progress:
+        progress.phase("cycle 1: RFT update")
+        progress.show_update(trainer)
+        trainer.on_turns(2, 8)
+        trainer.on_turns(4, 8)
+        trainer.on_progress(1, 2)
+        trainer.on_turns(6, 8)
+        trainer.on_turns(3, 8)  # the next update starts: no step of it taken yet
+    out = [line.split(", ")[0:2] for line in lines.getvalue().splitlines()[1:]]
+    assert [o[0] for o in out] == [f"turns trained {d}/8" for d in (2, 4)] + [
+        "turns trained",
+        "turns trained 3/8",
+    ]
+    assert out[2][1] == "optimizer steps 1/2 6/8"
+    assert screen.getvalue() == ""

@@ -62,6 +62,10 @@ def test_sft_then_train_from_it(tmp_path, tiny_model_dir):
         f"1 round; the last trained on {examples} examples at a mean loss of {loss:.4f}" in screen
     )
     folder = tmp_path / "ws" / "runs" / "s" / "sft"
+    # It opened with what it would do: model, environment, rounds, folder.
+    assert f"model: {tiny_model_dir}" in screen and "environment: webshop" in screen
+    assert "cold start: behaviour cloning on 2 training goals" in screen
+    assert f"run: s in {folder}" in screen
     checkpoint = folder / "checkpoints" / "round-0000"
     AutoModelForCausalLM.from_pretrained(checkpoint)  # a plain from_pretrained checkpoint
     dataset = (folder / "dataset.jsonl").read_bytes()

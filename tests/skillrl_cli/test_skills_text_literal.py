@@ -101,3 +101,40 @@ def test_the_commands_print_bank_text_literally(cli_bank, command):  # noqa: F81
         assert "[link=https://example.com]here[/link]" in flat
         assert "\\x1b]8;;https://x\\x1b\\y\\x1b[2J" in flat
         assert "always\\x07 [bold]now[/bold] \\x9b31m" in flat
+
+
+def column_cells(output: str, name: str) -> list[str]:
+    """The cells of column ``name`` per row (a row's wrapped lines joined), in order."""
+    lines = output.splitlines()
+    header = next(line for line in lines if f" {name} " in line).split("┃")
+    column = [c.strip() for c in header].index(name)
+    rows: list[list[str]] = []
+    for line in (line for line in lines if "│" in line):
+        cells = line.split("│")
+        if cells[0].strip():  # an id: a new row
+            rows.append([])
+        rows[-1].append(cells[column].strip())
+    return ["".join(parts) for parts in rows]
+
+
+def test_list_at_80_columns_keeps_every_category_whole(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    categories = ["beauty_personal_care", "beauty_hair_care", "fashion_women_shoes",
+                  "fashion_men_shoes"]  # fmt: skip
+    entries = [
+        Entry(kind="task", title=f"Check the options before buying {c}", principle="p",
+              when_to_apply="w", id=f"{i}" * 32, env="webshop", category=c)
+        for i, c in enumerate(categories)
+    ]  # fmt: skip
+    output = printed(skills_view.print_entries, entries, {})
+    assert max(len(line) for line in output.splitlines()) <= 80
+    assert "4 active webshop entries" in output  # one environment: named once, in the title
+    assert column_cells(output, "category") == categories  # whole: no look-alike "beauty…"
+    assert all(cell == "0" for cell in column_cells(output, "used"))  # short columns uncut
+    sokoban = Entry(kind="task", title="Push plan", principle="p", when_to_apply="w",
+                    id="a" * 32, env="sokoban", category="6x6-1box")  # fmt: skip
+    mixed = printed(skills_view.print_entries, [entries[0], sokoban], {})
+    assert column_cells(mixed, "env/category") == ["webshop/beauty_personal_care",
+                                                   "sokoban/6x6-1box"]  # fmt: skip
+    assert "2 active entries" in mixed
+    assert "1 active webshop entry" in printed(skills_view.print_entries, entries[:1], {})

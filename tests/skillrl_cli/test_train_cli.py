@@ -120,9 +120,9 @@ def test_a_resumed_progress_bar_starts_at_the_phases_already_done():
 
 @pytest.mark.slow
 def test_the_rft_recipe_loads_and_a_one_cycle_tiny_version_runs_offline(tmp_path, tiny_model_dir):
-    from pathlib import Path
+    from skillrl_cli.train_config import RECIPES
 
-    recipe = Path(__file__).resolve().parents[2] / "configs" / "webshop-rft.yaml"
+    recipe = RECIPES / "webshop-rft.yaml"
     ws = str(tmp_path / "ws")
     tiny = ["--model", str(tiny_model_dir), "--cycles", "1", "--goals-per-cycle", "1",
             "--group-size", "2", "--eval-goals", "1", "--eval-every", "1",
@@ -137,3 +137,77 @@ def test_the_rft_recipe_loads_and_a_one_cycle_tiny_version_runs_offline(tmp_path
     assert saved["options"]["learning-rate"] == 2e-4
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["cycle"] for r in rows] == [0, 1] and rows[1]["train.episodes"] == 2
+
+
+@pytest.mark.slow
+def test_a_train_checkpoint_records_its_settings_and_run_replays_them(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    import skillrl_cli.run
+
+    ws = str(tmp_path / "ws")
+    tiny = ["--model", str(tiny_model_dir), "--cycles", "1", "--goals-per-cycle", "1",
+            "--group-size", "2", "--eval-goals", "1", "--validation-goals", "0",
+            "--max-turns", "2", "--max-new-tokens", "4", "--threads", "1", "--no-skills",
+            "--max-prompt-tokens", "700", "--env-option", "observation_mode=text_rich",
+            "--run-name", "recorded", "--workspace", ws]  # fmt: skip
+    trained = invoke("train", *tiny)
+    assert trained.exit_code == 0, trained.output
+    lines = trained.output.splitlines()  # off a terminal: plain lines, the update's counter too
+    assert "[4/8 phases, " in trained.output and "] cycle 1: GRPO update" in trained.output
+    assert any(line.startswith("turns trained 4/4, ") for line in lines), trained.output
+    checkpoint = tmp_path / "ws" / "runs" / "recorded" / "checkpoints" / "cycle-0001"
+    recorded = json.loads((checkpoint / "skillrl.json").read_text())
+    assert recorded["env_id"] == "webshop" and recorded["skills"] is False
+    assert recorded["max_prompt_tokens"] == 700 and recorded["constrained"] is True
+    assert recorded["env_options"] == {"observation_mode": "text_rich"}
+    assert recorded["figures"]["test_goals"] == 1  # cycle 1 evaluated its one test goal
+    config = checkpoint.parents[1] / "config.json"  # the run's settings, which made it
+    assert recorded["recipe"] == f"skillrl train --config {config} --cycles 1"
+
+    played = []
+
+    def capture(settings, console):
+        played.append(settings)
+        raise KeyboardInterrupt  # stop before playing
+
+    monkeypatch.setattr(skillrl_cli.run, "play", capture)
+    result = CliRunner().invoke(main, ["run", "--model", str(checkpoint), "--workspace", ws])
+    said = " ".join(result.output.split())
+    assert "settings the model was trained under: no skills, 700-token prompts, constrained " \
+        "decoding, observation_mode=text_rich" in said, said  # fmt: skip
+    assert played and played[0].skills is False
+
+
+@pytest.mark.slow
+def test_a_lora_run_saves_adapters_and_merged_models_only_when_asked(tmp_path, tiny_model_dir):
+    import torch
+
+    from skillrl.policies.transformers_loading import load_causal_lm
+
+    ws = str(tmp_path / "ws")
+    tiny = ["--model", str(tiny_model_dir), "--goals-per-cycle", "1", "--group-size", "2",
+            "--eval-goals", "1", "--validation-goals", "0", "--max-turns", "2",
+            "--max-new-tokens", "4", "--threads", "1", "--no-skills", "--lora",
+            "--learning-rate", "1e-2", "--run-name", "lora", "--workspace", ws]  # fmt: skip
+    first = invoke("train", "--cycles", "1", *tiny)
+    assert first.exit_code == 0, first.output
+    checkpoints = tmp_path / "ws" / "runs" / "lora" / "checkpoints"
+    adapter = checkpoints / "cycle-0001"
+    assert (adapter / "adapter_model.safetensors").exists() and (adapter / "skillrl.json").exists()
+    assert not (adapter / "model.safetensors").exists()  # megabytes, not the whole model
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == str(tiny_model_dir)  # the starting model
+    # A resume may ask for whole models from now on (how checkpoints are written changes no
+    # result), and the two load alike where the weights are the same.
+    more = invoke("train", "--cycles", "2", "--resume", "--merged-checkpoints", *tiny)
+    assert more.exit_code == 0, more.output
+    merged = checkpoints / "cycle-0002"
+    assert (merged / "model.safetensors").exists() and not (merged / "adapter_config.json").exists()
+    _, base = load_causal_lm(str(tiny_model_dir), torch.float32)
+    _, trained = load_causal_lm(str(adapter), torch.float32)
+    ids = torch.tensor([[5, 6, 7]])
+    with torch.no_grad():
+        assert not torch.allclose(base(input_ids=ids).logits, trained(input_ids=ids).logits)
+    listed = json.loads(invoke("runs", "--workspace", ws, "--json").stdout)
+    assert [str(p) for p in [adapter, merged]] == listed[0]["checkpoints"]

@@ -200,6 +200,19 @@ def test_resume_takes_the_saved_settings_and_only_cycles_from_the_command_line(
     assert settings.options["run-name"] == "r2"
 
 
+def test_a_resume_may_switch_to_merged_checkpoints_and_back_but_not_change_lora(workspace, started):
+    assert isinstance(train("--run-name", "r", "--lora").exception, Started)
+    assert started[0][0].merged_checkpoints is False  # LoRA runs save adapters by default
+    start(workspace / "runs" / "r", started[0], {"cycle": 2})
+    merged = train("--run-name", "r", "--resume", "--merged-checkpoints")
+    assert isinstance(merged.exception, Started), merged.output
+    assert started[1][0].merged_checkpoints is True
+    assert isinstance(train("--run-name", "r", "--resume").exception, Started)
+    assert started[2][0].merged_checkpoints is False  # as the run saved it
+    full = train("--run-name", "r", "--resume", "--no-lora")
+    assert full.exit_code == 1 and "would change use-peft" in full.output, full.output
+
+
 def test_a_run_without_saved_options_resumes_only_with_the_settings_it_saved(workspace, started):
     first = train("--run-name", "bare", "--goals-per-cycle", "3")
     assert isinstance(first.exception, Started), first.output
@@ -469,10 +482,11 @@ def test_a_negative_seed_is_refused(workspace, command):
     assert result.exit_code == 2 and "-1 is not in the range" in result.output, result.output
 
 
-def test_the_shipped_rft_recipe_resumes_from_its_own_config_file(workspace, started):
-    from pathlib import Path
-
-    recipe = str(Path(__file__).resolve().parents[2] / "configs" / "webshop-rft.yaml")
+def test_the_shipped_rft_recipe_resumes_from_its_own_config_file(
+    workspace, started, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # named, the recipe is found from any folder (the package's)
+    recipe = "webshop-rft"
     first = train("--config", recipe)
     assert isinstance(first.exception, Started), first.output
     cycle, grpo, settings = started[0]
@@ -484,6 +498,24 @@ def test_the_shipped_rft_recipe_resumes_from_its_own_config_file(workspace, star
     assert started[1][0].cycles == 6 and started[1][1] == grpo
     changed = train("--config", recipe, "--resume", "--lr", "1e-3")
     assert changed.exit_code == 1 and "learning-rate" in changed.output
+
+
+def test_a_recipe_path_and_its_shipped_name_give_the_same_run(workspace, started):
+    from skillrl_cli.train_config import RECIPES
+
+    assert isinstance(train("--config", "webshop-rft").exception, Started)
+    by_path = train("--config", str(RECIPES / "webshop-rft.yaml"), "--run-name", "by-path")
+    assert isinstance(by_path.exception, Started), by_path.output
+    (cycle, grpo, _), (path_cycle, path_grpo, _) = started
+    assert grpo == path_grpo and cycle == path_cycle and grpo.estimator == "rft"
+
+
+@pytest.mark.parametrize("name", ["webshop-rtf", "no/such.yaml", "."])
+def test_an_unknown_recipe_is_refused_listing_the_shipped_ones(workspace, started, name):
+    result = train("--config", name)
+    assert result.exit_code == 2 and not started, result.output
+    text = " ".join(result.output.split())
+    assert "shipped recipes: webshop-rft" in text or "is a folder" in text, text
 
 
 @pytest.mark.parametrize("native", [True, False])
@@ -505,3 +537,67 @@ def test_rollout_dtype_auto_picks_bf16_only_where_native_and_the_run_saves_its_p
                    "--base-url", "http://127.0.0.1:8000")  # fmt: skip
     assert isinstance(served.exception, Started), served.output
     assert started[1][0].rollout_dtype == "float32"
+
+
+def test_a_run_opens_with_its_model_environment_update_cycles_and_folder(workspace, started):
+    from rich.console import Console
+
+    from skillrl_cli.train_session import opening_lines
+
+    assert isinstance(train("--config", "webshop-rft").exception, Started)
+    settings = started[0][2]
+
+    def said(state):
+        console = Console(width=400, record=True)
+        for line in opening_lines(settings, state):
+            console.print(line, soft_wrap=True)
+        return console.export_text().splitlines()
+
+    lines = said(None)
+    assert lines[0].startswith("model: the cold-started SmolLM2-135M-Instruct adapter shipped")
+    assert "178/300 test goals solved" in lines[0]
+    assert lines[1] == (
+        "environment: webshop, observation_mode=text_rich, skills retrieved every turn"
+    )
+    assert lines[2].startswith("update: RFT (rejection-sampling") and "LoRA r=16" in lines[2]
+    assert lines[3].startswith("cycles: 6 of 32 training goals x 4 episodes")
+    assert lines[4] == f"run: webshop-rft in {workspace / 'runs' / 'webshop-rft'}"
+    assert len(lines) == 5  # a fresh start says nothing of resuming
+    assert said(RunState(cycle=3, phase="distill"))[5] == (
+        "resuming at cycle 3 after its distill phase (of 6)"
+    )
+    assert said(RunState(cycle=4))[5] == "resuming at cycle 4 (of 6)"
+    assert said(RunState(cycle=7, done=True))[5].startswith("resuming: all 6 cycles are done")
+
+
+def test_ctrl_c_ends_with_the_exact_resume_command(workspace, monkeypatch):
+    import sys
+
+    args = ["--run-name", "my run", "--cycles", "2"]
+    monkeypatch.setattr(sys, "argv", ["skillrl", "train", *args])
+    folder = workspace / "runs" / "my run"
+    claimed = []
+
+    def interrupted(settings, processes):
+        if claimed:  # the run wrote its state before Ctrl-C
+            RunFiles(folder).save_state(RunState(cycle=1))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_command, "run_with_progress", interrupted)
+    before = train(*args)  # interrupted while the model loads: no run yet
+    assert before.exit_code == 130 and "Aborted" not in before.output, before.output
+    assert "nothing to resume" in before.output
+    claimed.append(True)
+    after = train(*args)
+    assert after.exit_code == 130 and "Aborted" not in after.output, after.output
+    said = " ".join(after.output.split())
+    assert "continue with skillrl train --run-name 'my run' --cycles 2 --resume" in said, said
+
+
+def test_the_resume_command_keeps_the_options_and_adds_resume_once():
+    from skillrl_cli.train_session import resume_command
+
+    assert resume_command(["sft", "--goals", "3"]) == "skillrl sft --goals 3 --resume"
+    assert resume_command(["train", "--resume", "--cycles", "9"]) == (
+        "skillrl train --resume --cycles 9"
+    )

@@ -127,6 +127,30 @@ def test_one_update_raises_the_logprob_of_the_rewarded_action(use_peft):
     assert changed is (not use_peft)
 
 
+def test_the_turn_counter_runs_inside_each_step_over_every_pass():
+    model = tiny_model()
+    episodes = group_episodes(model, [5, 6], [20, 21], [30, 31])
+    config = GRPOConfig(
+        learning_rate=1e-3,
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=2,
+        num_iterations=2,
+    )
+    trainer = GRPOTrainer(model, config, pad_token_id=PAD)
+    seen = []
+    trainer.on_turns = lambda done, total: seen.append(("turns", done, total))
+    trainer.on_progress = lambda done, total: seen.append(("steps", done, total))
+    trainer.train_step(episodes, [[1.0], [-1.0]])
+    # Two turns a pass, two passes, one turn a micro-batch: the counter moves inside each step.
+    assert seen == [
+        ("turns", 1, 4), ("turns", 2, 4), ("steps", 1, 2),
+        ("turns", 3, 4), ("turns", 4, 4), ("steps", 2, 2),
+    ]  # fmt: skip
+    seen.clear()
+    trainer.train_step(episodes, [[1.0], [-1.0]])
+    assert seen[0] == ("turns", 1, 4)  # a new update counts from the start
+
+
 def test_zero_advantage_turns_are_skipped_and_the_gap_is_reported():
     model = tiny_model()
     episodes = group_episodes(model, [5, 6], [20, 21], [30, 31], old_shift=0.3)
@@ -184,6 +208,37 @@ def test_checkpoint_loads_with_from_pretrained(tmp_path, use_peft):
         trainer.unwrapped_model.eval()
         expected = trainer.unwrapped_model(input_ids=ids).logits
         assert torch.allclose(loaded(input_ids=ids).logits, expected, atol=1e-5)
+
+
+def test_a_lora_checkpoint_is_its_adapter_over_the_named_base_and_loads_as_trained(tmp_path):
+    import json
+
+    from tiny_checkpoint import write_tiny_checkpoint
+
+    from skillrl.policies.transformers_loading import load_causal_lm
+
+    base = write_tiny_checkpoint(tmp_path / "base")
+    ids = torch.tensor([[5, 6, 20, 21]])
+    folder = str(base)
+    for round_ in range(2):  # the second adapter is trained over the first: a chain of two
+        _, model = load_causal_lm(folder, torch.float32)
+        trainer = GRPOTrainer(
+            model, GRPOConfig(use_peft=True, lora_r=4, learning_rate=1e-2), pad_token_id=PAD
+        )
+        trainer.train_step(group_episodes(model, [5, 6], [20, 21], [30, 31]), [[1.0], [-1.0]])
+        path = save_checkpoint(
+            trainer.unwrapped_model, None, tmp_path / f"ckpt-{round_}", adapter_over=folder
+        )
+        assert (path / "adapter_model.safetensors").exists()
+        assert not (path / "model.safetensors").exists()  # the adapter alone, not the model
+        config = json.loads((path / "adapter_config.json").read_text())
+        assert config["base_model_name_or_path"] == folder
+        _, loaded = load_causal_lm(str(path), torch.float32)
+        with torch.no_grad():
+            trainer.unwrapped_model.eval()
+            expected = trainer.unwrapped_model(input_ids=ids).logits
+            assert torch.allclose(loaded.eval()(input_ids=ids).logits, expected, atol=1e-5)
+        folder = str(path)
 
 
 def test_trainer_state_round_trip_continues_the_same_optimisation(tmp_path):

@@ -95,3 +95,28 @@ def test_a_damaged_cycle_file_is_a_checkpoint_error_naming_it(tmp_path, content,
     load = files.load_update_record if name == "advantages.json" else files.load_rollout
     with pytest.raises(CheckpointError, match=name):
         load(1)
+
+
+@pytest.mark.parametrize("cycles", [[0], [0, 1], [0, 3, 6], list(range(0, 40, 3))])
+def test_the_learning_curve_has_whole_cycle_ticks_labels_and_success_on_top(cycles):
+    import matplotlib.pyplot as plt
+
+    from trainers.run_files import learning_curve_figure
+
+    history = [
+        {"cycle": c, "eval.success_rate": 1.0, "eval.mean_score": 1.0, "eval.episodes": 10}
+        for c in cycles
+    ]
+    figure = learning_curve_figure(history, "run")
+    try:
+        axis = figure.axes[0]
+        low, high = axis.get_xlim()
+        ticks = [t for t in axis.get_xticks() if low <= t <= high]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+        assert axis.get_ylabel() and axis.get_xlabel().startswith("cycle")
+        assert axis.get_ylim()[1] > 1.0  # a point at 1.0 is drawn whole
+        lines = {line.get_label(): line for line in axis.get_lines()}
+        assert lines["success"].get_zorder() > lines["score"].get_zorder()
+        assert not lines["success"].get_clip_on() and not lines["score"].get_clip_on()
+    finally:
+        plt.close(figure)
