@@ -28,7 +28,7 @@ from skillrl_cli.options import (
     env_config_from,
     recorded_settings,
 )
-from skillrl_cli.train_config import NOT_IN_FILE, fill_from_saved
+from skillrl_cli.train_config import NOT_IN_FILE, fill_from_saved, option_sources
 from skillrl_cli.train_session import TrainSettings, run_folder, training_policy_config
 from skillrl_cli.upfront_checks import check_prompt_budget
 from skillrl_core.errors import CheckpointError, ConfigError, ModelLoadError
@@ -198,6 +198,16 @@ def settle_training(ctx: click.Context, values: dict[str, Any]) -> TrainSettings
         **saved_values(COLD_START_OPTIONS, cold_start),
         "env-option": dict(cycle.env_config),
     }
+    # The folder is claimed before a cold start writes <run>/sft/ into it. The main process
+    # checks it and every process stops if it refuses (under a launcher).
+    from trainers.processes import Processes
+
+    sources = option_sources(ctx)
+    Processes.current().from_main(
+        lambda: check_run_folder(
+            folder, launch.resume, cycle, grpo, options, sources, cold_start=launch.cold_start
+        )
+    )
     # A cold start trains here: every check comes first.
     model = starting_model(
         launch, cold_start, prompt, cycle, folder, values["workspace"], values["as_json"]
@@ -407,23 +417,29 @@ def check_run_folder(
     grpo: Any,
     options: dict[str, Any] | None = None,
     sources: dict[str, str] | None = None,
+    *,
+    cold_start: bool = False,
 ) -> None:
     """Refuse, before any model loads, a fresh start over a run or a resume that cannot go on.
 
     A resume of nothing, of a damaged run, or with settings other than the run's (all but
-    --cycles; ``sources`` says where each option came from) is refused.
+    --cycles; ``sources`` says where each option came from) is refused. With ``cold_start``, a
+    resume of a run whose cold start (``<run>/sft/``) began but whose cycles never did goes on.
     """
     from trainers.run_files import RunFiles
-    from trainers.run_settings import check_resume_settings
+    from trainers.run_settings import check_resume_settings, check_saved_cycle
 
     files = RunFiles(folder)
     _check_writable(folder)
     exists = files.exists()
     if resume and not exists:
+        if cold_start and (folder / "sft").is_dir():
+            return  # the cold start resumes; the cycles start afresh after it
         raise CheckpointError(f"--resume: there is no run to continue in {folder}")
     if resume:
-        files.load_state()  # a damaged state.json fails now, not after the model loads
+        state = files.load_state()  # a damaged state.json fails now, not after the model loads
         check_resume_settings(files, cycle, grpo, options, sources)
+        check_saved_cycle(files, state)
     if not resume and exists:
         raise CheckpointError(
             f"{folder} already holds a run; pass --resume to continue it "

@@ -75,7 +75,7 @@ from trainers.run_files import (
     cycle_phases,
     plot_learning_curve,
 )
-from trainers.run_settings import check_resume_settings, run_settings
+from trainers.run_settings import check_resume_settings, check_saved_cycle, run_settings
 from trainers.seeding import seed_everything
 from trainers.trackers import open_tracker
 from trainers.update_record import UpdateRecord, update_record
@@ -213,6 +213,7 @@ class TrainingRun:
         state = self.files.load_state()
         self.files.remove_stale_temps()  # e.g. a half-written checkpoint of a killed save
         saved = check_resume_settings(self.files, self.config, self.grpo, self.options)
+        check_saved_cycle(self.files, state)
         # A resume without launch options (a library caller) keeps the ones the run saved.
         options = self.options if self.options is not None else saved.get("options")
         self.files.save_config(run_settings(self.config, self.grpo, options))

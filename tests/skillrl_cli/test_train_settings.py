@@ -97,7 +97,7 @@ def test_a_run_saved_before_whole_group_steps_resumes_with_shuffled_turns(worksp
     saved = start(run, started[0], {"cycle": 1})
     # What the run's files held before the setting existed: no config field, no option.
     del saved["grpo"]["whole_group_steps"], saved["options"]["whole-group-steps"]
-    del saved["options_digest"]  # runs saved before it had none
+    saved["options_digest"] = options_digest(saved["options"])
     (run / "config.json").write_text(json.dumps(saved))
 
     refused = train("--run-name", "old", "--resume")
@@ -505,3 +505,54 @@ def test_rollout_dtype_auto_picks_bf16_only_where_native_and_the_run_saves_its_p
                    "--base-url", "http://127.0.0.1:8000")  # fmt: skip
     assert isinstance(served.exception, Started), served.output
     assert started[1][0].rollout_dtype == "float32"
+
+
+def test_a_cold_start_into_a_folder_that_holds_a_run_is_refused_before_it_writes(
+    workspace, started, monkeypatch
+):
+    import skillrl_cli.sft as sft_command
+
+    def cold_start(job):  # what the real one does first: write into <run>/sft/
+        job.folder.mkdir(parents=True)
+        raise Started()
+
+    monkeypatch.setattr(sft_command, "run_cold_start", cold_start)
+    run = workspace / "runs" / "tiny"
+    run.mkdir(parents=True)
+    (run / "state.json").write_text("{}")
+    result = train("--run-name", "tiny", "--cold-start")
+    assert result.exit_code == 1 and "already holds a run" in result.output, result.output
+    assert not (run / "sft").exists() and not started
+    # A fresh folder gets its cold start.
+    assert isinstance(train("--run-name", "fresh", "--cold-start").exception, Started)
+    assert (workspace / "runs" / "fresh" / "sft").is_dir()
+
+
+@pytest.mark.parametrize("damage", ["delete", "null", "number"])
+def test_options_without_their_digest_are_refused_on_resume(workspace, started, damage):
+    first = train("--run-name", "r", "--max-prompt-tokens", "1500")
+    assert isinstance(first.exception, Started), first.output
+    run = workspace / "runs" / "r"
+    saved = start(run, started[0], {"cycle": 1})
+    saved["options"]["max-prompt-tokens"] = 900  # in no section the resume compares
+    if damage == "delete":
+        del saved["options_digest"]
+    else:
+        saved["options_digest"] = None if damage == "null" else 7
+    (run / "config.json").write_text(json.dumps(saved))
+    result = train("--run-name", "r", "--resume")
+    assert result.exit_code == 1, result.output
+    assert "have no options_digest" in result.output and "Traceback" not in result.output
+    assert len(started) == 1
+
+
+def test_a_state_beyond_the_saved_cycles_is_refused_on_resume(workspace, started):
+    first = train("--run-name", "r", "--cycles", "2")
+    assert isinstance(first.exception, Started), first.output
+    run = workspace / "runs" / "r"
+    start(run, started[0], {"cycle": 1000000})
+    result = train("--run-name", "r", "--resume")
+    assert result.exit_code == 1 and "beyond the run's 2 cycles" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    start(run, started[0], {"cycle": 3, "done": True})  # a finished run of 2 cycles
+    assert isinstance(train("--run-name", "r", "--resume").exception, Started)
