@@ -448,12 +448,20 @@ def check_run_folder(
 
 
 def _check_writable(folder: Path) -> None:
-    """Refuse, at the start, a run folder whose parent cannot be written (not at the first save)."""
+    """Refuse, at the start, a run folder whose parent cannot be written (not at the first save).
+
+    Nothing is created: a temp file is tried in the nearest folder on the way that exists (a
+    later check may still refuse the run, and a refusal leaves the workspace as it was).
+    """
     import tempfile
 
+    existing = folder.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder.parent):
+        if not existing.is_dir():
+            raise NotADirectoryError(f"{existing} is not a folder")
+        with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as error:
         raise CheckpointError(
