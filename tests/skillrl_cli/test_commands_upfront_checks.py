@@ -399,3 +399,39 @@ def test_a_refusal_never_imports_torch(tmp_path, args):
     assert lines[-1] == "False", done.stdout + done.stderr
     assert any(line.startswith("refused:") for line in lines)
     assert not (tmp_path / "ws").exists()
+
+
+# -- environment options that would hang, goals beyond the split ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("reverse_steps=100000000", "reverse_steps (100000000) must be at most 1,000"),
+        ("rooms_per_category=1000000000000", "must be at most 1,000,000"),
+        ("categories=", "categories (None) must be category names such as '6x6-1box"),
+    ],
+)
+@pytest.mark.parametrize("command", PLAYING)
+def test_an_environment_option_that_would_hang_is_refused(
+    workspace, no_model, command, option, message
+):
+    line = refused(workspace, *command, "--env", "sokoban", "--env-option", option)
+    assert message in line and "NoneType" not in line, line
+
+
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        (["sft", "--no-skills", "--goals", "9851"], "goals (9851)"),
+        (
+            ["sft", "--no-skills", "--dagger-rounds", "1", "--dagger-goals", "9851"],
+            "dagger_goals (9851)",
+        ),
+        (["train", "--no-skills", "--cold-start", "--cold-start-goals", "9851"], "goals (9851)"),
+    ],
+)
+def test_more_cold_start_goals_than_the_split_holds_are_refused(workspace, no_model, command, name):
+    # Sokoban's training split: 10,000 rooms a category less 50 test and 100 eval rooms.
+    line = refused(workspace, *command, "--env", "sokoban", "--env-option", "categories=6x6-1box")
+    assert f"{name} is more than the 9850 goals of the 'train' split of 'sokoban'" in line, line
