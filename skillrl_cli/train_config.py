@@ -73,8 +73,8 @@ def _file_value(option: click.Option, key: str, value: Any, source: str) -> Any:
     """Check one file value by its option's command-line rules; return it converted.
 
     A scalar is checked as the text a user would type for it (``cycles: 2.5`` is refused as
-    ``--cycles 2.5`` is; a YAML ``true`` reads as ``true``); null leaves the option at its
-    default. Anything else (a date, a set, a list, binary) is refused, naming the key.
+    ``--cycles 2.5`` is; a YAML ``true`` reads as ``true``); null is taken only by an option
+    whose default is none. Anything else (a date, a set, a list, binary) is refused, naming the key.
     """
     if option.multiple:  # --env-option: a mapping of settings, or a list of KEY=VALUE
         if isinstance(value, dict):
@@ -85,6 +85,8 @@ def _file_value(option: click.Option, key: str, value: Any, source: str) -> Any:
             f"{source}: {key!r} must be a mapping of settings or a list of KEY=VALUE strings"
         )
     if value is None:
+        if option.default is not None:  # its command line has no way to say "none" either
+            raise click.BadParameter(f"{source}: {key!r} needs a value, not null")
         return None
     if not isinstance(value, SCALARS):
         kind = next((w for t, w in KIND_WORDS.items() if isinstance(value, t)), "a collection")

@@ -158,6 +158,8 @@ def settle_training(ctx: click.Context, values: dict[str, Any]) -> TrainSettings
     given_model = launch.model
     launch = dataclasses.replace(launch, model=resolve_shipped_model(launch.model, env_id))
     check_backend(launch)
+    if launch.resume:
+        check_saved_model(ctx, launch, folder)
     cycle = build(
         CYCLE_OPTIONS,
         values,
@@ -240,6 +242,32 @@ def rollout_dtype_for(choice: str, backend: str) -> str:
             "own --dtype decides"
         )
     return choice
+
+
+def check_saved_model(ctx: click.Context, launch: TrainLaunch, folder: Path) -> None:
+    """On ``--resume``, refuse a starting model taken from the run's ``config.json`` that is gone.
+
+    The refusal says where the path came from: the user did not type it on this command line.
+    """
+    from click.core import ParameterSource
+
+    from skillrl.policies.model_folders import check_model_path
+    from trainers.run_files import RunFiles
+
+    saved_in = RunFiles(folder).config_path
+    for name, flag in (("init_checkpoint", "--init"), ("model", "--model")):
+        value = getattr(launch, name)
+        if value is None or ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
+            continue  # not saved, or given on this command line
+        try:
+            if name == "init_checkpoint" and not Path(value).expanduser().is_dir():
+                raise ModelLoadError(f"{flag} ({value}): no such checkpoint folder")
+            check_model_path(value)
+        except ModelLoadError as error:
+            raise ModelLoadError(
+                f"{error}; that {flag} was saved in {saved_in}, which --resume continues from: "
+                "put it back there, or start a new run (another --run-name)"
+            ) from error
 
 
 def check_backend(launch: TrainLaunch) -> None:

@@ -571,6 +571,7 @@ def test_a_state_beyond_the_saved_cycles_is_refused_on_resume(workspace, started
         ("learning-rate: 1.0e-4\nlr: 2.0e-4\n", "'learning-rate' and 'lr' both set --learning"),
         ("goals-per-cycle: 2\ngoals_per_cycle: 3\n", "both set --goals-per-cycle"),
         ("cycles: 2\ncycles: 3\n", "duplicate key 'cycles'"),
+        ("env: null\n", "'env' needs a value, not null"),  # was None for the env id
         ("resume: true\n", "give --resume on the command line"),
         ("workspace: ws\n", "give --workspace on the command line"),
     ],
@@ -672,3 +673,32 @@ def test_any_yaml_value_in_any_recipe_key_runs_or_is_refused_in_one_line(
         assert error.strip() and "\n" not in error.strip(), result.output
 
     check()
+
+
+@pytest.mark.parametrize("flag", ["--init", "--model"])
+def test_a_resume_whose_saved_model_is_gone_says_it_came_from_config_json(
+    workspace, tmp_path, started, flag
+):
+    import shutil
+
+    model = tmp_path / "checkpoint"
+    whole_checkpoint(model)
+    first = train("--run-name", "r", flag, str(model))
+    assert isinstance(first.exception, Started), first.output
+    run = workspace / "runs" / "r"
+    start(run, started[0], {"cycle": 1})
+    shutil.rmtree(model)
+    result = train("--run-name", "r", "--resume")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    said = " ".join(result.output.split())
+    assert f"that {flag} was saved in {run / 'config.json'}, which --resume continues" in said
+    assert len(started) == 1
+
+
+def test_runs_refuses_a_runs_path_that_is_a_file(workspace):
+    (workspace / "runs").write_text("not a folder")
+    result = CliRunner().invoke(main, ["runs"])
+    assert result.exit_code == 1 and "is a file, not the folder" in result.output, result.output
+    assert "no training runs" not in result.output
+    trained = train("--run-name", "r")
+    assert trained.exit_code == 1 and "is not a folder" in trained.output, trained.output
