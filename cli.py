@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import sys
 import warnings
 
 import click
@@ -150,10 +149,6 @@ def main(verbose: int) -> None:
     """
     configure_logging(verbose)
     quiet_libraries(verbose)
-    # `--env my_env:SPEC` names a module of the folder the command runs in, as `uvicorn main:app`
-    # does; appended, so a file there never shadows an installed package.
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
