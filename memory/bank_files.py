@@ -16,7 +16,13 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from memory.config import BankConfig
-from memory.db import make_engine, read_only_sqlite_uri, read_only_sqlite_url, upgrade_schema
+from memory.db import (
+    MIGRATIONS,
+    make_engine,
+    read_only_sqlite_uri,
+    read_only_sqlite_url,
+    upgrade_schema,
+)
 from skillrl_core.errors import BankError
 
 SQLITE_FILE = "bank.sqlite"
@@ -24,6 +30,8 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite database file."""
 BANK_TABLE = "entries"
 """A table every skillrl bank has, whatever its schema revision."""
+VERSION_TABLE = "alembic_version"
+"""Where a bank records its schema revision (every bank was created by its migrations)."""
 _LEAVE_IT = "nothing was changed; move it away (or restore a copy) to use this workspace"
 
 
@@ -71,15 +79,33 @@ def check_bank_file(path: Path) -> None:
         connection = sqlite3.connect(read_only_sqlite_uri(path), uri=True)
         try:
             tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+            revisions = (
+                {str(row[0]) for row in connection.execute(f"SELECT * FROM {VERSION_TABLE}")}
+                if VERSION_TABLE in tables
+                else set()
+            )
         finally:
             connection.close()
     except sqlite3.Error as e:
         raise BankError(f"the skill bank {path} cannot be read ({e}); {_LEAVE_IT}") from e
-    if BANK_TABLE not in tables:
+    missing = [t for t in (BANK_TABLE, VERSION_TABLE) if t not in tables]
+    if missing:
         raise BankError(
             f"{path} is an SQLite database but not a skillrl skill bank (it has no "
-            f"{BANK_TABLE!r} table); {_LEAVE_IT}"
+            f"{missing[0]!r} table); {_LEAVE_IT}"
         )
+    known = known_revisions()
+    if not revisions & known:
+        raise BankError(
+            f"{path} is an SQLite database but not a skillrl skill bank this version knows (its "
+            f"schema revision {', '.join(sorted(revisions)) or 'none'} is none of "
+            f"{', '.join(sorted(known))}: another program's, or a newer skillrl's); {_LEAVE_IT}"
+        )
+
+
+def known_revisions() -> set[str]:
+    """Return the schema revisions this version's migrations define (``0001``, ...)."""
+    return {p.name.split("_", 1)[0] for p in (MIGRATIONS / "versions").glob("[0-9]*_*.py")}
 
 
 def _create_bank_file(path: Path, busy_timeout_s: float) -> None:

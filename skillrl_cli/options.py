@@ -470,11 +470,19 @@ def recorded_settings(
     ``skills_mode`` in ``eval``). The screen says which settings came from the model. Returns
     None when the model records none.
     """
-    from skillrl.policies.model_settings import ModelSettings
+    from skillrl.policies.model_settings import SETTINGS_FILE, ModelSettings
 
     settings = ModelSettings.load(model)
     if settings is None:
         return None
+    if settings.env_id != env_id:
+        # Its skills, prompt budget and decoding are another environment's: refused, not
+        # played silently under them.
+        raise ConfigError(
+            f"model {model} was trained on {settings.env_id!r} (its {SETTINGS_FILE}), not "
+            f"{env_id!r}: give --env {settings.env_id}; to play it on {env_id} anyway, copy "
+            f"the folder without its {SETTINGS_FILE}"
+        )
 
     def defaulted(name: str) -> bool:
         source = ctx.get_parameter_source(name)
@@ -492,10 +500,9 @@ def recorded_settings(
         constrained = settings.constrained
         taken.append("constrained decoding" if constrained else "free decoding")
     played = dict(env_options)
-    if settings.env_id == env_id:
-        recorded = {k: v for k, v in sorted(settings.env_options.items()) if k not in played}
-        played = {**recorded, **played}  # an --env-option the user gave wins, key by key
-        taken += [f"{key}={value}" for key, value in recorded.items()]
+    recorded = {k: v for k, v in sorted(settings.env_options.items()) if k not in played}
+    played = {**recorded, **played}  # an --env-option the user gave wins, key by key
+    taken += [f"{key}={value}" for key, value in recorded.items()]
     if taken:
         console.print(
             f"[dim]settings the model was trained under: {', '.join(taken)} (options you give "

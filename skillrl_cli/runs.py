@@ -28,6 +28,11 @@ def runs(workspace: str, as_json: bool) -> None:
     root = resolve_workspace(workspace)
     if not root.is_dir():  # a typo in --workspace must not read as "no runs yet"
         raise DataFileError(f"the workspace {root} does not exist (or is not a folder)")
+    if (root / "runs").exists() and not (root / "runs").is_dir():  # not "no runs yet"
+        raise DataFileError(
+            f"{root / 'runs'} is a file, not the folder where training runs are kept; move it "
+            "away (train and sft create the folder)"
+        )
     found = list_runs(root)
     defaults = default_models_among(found)  # listed once: one warning per damaged run
     chosen = set(defaults.values())

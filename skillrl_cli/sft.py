@@ -160,6 +160,25 @@ class ColdStartJob:
         return self.policy.model
 
 
+def check_goals_fit(config: ColdStartConfig, size: int) -> None:
+    """Refuse a round of more goals than the training split holds (``size``).
+
+    Rounds walk one shuffled order of the split and wrap, so goals beyond its size would be
+    played again, not added: hours spent on repeats.
+    """
+    plays = any(source in ("expert", "teacher") for source in config.sources)
+    counts = {
+        "goals": config.goals if plays else 0,
+        "dagger_goals": config.dagger_goals if config.dagger_rounds else 0,
+    }
+    for name, count in counts.items():
+        if count > size:
+            raise ConfigError(
+                f"{name} ({count}) is more than the {size} goals of the {config.split!r} split of "
+                f"{config.env_id!r}: give at most {size}"
+            )
+
+
 def _export_adapter(job: ColdStartJob, checkpoint: Path, rank: int) -> None:
     from rich.console import Console
 
@@ -191,7 +210,7 @@ def run_cold_start(job: ColdStartJob) -> Path:
     # Every setting is checked before torch imports or a model loads: a typo fails in seconds.
     env_config = env_config_from(config.env_id, job.env_options)
     check_prompt_budget(config.env_id, job.prompt.max_prompt_tokens)
-    split_size(config.env_id, env_config, config.split, "--split")
+    check_goals_fit(config, split_size(config.env_id, env_config, config.split, "--split"))
     # The --model word (auto, shipped, base, a path) once the cheap checks passed.
     model = resolve_training_model(job.model, "transformers", job.policy.workspace, config.env_id)
     job = dataclasses.replace(job, policy=dataclasses.replace(job.policy, model=model))

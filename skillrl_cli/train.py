@@ -16,9 +16,9 @@ import click
 
 from skillrl_cli.config_options import config_options
 from skillrl_cli.options import env_option, json_option, workspace_option
-from skillrl_cli.train_config import config_option, option_sources
+from skillrl_cli.train_config import config_option
 from skillrl_cli.train_session import interrupted_line, run_with_progress
-from skillrl_cli.train_setup import TRAIN_OPTIONS, check_run_folder, settle_training
+from skillrl_cli.train_setup import TRAIN_OPTIONS, settle_training
 
 
 @click.command("train")
@@ -45,24 +45,11 @@ def train(**options: Any) -> None:
     (--config runs/<name>/config.json repeats it).
     """
     ctx = click.get_current_context()
-    settings = settle_training(ctx, options)  # every check, and a --cold-start, before GRPO loads
+    # Every check, the run folder's claim, and a --cold-start, before GRPO loads.
+    settings = settle_training(ctx, options)
     from trainers.processes import Processes
 
     processes = Processes.current()  # under accelerate launch / torchrun: which process this is
-
-    # The main process owns the run folder; every process stops if it refuses it. The run
-    # saves its settings (these options with them) when it starts.
-    sources = option_sources(ctx)
-    processes.from_main(
-        lambda: check_run_folder(
-            settings.folder,
-            settings.resume,
-            settings.cycle,
-            settings.grpo,
-            settings.options,
-            sources,
-        )
-    )
     try:
         state = run_with_progress(settings, processes)
     except KeyboardInterrupt:

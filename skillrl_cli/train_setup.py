@@ -32,7 +32,7 @@ from skillrl_cli.options import (
     recorded_settings,
     resolve_training_model,
 )
-from skillrl_cli.train_config import NOT_IN_FILE, fill_from_saved
+from skillrl_cli.train_config import NOT_IN_FILE, fill_from_saved, option_sources
 from skillrl_cli.train_session import TrainSettings, run_folder, training_policy_config
 from skillrl_cli.upfront_checks import check_prompt_budget
 from skillrl_core.errors import CheckpointError, ConfigError, ModelLoadError
@@ -161,6 +161,8 @@ def settle_training(ctx: click.Context, values: dict[str, Any]) -> TrainSettings
         fill_from_saved(ctx, values, folder)  # click's side: options left at their defaults
     launch = dataclasses.replace(build(LAUNCH_OPTIONS, values), run_name=run_name)
     check_backend(launch)
+    if launch.resume:
+        check_saved_model(ctx, launch, folder)
     cycle = build(
         CYCLE_OPTIONS,
         values,
@@ -208,6 +210,16 @@ def settle_training(ctx: click.Context, values: dict[str, Any]) -> TrainSettings
         **saved_values(COLD_START_OPTIONS, cold_start),
         "env-option": dict(cycle.env_config),
     }
+    # The folder is claimed before a cold start writes <run>/sft/ into it. The main process
+    # checks it and every process stops if it refuses (under a launcher).
+    from trainers.processes import Processes
+
+    sources = option_sources(ctx)
+    Processes.current().from_main(
+        lambda: check_run_folder(
+            folder, launch.resume, cycle, grpo, options, sources, cold_start=launch.cold_start
+        )
+    )
     # A cold start trains here: every check comes first.
     model = starting_model(
         launch, cold_start, prompt, cycle, folder, values["workspace"], values["as_json"]
@@ -240,6 +252,32 @@ def rollout_dtype_for(choice: str, backend: str) -> str:
             "own --dtype decides"
         )
     return choice
+
+
+def check_saved_model(ctx: click.Context, launch: TrainLaunch, folder: Path) -> None:
+    """On ``--resume``, refuse a starting model taken from the run's ``config.json`` that is gone.
+
+    The refusal says where the path came from: the user did not type it on this command line.
+    """
+    from click.core import ParameterSource
+
+    from skillrl.policies.model_folders import check_model_path
+    from trainers.run_files import RunFiles
+
+    saved_in = RunFiles(folder).config_path
+    for name, flag in (("init_checkpoint", "--init"), ("model", "--model")):
+        value = getattr(launch, name)
+        if value is None or ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
+            continue  # not saved, or given on this command line
+        try:
+            if name == "init_checkpoint" and not Path(value).expanduser().is_dir():
+                raise ModelLoadError(f"{flag} ({value}): no such checkpoint folder")
+            check_model_path(value)
+        except ModelLoadError as error:
+            raise ModelLoadError(
+                f"{error}; that {flag} was saved in {saved_in}, which --resume continues from: "
+                "put it back there, or start a new run (another --run-name)"
+            ) from error
 
 
 def check_backend(launch: TrainLaunch) -> None:
@@ -401,23 +439,29 @@ def check_run_folder(
     grpo: Any,
     options: dict[str, Any] | None = None,
     sources: dict[str, str] | None = None,
+    *,
+    cold_start: bool = False,
 ) -> None:
     """Refuse, before any model loads, a fresh start over a run or a resume that cannot go on.
 
     A resume of nothing, of a damaged run, or with settings other than the run's (all but
-    --cycles; ``sources`` says where each option came from) is refused.
+    --cycles; ``sources`` says where each option came from) is refused. With ``cold_start``, a
+    resume of a run whose cold start (``<run>/sft/``) began but whose cycles never did goes on.
     """
     from trainers.run_files import RunFiles
-    from trainers.run_settings import check_resume_settings
+    from trainers.run_settings import check_resume_settings, check_saved_cycle
 
     files = RunFiles(folder)
     _check_writable(folder)
     exists = files.exists()
     if resume and not exists:
+        if cold_start and (folder / "sft").is_dir():
+            return  # the cold start resumes; the cycles start afresh after it
         raise CheckpointError(f"--resume: there is no run to continue in {folder}")
     if resume:
-        files.load_state()  # a damaged state.json fails now, not after the model loads
+        state = files.load_state()  # a damaged state.json fails now, not after the model loads
         check_resume_settings(files, cycle, grpo, options, sources)
+        check_saved_cycle(files, state)
     if not resume and exists:
         raise CheckpointError(
             f"{folder} already holds a run; pass --resume to continue it "
@@ -426,12 +470,20 @@ def check_run_folder(
 
 
 def _check_writable(folder: Path) -> None:
-    """Refuse, at the start, a run folder whose parent cannot be written (not at the first save)."""
+    """Refuse, at the start, a run folder whose parent cannot be written (not at the first save).
+
+    Nothing is created: a temp file is tried in the nearest folder on the way that exists (a
+    later check may still refuse the run, and a refusal leaves the workspace as it was).
+    """
     import tempfile
 
+    existing = folder.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder.parent):
+        if not existing.is_dir():
+            raise NotADirectoryError(f"{existing} is not a folder")
+        with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as error:
         raise CheckpointError(

@@ -10,7 +10,7 @@ and the LoRA fields); the turn-level fields (``step_weight``, ``gamma``) follow 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 from envs.registry import DEFAULT_ENV, ENV_HELP
@@ -85,8 +85,9 @@ class GRPOConfig:
         help="How turns get their advantage (trainers.advantages): grpo (group-relative: "
         "episode level plus --step-weight times step level) or rft (rejection-sampling "
         "fine-tuning on the policy's own samples: every turn of an episode that succeeded is "
-        "trained on, with the tokens it produced, and failures are not; --step-weight is not "
-        "used; pair it with --no-dynamic-sampling, which would drop groups that all succeeded).",
+        "trained on, with the tokens it produced, and failures are not; --step-weight and "
+        "--rft-weight are not used, and refused with it; pair it with --no-dynamic-sampling, "
+        "which would drop groups that all succeeded).",
         choices=ESTIMATORS,
     )
     rft_weight: float = option(
@@ -182,6 +183,7 @@ class GRPOConfig:
         check_number("rft_weight", self.rft_weight, low=0.0)
         if self.step_weight < 0:
             raise ConfigError(f"step_weight ({self.step_weight}) must be >= 0")
+        self._check_estimator_weights()
         if self.temperature <= 0:
             raise ConfigError(f"temperature ({self.temperature}) must be > 0")
         for name in (
@@ -198,6 +200,22 @@ class GRPOConfig:
         check_number("weight_decay", self.weight_decay, low=0.0)
         check_number("lora_dropout", self.lora_dropout, low=0.0, high=1.0, high_open=True)
         check_number("logprob_gap_warn", self.logprob_gap_warn, low=0.0)
+
+    def _check_estimator_weights(self) -> None:
+        """Refuse a weight the chosen estimator does not read (it would be silently unused)."""
+        if self.estimator != "rft":
+            return
+        if self.rft_weight != 0:
+            raise ConfigError(
+                f"rft_weight ({self.rft_weight}) mixes RFT into estimator 'grpo'; estimator "
+                "'rft' does not use it: leave it at 0, or use estimator 'grpo'"
+            )
+        default = next(f.default for f in fields(self) if f.name == "step_weight")
+        if self.step_weight != default:
+            raise ConfigError(
+                f"step_weight ({self.step_weight}) is not used by estimator 'rft' (it has no "
+                f"step part): leave it at its default ({default}), or use estimator 'grpo'"
+            )
 
     @property
     def clip_high(self) -> float:

@@ -81,7 +81,8 @@ from trainers.run_files import (
     cycle_phases,
     plot_learning_curve,
 )
-from trainers.run_settings import check_resume_settings, run_settings
+from trainers.run_settings import check_resume_settings, check_saved_cycle, run_settings
+from trainers.seeding import seed_everything
 from trainers.trackers import open_tracker
 from trainers.update_record import UpdateRecord, update_record
 
@@ -148,6 +149,8 @@ class TrainingRun:
         """The last saved cycle's metrics (set when ``PhaseEnded`` of ``save`` fires); its
         :meth:`~CycleMetrics.to_row` is the row ``metrics.jsonl`` got."""
         pad = policy.tokenizer.pad_token_id
+        # Before the trainer: a LoRA adapter's initial weights come from torch's generator.
+        seed_everything(config.seed)
         self.trainer = GRPOTrainer(policy.model, grpo, pad_token_id=pad, seed=config.seed)
         self.goal_order = training_goal_order(config, runner.split_size(config.train_split))
         # Only the main process saves, so only it reports (a hosted run starts on first use).
@@ -224,6 +227,7 @@ class TrainingRun:
         state = self.files.load_state()
         self.files.remove_stale_temps()  # e.g. a half-written checkpoint of a killed save
         saved = check_resume_settings(self.files, self.config, self.grpo, self.options)
+        check_saved_cycle(self.files, state)
         # A resume without launch options (a library caller) keeps the ones the run saved.
         options = self.options if self.options is not None else saved.get("options")
         self.files.save_config(run_settings(self.config, self.grpo, options))
@@ -306,7 +310,11 @@ class TrainingRun:
             prefix_cache.clear()
         # The order the update cuts its samples in depends on the cycle alone, not on how many
         # updates this process ran before it: a resumed run shuffles as an unbroken one does.
-        self.trainer.generator.manual_seed(self.config.seed * 1_000_003 + cycle)
+        # The global generators (dropout) are seeded the same way: an update draws the same
+        # masks whether the run was resumed or not, whatever the rollouts drew before it.
+        cycle_seed = self.config.seed * 1_000_003 + cycle
+        self.trainer.generator.manual_seed(cycle_seed)
+        seed_everything(cycle_seed)
         step = self.trainer.train_step(episodes, advantages.advantages)
         self.trainer.model.eval()
         if not self.processes.is_main:

@@ -17,7 +17,7 @@ from typing import Any
 
 from skillrl_core.errors import CheckpointError
 from trainers.config import CycleConfig, GRPOConfig
-from trainers.run_files import RunFiles
+from trainers.run_files import RunFiles, RunState
 
 _ADDED_SINCE: dict[str, dict[str, Any]] = {
     "cycle": {"eval_every": 1, "rollout_dtype": "float32", "sensitivity": False},
@@ -116,13 +116,18 @@ def check_resume_settings(
     where = files.config_path
     saved_options = saved.get("options")
     digest = saved.get(OPTIONS_DIGEST)
-    if isinstance(saved_options, dict) and digest is not None:
-        if digest != options_digest(saved_options):
-            raise CheckpointError(
-                f"the options in {where} were edited after the run saved them (they no longer "
-                "match its options_digest), so they are not what the run trained under; put "
-                "them back, or start a new run (another --run-name) with the settings you want"
-            )
+    # Options without their digest are refused too: deleting or nulling the digest must not
+    # let hand-edited options (the prompt budget, decoding: in no other section) through.
+    if isinstance(saved_options, dict) and digest != options_digest(saved_options):
+        why = (
+            "were edited after the run saved them (they no longer match its options_digest)"
+            if isinstance(digest, str)
+            else "have no options_digest (deleted, nulled, or saved by an older skillrl)"
+        )
+        raise CheckpointError(
+            f"the options in {where} {why}, so they may not be what the run trained under; put "
+            "them back, or start a new run (another --run-name; --init <its last checkpoint>)"
+        )
     if isinstance(saved_options, dict) and options is not None:
         saved_options = {OPTIONS_RENAMED_SINCE.get(k, k): v for k, v in saved_options.items()}
         for key in sorted(set(saved_options) | set(options)):
@@ -144,6 +149,20 @@ def check_resume_settings(
             f"give): {RESUMABLE_WORDS} when resuming"
         )
     return saved
+
+
+def check_saved_cycle(files: RunFiles, state: RunState) -> None:
+    """Refuse a ``state.json`` whose cycle lies beyond the cycles the run's ``config.json`` saved.
+
+    A run of ``cycles`` cycles is at most at cycle ``cycles + 1`` (all done); a larger one is a
+    damaged or hand-edited state that a resume would report as done without training.
+    """
+    cycles = files.load_config().get("cycle", {}).get("cycles")
+    if isinstance(cycles, int) and state.cycle > cycles + 1:
+        raise CheckpointError(
+            f"{files.state_path} is damaged: its cycle ({state.cycle}) is beyond the run's "
+            f"{cycles} cycles (saved in {files.config_path}); start a new run (another --run-name)"
+        )
 
 
 def _changed(saved: dict[str, Any], now: dict[str, Any]) -> str:

@@ -104,10 +104,11 @@ def build_trainer(
     callbacks: list[Any] | None = None,
 ) -> Any:
     """Return a ready ``trl.SFTTrainer`` for one round (LoRA applied when configured)."""
-    from transformers import set_seed
     from trl import SFTConfig, SFTTrainer
 
-    set_seed(config.seed)  # the LoRA initialisation and data order repeat on resume
+    from trainers.seeding import seed_everything
+
+    seed_everything(config.seed)  # the LoRA initialisation and data order repeat on resume
     args = SFTConfig(
         output_dir=str(output_dir),
         num_train_epochs=config.num_train_epochs,

@@ -28,6 +28,12 @@ ROOM_FIELDS: tuple[str, ...] = (
 
 _CATEGORY = re.compile(r"^(\d{1,2})x(\d{1,2})-(\d)box(?:es)?$")
 MIN_SIDE, MAX_SIDE, MAX_BOXES = 5, 12, 4
+MAX_REVERSE_STEPS = 1_000
+"""Longest reverse-play walk: a room costs about 0.15 s at 1,000 steps (8x8, 3 boxes; ten walks
+and up to 200 attempts a room), so 10^8 steps hung the first reset."""
+MAX_ROOMS_PER_CATEGORY = 1_000_000
+"""Most rooms a category may have: the training goals of a run are a shuffled list of them, so
+10^12 exhausted memory before the first episode."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,7 @@ class SokobanConfig:
     seed: int = 0
     """Master seed: room ``i`` of a category is generated from ``(seed, category, i)``."""
     rooms_per_category: int = 10_000
-    """Rooms per category; rooms are generated on first use, so a large number costs nothing."""
+    """Rooms per category (at most 1,000,000); rooms are generated on first use."""
     test_rooms: int = 50
     """Rooms ``0 .. test_rooms-1`` of each category form the test split."""
     eval_rooms: int = 100
@@ -85,7 +91,8 @@ class SokobanConfig:
     """Rooms whose optimal solution needs more moves are regenerated (keep it <= max_turns so
     that every room can be solved within the turn limit)."""
     reverse_steps: int = 100
-    """Length of each random reverse-play walk that pulls the boxes off their targets."""
+    """Length of each random reverse-play walk that pulls the boxes off their targets (at most
+    1,000)."""
     step_penalty: float = -0.1
     """Reward of every move, blocked or not (gym-sokoban's ``penalty_for_step``)."""
     box_on_target_reward: float = 1.0
@@ -103,6 +110,11 @@ class SokobanConfig:
 
     def __post_init__(self) -> None:
         raw = self.categories
+        if not isinstance(raw, str | list | tuple):
+            raise ConfigError(
+                f"categories ({raw!r}) must be category names such as '6x6-1box,7x7-2box' "
+                "(comma-separated)"
+            )
         names = raw.split(",") if isinstance(raw, str) else list(raw)
         parsed = tuple(parse_category(n).name for n in names if str(n).strip())
         if not parsed:
@@ -115,6 +127,12 @@ class SokobanConfig:
         for name in ("seed", "test_rooms", "eval_rooms"):
             _require_int(name, getattr(self, name), 0)
         _require_int("max_solution_moves", self.max_solution_moves, self.min_solution_moves)
+        for name, most in (
+            ("reverse_steps", MAX_REVERSE_STEPS),
+            ("rooms_per_category", MAX_ROOMS_PER_CATEGORY),
+        ):
+            if getattr(self, name) > most:
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be at most {most:,}")
         if self.test_rooms + self.eval_rooms >= self.rooms_per_category:
             raise ConfigError(
                 f"test_rooms ({self.test_rooms}) + eval_rooms ({self.eval_rooms}) must be less "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from skillrl.policies.config import EMBEDDED_MODEL
 from skillrl.policies.model_settings import ADAPTER_CONFIG
@@ -71,13 +72,7 @@ def check_model_folder(folder: Path) -> None:
     if not entries:
         raise ModelLoadError(f"model folder {folder} is empty ({WHAT_A_MODEL_FOLDER_HOLDS})")
     if ADAPTER_CONFIG in names:
-        weights = [folder / n for n in ADAPTER_WEIGHTS if n in names]
-        if not weights:
-            raise ModelLoadError(
-                f"LoRA adapter folder {folder} has {ADAPTER_CONFIG} but no weights "
-                f"({' or '.join(ADAPTER_WEIGHTS)})"
-            )
-        _check_safetensors(weights)
+        _check_adapter(folder, entries)
         return
     if MODEL_CONFIG not in names:
         raise ModelLoadError(
@@ -98,6 +93,114 @@ def check_model_folder(folder: Path) -> None:
             f"model folder {folder} has no tokenizer (one of {', '.join(TOKENIZER_FILES)}); "
             "save it beside the weights (tokenizer.save_pretrained)"
         )
+
+
+LORA = "LORA"
+"""The one ``peft_type`` the loader takes: it merges a LoRA adapter into its base weights."""
+
+
+def _check_adapter(folder: Path, entries: list[Path]) -> None:
+    """Refuse a LoRA adapter folder whose files cannot make the model it claims, in one line.
+
+    ``adapter_config.json`` must be peft's object for a LoRA adapter naming its base model (an
+    existing folder when it names one); the weights a readable safetensors file holding LoRA
+    tensors whose rank is the config's ``r`` (peft's ``size mismatch`` otherwise, after the base
+    model loaded).
+    """
+    weight_entries = [p for p in entries if p.name in ADAPTER_WEIGHTS]
+    weights = [p for p in weight_entries if p.is_file()]
+    if not weights and weight_entries:
+        raise ModelLoadError(
+            f"adapter weights {weight_entries[0]} cannot be read: a broken symbolic link, or "
+            "a loop of links"
+        )
+    if not weights:
+        raise ModelLoadError(
+            f"LoRA adapter folder {folder} has {ADAPTER_CONFIG} but no weights "
+            f"({' or '.join(ADAPTER_WEIGHTS)})"
+        )
+    config = _adapter_config(folder)
+    _check_safetensors(weights)
+    for file in weights:
+        if file.suffix == ".safetensors":
+            _check_lora_tensors(file, config)
+    _check_base_model(folder, config)
+
+
+def _adapter_config(folder: Path) -> dict[str, Any]:
+    path = folder / ADAPTER_CONFIG
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(f"adapter config {path} cannot be read: {error}") from error
+    if not isinstance(config, dict):
+        raise ModelLoadError(
+            f"adapter config {path} must hold a JSON object (peft's LoraConfig), not a "
+            f"{type(config).__name__}"
+        )
+    if config.get("peft_type") != LORA:
+        raise ModelLoadError(
+            f"adapter config {path} has peft_type {config.get('peft_type')!r}: only LoRA "
+            f"adapters ({LORA!r}) can be loaded"
+        )
+    rank = config.get("r")
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ModelLoadError(f"adapter config {path} has r ({rank!r}): it must be an integer >= 1")
+    if not isinstance(config.get("base_model_name_or_path"), str):
+        raise ModelLoadError(
+            f"adapter config {path} names no base model (base_model_name_or_path: "
+            f"{config.get('base_model_name_or_path')!r}); it must be 'embedded', a folder or a "
+            "hub id"
+        )
+    return config
+
+
+def _check_lora_tensors(file: Path, config: dict[str, Any]) -> None:
+    """Refuse weights without LoRA tensors, or whose rank is not the config's ``r``."""
+    from safetensors import safe_open
+
+    rank, per_module = config["r"], config.get("rank_pattern") or {}
+    with safe_open(str(file), framework="numpy") as weights:
+        lora = [k for k in weights.keys() if ".lora_A." in k or ".lora_B." in k]
+        if not lora:
+            raise ModelLoadError(
+                f"adapter weights {file} hold no LoRA tensors (lora_A / lora_B): the adapter "
+                "would leave the base model untrained"
+            )
+        if per_module:
+            return  # ranks set per module (rank_pattern): peft matches them by name
+        for key in lora:
+            shape = weights.get_slice(key).get_shape()
+            found = shape[0] if ".lora_A." in key else shape[-1]
+            if len(shape) < 2 or found != rank:
+                raise ModelLoadError(
+                    f"adapter weights {file} do not match {ADAPTER_CONFIG}: {key} has shape "
+                    f"{list(shape)} (rank {found}) but r is {rank}; the two files come from "
+                    "different adapters"
+                )
+
+
+def _check_base_model(folder: Path, config: dict[str, Any]) -> None:
+    """Refuse a base model folder the adapter names that does not exist or is no model."""
+    base = config["base_model_name_or_path"]
+    where = folder / ADAPTER_CONFIG
+    if base == EMBEDDED_MODEL or not (looks_like_path(base) or Path(base).expanduser().exists()):
+        return  # the embedded model, or a hub id (resolved when loading)
+    path = Path(base).expanduser()
+    if not path.is_dir():
+        raise ModelLoadError(
+            f"the base model {base!r} that {where} names (base_model_name_or_path) is not a "
+            "model folder; fix that entry, or give the base model's folder there"
+        )
+    if (path / ADAPTER_CONFIG).is_file():
+        raise ModelLoadError(
+            f"the base model {base!r} that {where} names is itself a LoRA adapter; name the "
+            "model it was trained on"
+        )
+    try:
+        check_model_folder(path)
+    except ModelLoadError as error:
+        raise ModelLoadError(f"the base model that {where} names: {error}") from error
 
 
 GGUF_MAGIC = b"GGUF"

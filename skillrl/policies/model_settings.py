@@ -29,6 +29,16 @@ SHIPPED_ADAPTERS = Path(__file__).resolve().parent.parent / "adapters"
 """Where the package keeps its trained adapters, one folder per environment id."""
 
 
+KIND_NAMES = {
+    str: "a string",
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    dict: "an object",
+}
+"""How a refusal names each JSON type of ``skillrl.json``'s fields."""
+
+
 @dataclass
 class ModelSettings:
     """How a trained model was trained, so that it is played the same way."""
@@ -68,10 +78,35 @@ class ModelSettings:
             return None
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError(f"it must hold a JSON object, not a {type(data).__name__}")
             known = {f.name for f in fields(cls)}
             return cls(**{k: v for k, v in data.items() if k in known})
         except (OSError, ValueError, TypeError) as error:
             raise ModelLoadError(f"model settings {path} cannot be read: {error}") from error
+
+    def __post_init__(self) -> None:
+        """Check each field's type (a hand-written file reaches the commands through here)."""
+        kinds: dict[str, tuple[type, ...]] = {
+            "env_id": (str,),
+            "skills": (bool,),
+            "max_prompt_tokens": (int,),
+            "constrained": (bool,),
+            "temperature": (int, float),
+            "env_options": (dict,),
+            "recipe": (str,),
+            "figures": (dict,),
+        }
+        for name, kind in kinds.items():
+            value = getattr(self, name)
+            wrong_bool = isinstance(value, bool) and bool not in kind
+            if wrong_bool or not isinstance(value, kind):
+                words = "a number" if float in kind else KIND_NAMES[kind[0]]
+                raise ValueError(f"{name!r} ({value!r}) must be {words}")
+        if self.max_prompt_tokens < 1:
+            raise ValueError(f"'max_prompt_tokens' ({self.max_prompt_tokens}) must be >= 1")
+        if not all(isinstance(key, str) for key in self.env_options):
+            raise ValueError("'env_options' must map option names to values")
 
     def describe(self) -> str:
         """One line for the screen: the settings a run takes from the model."""

@@ -86,10 +86,31 @@ def _foreign_sqlite(path: Path) -> None:
     connection.close()
 
 
+def _foreign_sqlite_with_entries(path: Path) -> None:
+    """Another program's database that happens to have a table named like the bank's."""
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE TABLE entries (id INTEGER PRIMARY KEY, body TEXT)")
+    connection.commit()
+    connection.close()
+
+
+def _foreign_alembic_database(path: Path) -> None:
+    """Another alembic-managed program's database, with an 'entries' table too."""
+    _foreign_sqlite_with_entries(path)
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+    connection.execute("INSERT INTO alembic_version VALUES ('ae1027a6acf')")
+    connection.commit()
+    connection.close()
+
+
 NOT_A_BANK = {
     "empty": (_zero_bytes, "empty file (0 bytes)"),
     "random": (_random_bytes, "not an SQLite database"),
     "foreign": (_foreign_sqlite, "not a skillrl skill bank"),
+    # Both were told to run `skills reindex`, which migrated (wrote) them and then failed.
+    "foreign-entries": (_foreign_sqlite_with_entries, "no 'alembic_version' table"),
+    "foreign-alembic": (_foreign_alembic_database, "schema revision ae1027a6acf is none of"),
 }
 
 

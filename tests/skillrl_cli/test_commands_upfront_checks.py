@@ -157,6 +157,101 @@ def test_a_real_checkpoint_and_a_shipped_adapter_pass_the_folder_check(tiny_chec
         check_model_folder(shipped)
 
 
+def _adapter(folder: Path, config: object, tensors: dict | None = None) -> Path:
+    """A LoRA adapter folder: ``config`` as adapter_config.json, ``tensors`` as its weights."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text(json.dumps(config))
+    if tensors is None:  # rank 4 over a 16-wide layer
+        prefix = "base_model.model.model.layers.0.self_attn.q_proj"
+        tensors = {
+            f"{prefix}.lora_A.weight": np.zeros((4, 16), dtype=np.float32),
+            f"{prefix}.lora_B.weight": np.zeros((16, 4), dtype=np.float32),
+        }
+    save_file(tensors, str(folder / "adapter_model.safetensors"))
+    return folder
+
+
+LORA = {"peft_type": "LORA", "r": 4, "base_model_name_or_path": "embedded"}
+
+
+def _broken_adapter(tmp_path: Path, kind: str) -> Path:
+    import numpy as np
+
+    folder = tmp_path / kind
+    if kind == "config-a-list":
+        return _adapter(folder, [])
+    if kind == "unknown-peft-type":
+        return _adapter(folder, {**LORA, "peft_type": "NOPE"})
+    if kind == "rank-mismatch":
+        return _adapter(folder, {**LORA, "r": 8})
+    if kind == "no-lora-tensors":
+        return _adapter(folder, LORA, {"unrelated.weight": np.zeros(2, dtype=np.float32)})
+    if kind == "missing-base-model":
+        return _adapter(folder, {**LORA, "base_model_name_or_path": str(tmp_path / "gone")})
+    folder.mkdir()  # "weights-a-symlink-loop"
+    (folder / "adapter_config.json").write_text(json.dumps(LORA))
+    (folder / "adapter_model.safetensors").symlink_to(folder / "loop")
+    (folder / "loop").symlink_to(folder / "adapter_model.safetensors")
+    return folder
+
+
+ADAPTER_PROBLEMS = {
+    "config-a-list": "must hold a JSON object (peft's LoraConfig), not a list",
+    "unknown-peft-type": "has peft_type 'NOPE': only LoRA adapters",
+    "rank-mismatch": "(rank 4) but r is 8",
+    "no-lora-tensors": "hold no LoRA tensors",
+    "missing-base-model": "adapter_config.json names (base_model_name_or_path) is not a model",
+    "weights-a-symlink-loop": "a broken symbolic link, or a loop of links",
+}
+
+
+@pytest.mark.parametrize("kind", list(ADAPTER_PROBLEMS))
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--no-record", "--model"],
+        ["eval", "--skills", "off", "--model"],
+        ["train", "--model"],
+    ],
+)
+def test_an_adapter_whose_files_do_not_make_a_model_is_refused_before_it_loads(
+    workspace, tmp_path, no_model, kind, command
+):
+    folder = _broken_adapter(tmp_path, kind)
+    line = refused(workspace, *command, str(folder))
+    assert ADAPTER_PROBLEMS[kind] in line and str(folder) in line, line
+
+
+def test_a_well_formed_adapter_passes_the_folder_check(tmp_path):
+    from skillrl.policies.model_folders import check_model_folder
+
+    check_model_folder(_adapter(tmp_path / "good", LORA))
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ([], "must hold a JSON object, not a list"),
+        ({"env_id": "webshop", "skills": True, "max_prompt_tokens": 512, "env_options": "x"},
+         "'env_options' ('x') must be an object"),
+        ({"env_id": "webshop", "skills": "yes", "max_prompt_tokens": 512},
+         "'skills' ('yes') must be true or false"),
+        ({"env_id": "webshop", "skills": True, "max_prompt_tokens": 0}, "must be >= 1"),
+    ],
+)  # fmt: skip
+def test_a_model_settings_file_of_the_wrong_shape_is_refused_in_one_line(
+    workspace, tmp_path, no_model, settings, message
+):
+    folder = _adapter(tmp_path / "adapter", LORA)
+    (folder / "skillrl.json").write_text(json.dumps(settings))
+    for command in (["run", "--no-record"], ["eval", "--skills", "off"], ["train"]):
+        line = refused(workspace, *command, "--model", str(folder))
+        assert "skillrl.json cannot be read" in line and message in line, line
+
+
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory):
     sys.path.insert(0, str(ROOT / "tests" / "trainers"))
@@ -304,3 +399,39 @@ def test_a_refusal_never_imports_torch(tmp_path, args):
     assert lines[-1] == "False", done.stdout + done.stderr
     assert any(line.startswith("refused:") for line in lines)
     assert not (tmp_path / "ws").exists()
+
+
+# -- environment options that would hang, goals beyond the split ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("reverse_steps=100000000", "reverse_steps (100000000) must be at most 1,000"),
+        ("rooms_per_category=1000000000000", "must be at most 1,000,000"),
+        ("categories=", "categories (None) must be category names such as '6x6-1box"),
+    ],
+)
+@pytest.mark.parametrize("command", PLAYING)
+def test_an_environment_option_that_would_hang_is_refused(
+    workspace, no_model, command, option, message
+):
+    line = refused(workspace, *command, "--env", "sokoban", "--env-option", option)
+    assert message in line and "NoneType" not in line, line
+
+
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        (["sft", "--no-skills", "--goals", "9851"], "goals (9851)"),
+        (
+            ["sft", "--no-skills", "--dagger-rounds", "1", "--dagger-goals", "9851"],
+            "dagger_goals (9851)",
+        ),
+        (["train", "--no-skills", "--cold-start", "--cold-start-goals", "9851"], "goals (9851)"),
+    ],
+)
+def test_more_cold_start_goals_than_the_split_holds_are_refused(workspace, no_model, command, name):
+    # Sokoban's training split: 10,000 rooms a category less 50 test and 100 eval rooms.
+    line = refused(workspace, *command, "--env", "sokoban", "--env-option", "categories=6x6-1box")
+    assert f"{name} is more than the 9850 goals of the 'train' split of 'sokoban'" in line, line

@@ -141,9 +141,16 @@ def test_the_models_environment_options_reach_the_environment_unless_given(
     assert env_config_seen[command]["observation_mode"] == "text"
 
 
-def test_environment_options_of_another_environment_are_not_applied(
-    workspace, rich_pages, env_config_seen
+@pytest.mark.parametrize("command", [["run", "--no-record"], ["eval"], ["train"]])
+def test_a_model_trained_on_another_environment_is_refused(
+    workspace, rich_pages, env_config_seen, command
 ):
+    """Its skills, prompt budget and decoding are WebShop's: not played on Sokoban silently."""
+    result = CliRunner().invoke(main, [*command, "--env", "sokoban", "--model", str(rich_pages)])
+    assert result.exit_code == 1 and not env_config_seen, result.output
+    assert "was trained on 'webshop' (its skillrl.json), not 'sokoban'" in result.output
+    assert "Traceback" not in result.output and not (workspace / "runs").exists()
+    (rich_pages / "skillrl.json").unlink()  # a copy without it plays on the defaults
     invoke(["run", "--no-record", "--env", "sokoban", "--model", str(rich_pages)])
     assert "observation_mode" not in env_config_seen["run"]
 

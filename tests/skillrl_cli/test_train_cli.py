@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from click.testing import CliRunner
 from tiny_checkpoint import write_tiny_checkpoint
 
@@ -211,3 +212,26 @@ def test_a_lora_run_saves_adapters_and_merged_models_only_when_asked(tmp_path, t
         assert not torch.allclose(base(input_ids=ids).logits, trained(input_ids=ids).logits)
     listed = json.loads(invoke("runs", "--workspace", ws, "--json").stdout)
     assert [str(p) for p in [adapter, merged]] == listed[0]["checkpoints"]
+
+
+def test_two_runs_with_the_same_seed_end_with_the_same_weights_bit_for_bit(
+    tmp_path, tiny_model_dir
+):
+    """LoRA's initial weights come from torch's global generator, which a run seeds itself: the
+    second run in this process starts where the first left the generator."""
+    from safetensors.torch import load_file
+
+    weights = []
+    for name in ("first", "second"):
+        ws = tmp_path / name
+        result = invoke(
+            "train", "--workspace", str(ws), "--model", str(tiny_model_dir), "--no-skills",
+            "--cycles", "1", "--goals-per-cycle", "1", "--group-size", "2", "--eval-goals", "1",
+            "--max-turns", "2", "--max-new-tokens", "4", "--threads", "1", "--run-name", "r",
+            "--use-peft", "--seed", "5",
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        weights.append(load_file(ws / "runs/r/trainer_state/trainable.safetensors"))
+    first, second = weights
+    assert first.keys() == second.keys() and any("lora_A" in k for k in first)
+    assert all(torch.equal(first[k], second[k]) for k in first)

@@ -97,7 +97,7 @@ def test_a_run_saved_before_whole_group_steps_resumes_with_shuffled_turns(worksp
     saved = start(run, started[0], {"cycle": 1})
     # What the run's files held before the setting existed: no config field, no option.
     del saved["grpo"]["whole_group_steps"], saved["options"]["whole-group-steps"]
-    del saved["options_digest"]  # runs saved before it had none
+    saved["options_digest"] = options_digest(saved["options"])
     (run / "config.json").write_text(json.dumps(saved))
 
     refused = train("--run-name", "old", "--resume")
@@ -601,3 +601,200 @@ def test_the_resume_command_keeps_the_options_and_adds_resume_once():
     assert resume_command(["train", "--resume", "--cycles", "9"]) == (
         "skillrl train --resume --cycles 9"
     )
+
+
+def test_a_cold_start_into_a_folder_that_holds_a_run_is_refused_before_it_writes(
+    workspace, started, monkeypatch
+):
+    import skillrl_cli.sft as sft_command
+
+    def cold_start(job):  # what the real one does first: write into <run>/sft/
+        job.folder.mkdir(parents=True)
+        raise Started()
+
+    monkeypatch.setattr(sft_command, "run_cold_start", cold_start)
+    run = workspace / "runs" / "tiny"
+    run.mkdir(parents=True)
+    (run / "state.json").write_text("{}")
+    result = train("--run-name", "tiny", "--cold-start")
+    assert result.exit_code == 1 and "already holds a run" in result.output, result.output
+    assert not (run / "sft").exists() and not started
+    # A fresh folder gets its cold start.
+    assert isinstance(train("--run-name", "fresh", "--cold-start").exception, Started)
+    assert (workspace / "runs" / "fresh" / "sft").is_dir()
+
+
+@pytest.mark.parametrize("damage", ["delete", "null", "number"])
+def test_options_without_their_digest_are_refused_on_resume(workspace, started, damage):
+    first = train("--run-name", "r", "--max-prompt-tokens", "1500")
+    assert isinstance(first.exception, Started), first.output
+    run = workspace / "runs" / "r"
+    saved = start(run, started[0], {"cycle": 1})
+    saved["options"]["max-prompt-tokens"] = 900  # in no section the resume compares
+    if damage == "delete":
+        del saved["options_digest"]
+    else:
+        saved["options_digest"] = None if damage == "null" else 7
+    (run / "config.json").write_text(json.dumps(saved))
+    result = train("--run-name", "r", "--resume")
+    assert result.exit_code == 1, result.output
+    assert "have no options_digest" in result.output and "Traceback" not in result.output
+    assert len(started) == 1
+
+
+def test_a_state_beyond_the_saved_cycles_is_refused_on_resume(workspace, started):
+    first = train("--run-name", "r", "--cycles", "2")
+    assert isinstance(first.exception, Started), first.output
+    run = workspace / "runs" / "r"
+    start(run, started[0], {"cycle": 1000000})
+    result = train("--run-name", "r", "--resume")
+    assert result.exit_code == 1 and "beyond the run's 2 cycles" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    start(run, started[0], {"cycle": 3, "done": True})  # a finished run of 2 cycles
+    assert isinstance(train("--run-name", "r", "--resume").exception, Started)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("cycles: 2.5\n", "'cycles': '2.5' is not a valid integer"),  # not 2
+        ("eval-goals: 0.9\n", "'eval-goals': '0.9' is not a valid integer"),  # not 0
+        ("cycles: true\n", "'cycles': 'true' is not a valid integer"),  # not 1
+        ("cycles: 2024-01-01\n", "'cycles' must be a single value, not a date"),
+        ("cycles: !!set {a, b}\n", "'cycles' must be a single value, not a set"),
+        ("cycles: !!binary aGVsbG8=\n", "'cycles' must be a single value, not binary data"),
+        ("estimator: 7\n", "'estimator': '7' is not one of 'grpo', 'rft'"),
+        ("learning-rate: 1.0e-4\nlr: 2.0e-4\n", "'learning-rate' and 'lr' both set --learning"),
+        ("goals-per-cycle: 2\ngoals_per_cycle: 3\n", "both set --goals-per-cycle"),
+        ("cycles: 2\ncycles: 3\n", "duplicate key 'cycles'"),
+        ("env: null\n", "'env' needs a value, not null"),  # was None for the env id
+        ("resume: true\n", "give --resume on the command line"),
+        ("workspace: ws\n", "give --workspace on the command line"),
+    ],
+)
+def test_a_recipe_value_is_checked_as_its_command_line_option(
+    workspace, tmp_path, started, text, message
+):
+    config = tmp_path / "run.yaml"
+    config.write_text(text)
+    result = train("--config", str(config))
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert "unknown key" not in result.output and not started
+    assert not any(workspace.iterdir())
+
+
+def test_two_config_files_are_refused(workspace, tmp_path, started):
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text("cycles: 3\n")
+    second.write_text("group-size: 3\n")
+    result = train("--config", str(first), "--config", str(second))
+    assert result.exit_code == 2 and "given 2 times" in result.output, result.output
+    assert not started
+
+
+def test_values_a_recipe_may_give_reach_the_run_as_typed_on_the_command_line(
+    workspace, tmp_path, started
+):
+    config = tmp_path / "run.yaml"
+    config.write_text("cycles: '3'\nlearning-rate: 1\nlora: yes\nthreads: null\nrun-name: 42\n")
+    result = train("--config", str(config))
+    assert isinstance(result.exception, Started), result.output
+    cycle, grpo, settings = started[0]
+    assert cycle.cycles == 3 and grpo.learning_rate == 1.0 and grpo.use_peft
+    assert settings.folder.name == "42" and settings.policy.threads is None
+
+
+def _yaml_values():
+    import datetime
+
+    from hypothesis import strategies as st
+
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers(min_value=-(2**70), max_value=2**70)
+        | st.floats()
+        | st.text(max_size=12)
+        | st.dates()
+        | st.datetimes(max_value=datetime.datetime(9999, 1, 1))
+        | st.binary(max_size=4)
+        | st.sampled_from(["grpo", "rft", "transformers", "tensorboard", "none", "1e-4", "2.5"])
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+            | st.frozensets(st.integers(0, 9), max_size=3).map(set)
+        ),
+        max_leaves=5,
+    )
+
+
+def _recipe_keys():
+    from hypothesis import strategies as st
+
+    from skillrl_cli.train_config import option_keys
+
+    names = sorted(option_keys(train_command.train)) + ["resume", "workspace", "json", "config"]
+    return st.sampled_from(names) | st.text(max_size=8)
+
+
+def test_any_yaml_value_in_any_recipe_key_runs_or_is_refused_in_one_line(
+    workspace, tmp_path, monkeypatch
+):
+    import yaml
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    import skillrl_cli.sft as sft_command
+
+    def stop(*_args, **_kwargs):
+        raise Started()
+
+    monkeypatch.setattr(train_command, "run_with_progress", stop)
+    monkeypatch.setattr(sft_command, "run_cold_start", stop)  # cold-start: true
+    config = tmp_path / "run.yaml"
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.dictionaries(_recipe_keys(), _yaml_values(), min_size=1, max_size=3))
+    def check(recipe):
+        config.write_text(yaml.dump(recipe))
+        result = CliRunner().invoke(main, ["train", "--config", str(config)])
+        if isinstance(result.exception, Started):
+            return
+        assert isinstance(result.exception, SystemExit), repr(result.exception)
+        assert result.exit_code in (1, 2) and "Traceback" not in result.output, result.output
+        error = result.output[result.output.index("Error: ") :]
+        assert error.strip() and "\n" not in error.strip(), result.output
+
+    check()
+
+
+@pytest.mark.parametrize("flag", ["--init", "--model"])
+def test_a_resume_whose_saved_model_is_gone_says_it_came_from_config_json(
+    workspace, tmp_path, started, flag
+):
+    import shutil
+
+    model = tmp_path / "checkpoint"
+    whole_checkpoint(model)
+    first = train("--run-name", "r", flag, str(model))
+    assert isinstance(first.exception, Started), first.output
+    run = workspace / "runs" / "r"
+    start(run, started[0], {"cycle": 1})
+    shutil.rmtree(model)
+    result = train("--run-name", "r", "--resume")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    said = " ".join(result.output.split())
+    assert f"that {flag} was saved in {run / 'config.json'}, which --resume continues" in said
+    assert len(started) == 1
+
+
+def test_runs_refuses_a_runs_path_that_is_a_file(workspace):
+    (workspace / "runs").write_text("not a folder")
+    result = CliRunner().invoke(main, ["runs"])
+    assert result.exit_code == 1 and "is a file, not the folder" in result.output, result.output
+    assert "no training runs" not in result.output
+    trained = train("--run-name", "r")
+    assert trained.exit_code == 1 and "is not a folder" in trained.output, trained.output

@@ -32,3 +32,34 @@ def test_eval_every_evaluates_the_start_every_nth_cycle_and_the_last():
 def test_eval_every_below_one_names_the_field():
     with pytest.raises(ConfigError, match=r"eval_every \(0\)"):
         CycleConfig(eval_every=0)
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ({"rft_weight": 0.5}, "rft_weight \\(0.5\\) mixes RFT into estimator 'grpo'"),
+        ({"step_weight": 3.0}, "step_weight \\(3.0\\) is not used by estimator 'rft'"),
+        ({"step_weight": 0.0}, "step_weight \\(0.0\\) is not used by estimator 'rft'"),
+    ],
+)
+def test_a_weight_the_rft_estimator_ignores_is_refused(weights, message):
+    from trainers.config import GRPOConfig
+
+    with pytest.raises(ConfigError, match=message):
+        GRPOConfig(estimator="rft", **weights)
+    GRPOConfig(estimator="grpo", **weights)  # grpo reads both weights
+    assert GRPOConfig(estimator="rft").applied_step_weight == 0.0
+
+
+def test_train_refuses_an_ignored_estimator_weight_before_anything_loads(tmp_path):
+    from click.testing import CliRunner
+
+    from cli import main
+
+    ws = tmp_path / "ws"
+    for extra in (["--rft-weight", "0.5"], ["--step-weight", "3"]):
+        result = CliRunner().invoke(
+            main, ["train", "--workspace", str(ws), "--estimator", "rft", *extra]
+        )
+        assert result.exit_code == 1 and "estimator 'rft'" in result.output, result.output
+    assert not ws.exists()
