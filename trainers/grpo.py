@@ -28,7 +28,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +74,25 @@ class StepMetrics:
     def tokens_per_second(self) -> float:
         """Forwarded (prompt + completion) tokens per second of update time."""
         return self.total_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+@contextlib.contextmanager
+def float32_matmul_precision(device: torch.device, tf32: bool) -> Iterator[None]:
+    """Let float32 products on ``device`` use TF32 while the block runs (``GRPOConfig.tf32``).
+
+    torch's setting is process-wide, so it is set for the update and put back after: a policy
+    that generates or scores in the same process keeps its own precision. Only on CUDA: a CPU
+    has no TF32 and its products stay full float32.
+    """
+    if not (tf32 and device.type == "cuda"):
+        yield
+        return
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
 
 
 class GRPOTrainer:
@@ -150,18 +169,21 @@ class GRPOTrainer:
         outs: list[LossOutput] = []
         gaps: list[torch.Tensor] = []
         total_steps = self.steps_per_pass(len(samples)) * self.config.num_iterations
-        for iteration in range(self.config.num_iterations):
-            for number, (step, shares) in enumerate(self.optimizer_steps(samples)):
-                batches = [collate(share, self.pad_token_id).to(self.device) for share in shares]
-                # The gap is measured before the first optimizer step, against pi_old itself.
-                first = iteration == 0 and number == 0
-                outs += self.accumulate_gradients(batches, shares, step, gaps if first else None)
-                metrics.grad_norm = self.optimizer_step()
-                metrics.optimizer_steps += 1
-                if self.on_progress is not None:
-                    self.on_progress(metrics.optimizer_steps, total_steps)
-                metrics.completion_tokens += sum(b.num_completion_tokens for b in batches)
-                metrics.total_tokens += sum(b.num_tokens for b in batches)
+        with float32_matmul_precision(self.device, self.config.tf32):
+            for iteration in range(self.config.num_iterations):
+                for number, (step, shares) in enumerate(self.optimizer_steps(samples)):
+                    batches = [collate(s, self.pad_token_id).to(self.device) for s in shares]
+                    # The gap is measured before the first optimizer step, against pi_old.
+                    first = iteration == 0 and number == 0
+                    outs += self.accumulate_gradients(
+                        batches, shares, step, gaps if first else None
+                    )
+                    metrics.grad_norm = self.optimizer_step()
+                    metrics.optimizer_steps += 1
+                    if self.on_progress is not None:
+                        self.on_progress(metrics.optimizer_steps, total_steps)
+                    metrics.completion_tokens += sum(b.num_completion_tokens for b in batches)
+                    metrics.total_tokens += sum(b.num_tokens for b in batches)
         _average_into(metrics, outs)
         _report_gap(metrics, gaps, self.config.logprob_gap_warn)
         metrics.seconds = time.perf_counter() - started
