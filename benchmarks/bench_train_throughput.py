@@ -94,7 +94,7 @@ def measure(args: argparse.Namespace) -> dict:
     trainer = GRPOTrainer(model, config, pad_token_id=0, accelerator=accelerator)
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     before = rss_mib()
-    trainer.train_step(episodes, advantages)  # warm-up: allocates optimizer state
+    first = trainer.train_step(episodes, advantages)  # warm-up: allocates optimizer state
     tokens, seconds = 0, 0.0
     for _ in range(args.steps):
         with Stopwatch() as clock:
@@ -108,6 +108,8 @@ def measure(args: argparse.Namespace) -> dict:
         "tokens_per_second": tokens / seconds,
         "seconds_per_step": seconds / args.steps,
         "peak_memory_mib": peak_memory_mib(args.device),
+        "loss": metrics.loss,
+        "first_grad_norm": first.grad_norm,
         "rss_before_update_mib": before,
         "trainable_parameters": trainable,
         "parameters": sum(p.numel() for p in trainer.model.parameters()),
