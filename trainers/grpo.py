@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
+from trl.trainer.utils import disable_dropout_in_model
 
 from skillrl_core.records import EpisodeRecord
 from trainers.batching import TurnBatch, TurnSample, build_samples, collate, step_batches
@@ -111,6 +112,10 @@ class GRPOTrainer:
         self.config = config
         self.pad_token_id = pad_token_id
         self.accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
+        # The model's own dropout (GPT-2's 0.1, where a config has it) is turned off, as TRL's
+        # disable_dropout does: the ratio compares the trained policy with the one that sampled,
+        # which ran in eval mode. LoRA's dropout, added below, stays as configured.
+        disable_dropout_in_model(model)
         if config.use_peft:
             model = apply_lora(model, config)
         self.ref_model = None
