@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import machine_text, peak_memory_mib, provenance, run_text, write_result
+from harness import peak_memory_mib, provenance, run_text, write_result
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -523,7 +523,6 @@ def report(results: dict[str, Any]) -> str:
     tests = _figures(results, "gpu tests")
     if tests:
         lines += ["", f"GPU-marked tests: {tests['summary']}."]
-    lines += ["", f"Machine at start: {machine_text(results['provenance']['machine_at_start'])}."]
     return "\n".join(lines)
 
 
