@@ -1,7 +1,7 @@
 """Rollout throughput: N episodes played together (one batched generation per turn) versus the
 same N episodes one after another, same model, same goals, same run.
 
-    python benchmarks/bench_rollout.py --episodes 16 --max-turns 2
+    python benchmarks/bench_rollout.py --episodes 16 --max-turns 2 [--device cuda] [--bf16]
 
 Prints episodes/min and generated tokens/s for both and their ratio. Free decoding is used (the
 generation-heavy path batching is for); skills are off so only the policy and env are timed. The
@@ -17,7 +17,19 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from harness import Stopwatch, machine_text, provenance, run_text, write_result  # noqa: E402
+from harness import (  # noqa: E402
+    Stopwatch,
+    add_device_options,
+    device_label,
+    machine_text,
+    peak_memory_mib,
+    peak_memory_source,
+    provenance,
+    resolve_device,
+    run_text,
+    start_device,
+    write_result,
+)
 
 from skillrl.agents.llm import LLMAgent, LLMAgentConfig  # noqa: E402
 from skillrl.policies import PolicyConfig, SamplingConfig, load_policy  # noqa: E402
@@ -62,6 +74,12 @@ def report(results: dict) -> str:
         f"{results['ratio_tokens']:.2f}x in generated tokens/s. Episodes whose actions differ "
         f"between the two modes: {differing} of {results['parallel']['episodes']:.0f}.",
     ]
+    if "device" in results:  # files written before --device ran on the CPU, unlabelled
+        device = results["device"]
+        lines[-1] += (
+            f" {results['label']}; {peak_memory_source(device['name'])} "
+            f"{device['peak_memory_mib']:,.0f} MiB."
+        )
     return "\n".join(lines)
 
 
@@ -72,15 +90,25 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--workspace", default=None, help="model cache workspace (default: temp)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU only)")
+    add_device_options(
+        parser,
+        bf16_help="run the policy in bf16 (--no-bf16: float32; default: the policy's auto choice)",
+        bf16_default=None,
+    )
     parser.add_argument(
         "--out", dest="json_path", default=None, help="also write the figures to this JSON file"
     )
     args = parser.parse_args()
+    device = resolve_device(parser, args.device)
     run = provenance("rollout")
+    start_device(device, threads=args.threads, tf32=args.tf32)
 
     workspace = Path(args.workspace or tempfile.mkdtemp(prefix="bench-rollout-"))
+    dtype = {None: "auto", True: "bfloat16", False: "float32"}[args.bf16]
+    config = PolicyConfig(model=args.model, workspace=workspace, device=device, dtype=dtype)
     with Stopwatch() as clock:
-        policy = load_policy(PolicyConfig(model=args.model, workspace=workspace))
+        policy = load_policy(config)
     load_s = clock.wall
     sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, stop=["</action>"])
     agent = LLMAgent(policy, config=LLMAgentConfig(sampling=sampling), uses_skills=False)
@@ -118,6 +146,14 @@ def main() -> None:
             "ratio_episodes": ratio_eps,
             "ratio_tokens": ratio_tok,
             "same_actions": same,
+            "label": device_label(
+                device,
+                bf16=policy.model.dtype == __import__("torch").bfloat16,
+                tf32=args.tf32,
+                bf16_text="bf16 weights",
+                threads=__import__("torch").get_num_threads() if device == "cpu" else None,
+            ),
+            "device": {"name": device, "peak_memory_mib": peak_memory_mib(device)},
         }
         write_result(args.json_path, figures, name="rollout")
 

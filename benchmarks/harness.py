@@ -12,13 +12,19 @@ by module name (``from harness import ...``): both ways of running a script put 
 - :class:`Stopwatch`: wall and process-CPU seconds of one block.
 - :func:`write_result`: a result file, written atomically, with the provenance and the machine at
   its end.
+- :func:`add_device_options`, :func:`start_device`, :func:`peak_memory_mib`,
+  :func:`device_label`: ``--device``/``--bf16``/``--tf32`` for the speed benchmarks; threads are
+  set only on a CPU, TF32 only on CUDA, and peak memory is the GPU allocator's on CUDA
+  (``torch.cuda.max_memory_allocated``), the process's resident set on a CPU (``ru_maxrss``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
+import resource
 import shlex
 import subprocess
 import sys
@@ -211,3 +217,101 @@ def write_result(path: str | os.PathLike[str], results: dict[str, Any], *, name:
     target = Path(path)
     atomic_write_json(target, data, sort_keys=False)
     return target
+
+
+DEVICES = ("cpu", "cuda")
+"""What ``--device`` takes."""
+
+
+def add_device_options(
+    parser: argparse.ArgumentParser,
+    *,
+    bf16_help: str = "bf16 autocast over the update's forwards (weights, optimizer in float32)",
+    bf16_default: bool | None = False,
+) -> None:
+    """Add ``--device``, ``--bf16`` and ``--tf32`` to a speed benchmark's parser."""
+    parser.add_argument(
+        "--device",
+        choices=DEVICES,
+        default=None,
+        help="where the model runs (default: cuda when a GPU is visible, else cpu)",
+    )
+    parser.add_argument(
+        "--bf16", action=argparse.BooleanOptionalAction, default=bf16_default, help=bf16_help
+    )
+    parser.add_argument(
+        "--tf32",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="TF32 tensor cores for float32 products on CUDA (no effect on a CPU)",
+    )
+
+
+def resolve_device(parser: argparse.ArgumentParser, name: str | None) -> str:
+    """``--device``'s value, its default filled in; a parser error for cuda without a GPU."""
+    import torch
+
+    if name is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device here; use --device cpu")
+    return name
+
+
+def start_device(device: str, *, threads: int | None, tf32: bool) -> None:
+    """Set up ``device`` for a measurement: CPU threads on a CPU; TF32 and a fresh peak on CUDA.
+
+    ``threads`` is ignored on CUDA (the host threads only launch kernels there).
+    """
+    import torch
+
+    if device == "cpu":
+        if threads:
+            torch.set_num_threads(threads)
+        return
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.cuda.reset_peak_memory_stats()
+
+
+def peak_memory_mib(device: str) -> float:
+    """Peak memory so far in MiB: GPU memory allocated by torch on CUDA, resident set on a CPU."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def peak_memory_source(device: str) -> str:
+    """What :func:`peak_memory_mib` measures on ``device``, for a table's header."""
+    return "peak GPU memory" if device == "cuda" else "peak RSS"
+
+
+def device_name(device: str) -> str:
+    """The card's name on CUDA (``NVIDIA H200``), ``cpu`` otherwise."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name()
+    return "cpu"
+
+
+def device_label(
+    device: str,
+    *,
+    bf16: bool,
+    tf32: bool,
+    threads: int | None = None,
+    bf16_text: str = "bf16 autocast",
+) -> str:
+    """How a measurement ran, for a results line: the device and the precision of its products.
+
+    ``bf16_text`` says what bf16 meant (autocast in an update, bf16 weights in a rollout).
+    """
+    if device == "cuda":
+        where = f"CUDA ({device_name(device)})"
+        precision = bf16_text if bf16 else ("fp32 with TF32" if tf32 else "fp32")
+    else:
+        where = f"CPU ({threads} threads)" if threads else "CPU"
+        precision = bf16_text if bf16 else "fp32"
+    return f"{precision} on {where}"

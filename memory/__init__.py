@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from memory.bank import SkillBank
+from typing import TYPE_CHECKING, Any
+
 from memory.config import BankConfig, RetrievalConfig
 from memory.types import (
     AddResult,
@@ -19,6 +20,23 @@ from memory.types import (
     Revision,
     SnapshotInfo,
 )
+
+if TYPE_CHECKING:
+    from memory.bank import SkillBank
+
+
+def __getattr__(name: str) -> Any:
+    """Import ``SkillBank`` on first use: it pulls in SQLAlchemy and Alembic.
+
+    A rollout without skills reads only the types above, so it must run without the SQL stack
+    (PEP 562 module ``__getattr__``).
+    """
+    if name == "SkillBank":
+        from memory.bank import SkillBank
+
+        return SkillBank
+    raise AttributeError(f"module 'memory' has no attribute {name!r}")
+
 
 __all__ = [
     "AddResult",

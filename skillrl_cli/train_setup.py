@@ -86,6 +86,14 @@ class TrainLaunch:
         help="Root of the `trl vllm-serve` server for --backend trl-vllm, e.g. "
         "http://127.0.0.1:8000 (required with it, not used otherwise).",
     )
+    adapter_sync: bool = option(
+        False,
+        help="With --backend trl-vllm and --use-peft: send the server only the LoRA adapter "
+        "after each update (vLLM loads it from this machine's disk by name) instead of the "
+        "merged full weights over NCCL; serve with `vllm serve M --enable-lora "
+        "--max-lora-rank R` and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True.",
+        show_default=False,
+    )
     constrained: bool | None = option(None, help=DECODING_HELP, negative="--free")
     threads: int | None = option(None, help="CPU threads for torch.", low=1)
     run_name: str | None = option(
@@ -200,6 +208,10 @@ def settle_training(ctx: click.Context, values: dict[str, Any]) -> TrainSettings
         max_new_tokens=cycle.max_new_tokens,
         seed=cycle.seed,
     )
+    if launch.adapter_sync and not grpo.use_peft:
+        raise ConfigError(
+            "--adapter-sync sends the server a LoRA adapter: add --use-peft, or drop --adapter-sync"
+        )
     check_prompt_budget(env_id, prompt.max_prompt_tokens)
     check_goals(cycle)
     options = {
@@ -290,6 +302,8 @@ def check_backend(launch: TrainLaunch) -> None:
         )
     if launch.backend != "trl-vllm" and launch.base_url is not None:
         raise ConfigError("--base-url is only used with --backend trl-vllm")
+    if launch.backend != "trl-vllm" and launch.adapter_sync:
+        raise ConfigError("--adapter-sync is only used with --backend trl-vllm")
 
 
 def native_rollout_dtype() -> str:
@@ -320,6 +334,7 @@ def server_config(launch: TrainLaunch, model: str, workspace: str | None) -> Pol
         backend="trl-vllm",
         model=model,
         base_url=launch.base_url,
+        adapter_sync=launch.adapter_sync,
         workspace=resolve_workspace(workspace),
     )
 

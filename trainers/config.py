@@ -149,6 +149,14 @@ class GRPOConfig:
         "(docs/results.md, Training speed); slower where bf16 is emulated. The log-probs the "
         "ratio compares then carry bf16 rounding, as bf16 rollouts do.",
     )
+    tf32: bool = option(
+        True,
+        help="On CUDA, run the update's float32 matrix products on TF32 tensor cores "
+        "(torch.set_float32_matmul_precision('high') while the update runs, restored after): "
+        "inputs rounded to a 10-bit mantissa, accumulation in float32, as PyTorch Lightning "
+        "and HF Trainer's tf32 offer. No effect on CPU, or on products bf16 autocast already "
+        "runs in bf16; --no-tf32 keeps full float32 products on a GPU.",
+    )
     torch_compile: bool = option(
         False,
         help="Compile the update's forward and backward with torch.compile (inductor, dynamic "

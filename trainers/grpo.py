@@ -28,12 +28,13 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from accelerate import Accelerator
+from trl.trainer.utils import disable_dropout_in_model
 
 from skillrl_core.records import EpisodeRecord
 from trainers.batching import TurnBatch, TurnSample, build_samples, collate, step_batches
@@ -76,6 +77,25 @@ class StepMetrics:
         return self.total_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
+@contextlib.contextmanager
+def float32_matmul_precision(device: torch.device, tf32: bool) -> Iterator[None]:
+    """Let float32 products on ``device`` use TF32 while the block runs (``GRPOConfig.tf32``).
+
+    torch's setting is process-wide, so it is set for the update and put back after: a policy
+    that generates or scores in the same process keeps its own precision. Only on CUDA: a CPU
+    has no TF32 and its products stay full float32.
+    """
+    if not (tf32 and device.type == "cuda"):
+        yield
+        return
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
 class GRPOTrainer:
     """Owns the trainable model, its optimizer and the optional reference model."""
 
@@ -92,6 +112,10 @@ class GRPOTrainer:
         self.config = config
         self.pad_token_id = pad_token_id
         self.accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
+        # The model's own dropout (GPT-2's 0.1, where a config has it) is turned off, as TRL's
+        # disable_dropout does: the ratio compares the trained policy with the one that sampled,
+        # which ran in eval mode. LoRA's dropout, added below, stays as configured.
+        disable_dropout_in_model(model)
         if config.use_peft:
             model = apply_lora(model, config)
         self.ref_model = None
@@ -159,18 +183,21 @@ class GRPOTrainer:
         passes = [self.optimizer_steps(samples) for _ in range(self.config.num_iterations)]
         self._turns_total = sum(len(s) for steps in passes for _, shares in steps for s in shares)
         self._turns_done = 0
-        for iteration, steps in enumerate(passes):
-            for number, (step, shares) in enumerate(steps):
-                batches = [collate(share, self.pad_token_id).to(self.device) for share in shares]
-                # The gap is measured before the first optimizer step, against pi_old itself.
-                first = iteration == 0 and number == 0
-                outs += self.accumulate_gradients(batches, shares, step, gaps if first else None)
-                metrics.grad_norm = self.optimizer_step()
-                metrics.optimizer_steps += 1
-                if self.on_progress is not None:
-                    self.on_progress(metrics.optimizer_steps, total_steps)
-                metrics.completion_tokens += sum(b.num_completion_tokens for b in batches)
-                metrics.total_tokens += sum(b.num_tokens for b in batches)
+        with float32_matmul_precision(self.device, self.config.tf32):
+            for iteration, steps in enumerate(passes):
+                for number, (step, shares) in enumerate(steps):
+                    batches = [collate(s, self.pad_token_id).to(self.device) for s in shares]
+                    # The gap is measured before the first optimizer step, against pi_old.
+                    first = iteration == 0 and number == 0
+                    outs += self.accumulate_gradients(
+                        batches, shares, step, gaps if first else None
+                    )
+                    metrics.grad_norm = self.optimizer_step()
+                    metrics.optimizer_steps += 1
+                    if self.on_progress is not None:
+                        self.on_progress(metrics.optimizer_steps, total_steps)
+                    metrics.completion_tokens += sum(b.num_completion_tokens for b in batches)
+                    metrics.total_tokens += sum(b.num_tokens for b in batches)
         _average_into(metrics, outs)
         _report_gap(metrics, gaps, self.config.logprob_gap_warn)
         metrics.seconds = time.perf_counter() - started

@@ -53,7 +53,7 @@ def tree_logits(
         needed.setdefault(segment, set()).add(offset)
     body, head, embed = _parts(model)
     device = head.weight.device
-    embeds = embed(torch.tensor([t for s in tree.segments for t in s.tokens], device=device))
+    embeds = embed(_to(torch.tensor([t for s in tree.segments for t in s.tokens]), device))
     # Where each segment's tokens start in ``embeds`` (segments laid end to end).
     firsts = [0, *itertools.accumulate(len(s.tokens) for s in tree.segments)][:-1]
     states: dict[int, _Layers] = {}
@@ -61,14 +61,18 @@ def tree_logits(
     pieces: list[torch.Tensor] = []
     done = 0
     for rows in forward_order(tree):
-        keep = _keep_mask(tree, rows, needed).to(device)
+        # The kept positions are known on the host: reading them back from the device (a
+        # nonzero, a boolean index) would make the host wait for the pass on every pass.
+        kept = _kept_positions(tree, rows, needed)
         hidden = _run_pass(body, tree, rows, states, embeds, firsts, device)
-        for flat, (row, offset) in enumerate(keep.nonzero().tolist()):
+        width = hidden.shape[1]
+        for flat, (row, offset) in enumerate(kept):
             found[(rows[row], offset)] = done + flat
-        done += int(keep.sum())
-        pieces.append(hidden[keep])
+        done += len(kept)
+        at = torch.tensor([row * width + offset for row, offset in kept], dtype=torch.long)
+        pieces.append(hidden.flatten(0, 1).index_select(0, _to(at, device)))
     table = torch.cat(pieces)
-    index = torch.tensor([found[key] for key in where], dtype=torch.long, device=device)
+    index = _to(torch.tensor([found[key] for key in where], dtype=torch.long), device)
     return head(table.index_select(0, index))
 
 
@@ -102,19 +106,30 @@ def labelled_tree(
     return tree, [(turn[row], position) for row, position in wanted]
 
 
+def _to(values: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Copy a host-built tensor to ``device`` without the host waiting for the device.
+
+    A plain copy to CUDA from pageable memory waits for the stream to drain; from pinned memory
+    with ``non_blocking`` it is queued behind the work already launched.
+    """
+    if device.type != "cuda":
+        return values.to(device)
+    return values.pin_memory().to(device, non_blocking=True)
+
+
 def _parts(model: Any) -> tuple[Any, Any, Any]:
     """Return the decoder body, LM head and token embedding of ``model`` (through compile/peft)."""
     inner = getattr(model, "_orig_mod", model)  # torch.compile
     return inner.get_decoder(), inner.get_output_embeddings(), inner.get_input_embeddings()
 
 
-def _keep_mask(tree: PrefixTree, rows: list[int], needed: dict[int, set[int]]) -> torch.Tensor:
-    width = max(len(tree.segments[i].tokens) for i in rows)
-    keep = torch.zeros((len(rows), width), dtype=torch.bool)
-    for row, index in enumerate(rows):
-        for offset in needed.get(index, ()):
-            keep[row, offset] = True
-    return keep
+def _kept_positions(
+    tree: PrefixTree, rows: list[int], needed: dict[int, set[int]]
+) -> list[tuple[int, int]]:
+    """(row, offset) of the pass's positions that feed a logit, row-major (a boolean's order)."""
+    return [
+        (row, offset) for row, index in enumerate(rows) for offset in sorted(needed.get(index, ()))
+    ]
 
 
 def _run_pass(
@@ -144,9 +159,9 @@ def _run_pass(
     if past:
         extra[cache_keyword(body)] = _past_cache(tree, rows, states, past)
     output = body(
-        inputs_embeds=embeds[take.to(device)],
-        attention_mask=mask.to(device),
-        position_ids=(starts + torch.arange(width)).to(device),
+        inputs_embeds=embeds[_to(take, device)],
+        attention_mask=_to(mask, device),
+        position_ids=_to(starts + torch.arange(width), device),
         use_cache=True,
         **extra,
     )
@@ -162,18 +177,30 @@ def _past_cache(tree: PrefixTree, rows: list[int], states: dict[int, _Layers], p
     from transformers import DynamicCache
 
     chains = [tree.ancestors(i) for i in rows]
+    used = sorted({a for chain in chains for a in chain})
+    # Every ancestor's states laid end to end in a pool, then a zero slot for the padding; row
+    # i's past gathers its chain's positions, left-padded with the zero slot. Two operations
+    # per layer and side, however many rows (not a concatenation per row).
+    lengths = {a: len(tree.segments[a].tokens) for a in used}
+    offsets = [0, *itertools.accumulate(lengths[a] for a in used)]
+    firsts = dict(zip(used, offsets[:-1], strict=True))
+    zero = offsets[-1]
+    index = torch.full((len(rows), past), zero, dtype=torch.long)
+    for row, (segment, chain) in enumerate(zip(rows, chains, strict=True)):
+        start = past - tree.segments[segment].start
+        positions = [p for a in chain for p in range(firsts[a], firsts[a] + lengths[a])]
+        index[row, start:] = torch.tensor(positions, dtype=torch.long)
+    index = _to(index, states[used[0]][0][0].device)
     data = []
-    for layer in range(len(states[chains[0][0]])):
-        keys, values = [], []
-        for index, chain in zip(rows, chains, strict=True):
-            pad = past - tree.segments[index].start
-            for side, out in ((0, keys), (1, values)):
-                parts = [states[a][layer][side] for a in chain]
-                if pad:
-                    first = parts[0]
-                    parts.insert(0, first.new_zeros((first.shape[0], pad, first.shape[2])))
-                out.append(torch.cat(parts, dim=1))
-        data.append((torch.stack(keys), torch.stack(values)))
+    for layer in range(len(states[used[0]])):
+        pair = []
+        for side in (0, 1):
+            parts = [states[a][layer][side] for a in used]
+            first = parts[0]
+            parts.append(first.new_zeros((first.shape[0], 1, first.shape[2])))
+            pool = torch.cat(parts, dim=1)  # [heads, tokens + 1, dim]
+            pair.append(pool[:, index].transpose(0, 1))  # [rows, heads, past, dim]
+        data.append((pair[0], pair[1]))
     return DynamicCache(ddp_cache_data=data)
 
 

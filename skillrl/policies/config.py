@@ -35,6 +35,11 @@ class PolicyConfig:
     """``auto`` (bf16 on GPUs and on CPUs with native bf16, else fp32), or an explicit dtype."""
     device: str = "auto"
     """``auto`` (CUDA if available, else CPU), ``cpu``, ``cuda``, ``cuda:1``, ..."""
+    adapter_sync: bool = False
+    """``trl-vllm`` with a LoRA-trained model: after each update send only the adapter (saved to
+    a folder the server loads through ``/v1/load_lora_adapter``, then selected by name) instead
+    of the merged full weights over NCCL. The server must run on this machine's files with
+    ``--enable-lora --max-lora-rank R`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``."""
     timeout_s: float = 60.0
     """Per-request timeout for HTTP backends (``trl-vllm``: how long to wait for the server)."""
     max_retries: int = 3
@@ -64,6 +69,11 @@ class PolicyConfig:
             raise ConfigError(
                 "base_url is required for backend 'trl-vllm': the root of the server that "
                 "`trl vllm-serve --model <model>` started (e.g. http://127.0.0.1:8000)"
+            )
+        if self.adapter_sync and self.backend != "trl-vllm":
+            raise ConfigError(
+                f"adapter_sync sends LoRA adapters to a trl-vllm server; backend "
+                f"{self.backend!r} has none to receive them"
             )
         if self.timeout_s <= 0:
             raise ConfigError(f"timeout_s ({self.timeout_s}) must be positive")

@@ -28,6 +28,13 @@ Why this shape:
 - LoRA (peft) models are synced the way TRL syncs them: ``merge_adapter()`` in place, stream the
   merged base weights under the names vLLM expects, ``unmerge_adapter()``. No copy of the model is
   made; the unmerge round trip is exact up to float rounding (the trainer keeps fp32 weights).
+- With ``PolicyConfig.adapter_sync`` a LoRA model sends only its adapter, as ART reloads its
+  adapter every step and TRL's async trainer does: peft saves it to a folder, vLLM's
+  ``/v1/load_lora_adapter`` loads it under a new name, every later request names it (TRL's
+  client sends ``client.model`` as the model), and the previous one is unloaded. No NCCL group
+  is opened and the base weights never move; vLLM has no in-memory adapter API, so the server
+  reads the folder from this machine's disk. vLLM keys its prefix cache by adapter, so no KV of
+  the old adapter is reused.
 
 TRL's client imports vLLM (for its NCCL helpers), so vLLM must be installed in the training
 process too. Nothing from TRL is imported until this backend is loaded.
@@ -35,9 +42,16 @@ process too. Nothing from TRL is imported until this backend is loaded.
 
 from __future__ import annotations
 
+import json
 import logging
+import shutil
+import tempfile
 import time
+import urllib.error
+import urllib.request
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from skillrl.policies.base import (
@@ -50,11 +64,15 @@ from skillrl.policies.base import (
 from skillrl.policies.config import PolicyConfig
 from skillrl.policies.model_cache import Progress
 from skillrl.policies.weight_sync import is_peft, merged_weights
-from skillrl_core.errors import BackendError, DependencyNotInstalled, ModelLoadError
+from skillrl_core.errors import BackendError, ConfigError, DependencyNotInstalled, ModelLoadError
 
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install 'skillrl[vllm]'  (needs a CUDA GPU; vLLM ships no CPU wheel)"
+ADAPTER_HINT = (
+    "start vLLM with `--enable-lora --max-lora-rank R` and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, "
+    "or sync merged weights (without --adapter-sync)"
+)
 SCORE_CHUNK = 64
 """Sequences per ``get_sequence_logprobs`` request (several requests run concurrently)."""
 
@@ -81,11 +99,30 @@ def import_vllm_client() -> type:
 class TRLVLLMServerPolicy:
     """A chat model served by ``trl vllm-serve``; ``sync_weights`` pushes a trainer's weights."""
 
-    def __init__(self, client: Any, tokenizer: Any, name: str = "trl-vllm") -> None:
+    def __init__(
+        self,
+        client: Any,
+        tokenizer: Any,
+        name: str = "trl-vllm",
+        *,
+        base_url: str | None = None,
+        adapter_sync: bool = False,
+        timeout_s: float = 60.0,
+    ) -> None:
         self.client = client
         self.tokenizer = tokenizer
         self.name = name
+        self.base_url = (base_url or "").rstrip("/")
+        self.adapter_sync = adapter_sync
+        """Send only a LoRA model's adapter (``PolicyConfig.adapter_sync``)."""
+        self.timeout_s = timeout_s
         self._communicator_ready = False
+        self._adapters: Path | None = None
+        """Where this policy saves the adapters the server loads (made on the first sync)."""
+        self._served: str | None = None
+        """The adapter the server generates with now (None: its base model)."""
+        self._run = uuid.uuid4().hex[:8]
+        """Part of every adapter name: a resumed run never reuses one the server still holds."""
         self.syncs = 0
         """Weight syncs done so far."""
 
@@ -111,7 +148,14 @@ class TRLVLLMServerPolicy:
             f"`trl vllm-serve --model {source}`)",
             lambda: client_class(base_url=config.base_url, connection_timeout=config.timeout_s),
         )
-        return cls(client, tokenizer, name=f"trl-vllm:{config.model}")
+        return cls(
+            client,
+            tokenizer,
+            name=f"trl-vllm:{config.model}",
+            base_url=config.base_url,
+            adapter_sync=config.adapter_sync,
+            timeout_s=config.timeout_s,
+        )
 
     # -- prompts -----------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
@@ -234,6 +278,12 @@ class TRLVLLMServerPolicy:
         The prefix cache is reset afterwards so no KV computed with the old weights is reused.
         """
         started = time.perf_counter()
+        if self.adapter_sync:
+            self._load_adapter(model)
+            self.syncs += 1
+            seconds = time.perf_counter() - started
+            logger.info("loaded adapter %s into the vLLM server in %.2fs", self._served, seconds)
+            return seconds
         if not self._communicator_ready:
             device = next(model.parameters()).device
             _call(
@@ -258,11 +308,54 @@ class TRLVLLMServerPolicy:
             ]
             self.client.update_named_params(metadata, iter(params))
 
+    def _load_adapter(self, model: Any) -> None:
+        """Save ``model``'s LoRA adapter, have the server load it, generate with it from now on."""
+        if not is_peft(model):
+            raise ConfigError(
+                "adapter sync sends a LoRA adapter, but the trained model has none: train with "
+                "--use-peft, or sync merged weights (without --adapter-sync)"
+            )
+        if self._adapters is None:
+            self._adapters = Path(tempfile.mkdtemp(prefix="skillrl-adapters-"))
+        name = f"skillrl-{self._run}-{self.syncs + 1}"
+        folder = self._adapters / name
+        model.save_pretrained(str(folder))  # peft: adapter_config.json + the adapter's tensors
+        self._post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(folder)})
+        previous, self._served = self._served, name
+        self.client.model = name  # TRL's client names client.model in every request
+        if previous is not None:
+            self._post("/v1/unload_lora_adapter", {"lora_name": previous})
+            shutil.rmtree(self._adapters / previous, ignore_errors=True)
+
+    def _post(self, path: str, payload: dict[str, Any]) -> None:
+        """POST ``payload`` as JSON to the server; a refusal is a :class:`BackendError`."""
+        url = f"{self.base_url}{path}"
+        request = urllib.request.Request(
+            url,
+            data=json.dumps(payload).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s):
+                return
+        except urllib.error.HTTPError as error:
+            detail = error.read().decode(errors="replace")[:300]
+            hint = f": {ADAPTER_HINT}" if error.code in (404, 405) else ""
+            raise BackendError(
+                f"trl-vllm: {url} answered {error.code} {detail.strip()}{hint}"
+            ) from error
+        except (urllib.error.URLError, OSError) as error:
+            raise BackendError(f"trl-vllm: could not reach {url}: {error}") from error
+
     def close(self) -> None:
-        """Leave the weight-sync group (the server keeps running)."""
+        """Leave the weight-sync group and drop the saved adapters (the server keeps running)."""
         if self._communicator_ready:
             _call("close the weight-sync group", self.client.close_communicator)
             self._communicator_ready = False
+        if self._adapters is not None:
+            shutil.rmtree(self._adapters, ignore_errors=True)
+            self._adapters = None
 
 
 def _stop_cut(tokenizer: Any, tokens: list[int], stop: list[str]) -> int | None:

@@ -6,6 +6,6 @@ import sys
 from pathlib import Path
 
 # A tiny checkpoint and a scripted policy (trainers), sample bank entries (memory), sample
-# episodes and paired-run fakes (the distiller's).
-for helpers in ("trainers", "memory", "skillrl/distill"):
+# episodes and paired-run fakes (the distiller's), vLLM's LoRA endpoints (skillrl).
+for helpers in ("trainers", "memory", "skillrl/distill", "skillrl"):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / helpers))

@@ -152,6 +152,19 @@ def test_train_cli_checks_the_server_options_in_one_line(tmp_path):
     assert "--base-url" in help_text and "trl vllm-serve" in help_text
 
 
+def test_adapter_sync_needs_the_server_backend_and_a_lora_update(tmp_path):
+    ws = str(tmp_path / "ws")
+    result = invoke("train", "--workspace", ws, "--adapter-sync")
+    assert result.exit_code == 1 and "--adapter-sync is only used with --backend trl-vllm" in (
+        result.output
+    )
+    server = ["--backend", "trl-vllm", "--base-url", "http://127.0.0.1:8000", "--adapter-sync"]
+    result = invoke("train", "--workspace", ws, *server)
+    assert result.exit_code == 1 and "add --use-peft" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "ws" / "runs").exists()
+    assert "--adapter-sync" in invoke("train", "--help").output
+
+
 @pytest.mark.slow
 def test_train_cli_rolls_out_through_the_server_and_syncs(tmp_path, monkeypatch):
     from tiny_checkpoint import write_tiny_checkpoint
@@ -177,3 +190,38 @@ def test_train_cli_rolls_out_through_the_server_and_syncs(tmp_path, monkeypatch)
     assert server.calls.count("update_model_params") == 2  # at start, after the update
     assert server.calls.count("reset_prefix_cache") == 2
     assert "generate" in server.calls and server.calls[-1] == "close_communicator"
+
+
+@pytest.mark.slow
+def test_train_cli_sends_only_the_adapter_after_each_update(tmp_path, monkeypatch):
+    from lora_endpoints import Recorder, lora_server
+    from tiny_checkpoint import write_tiny_checkpoint
+    from transformers import AutoTokenizer
+
+    from skillrl.policies import trl_vllm_backend
+
+    model_dir = write_tiny_checkpoint(tmp_path / "model")
+    FakeServer.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    FakeServer.instances.clear()
+    monkeypatch.setattr(trl_vllm_backend, "import_vllm_client", lambda: FakeServer)
+    with lora_server() as url:
+        result = invoke(
+            "train", "--workspace", str(tmp_path / "ws"), "--model", str(model_dir),
+            "--backend", "trl-vllm", "--base-url", url, "--adapter-sync", "--use-peft",
+            "--no-skills", "--cycles", "1", "--goals-per-cycle", "1", "--group-size", "2",
+            "--eval-goals", "1", "--max-turns", "2", "--max-new-tokens", "8",
+            "--no-dynamic-sampling", "--threads", "1", "--free",
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (server,) = FakeServer.instances
+    paths = [path for path, _ in Recorder.requests]
+    assert paths == [  # at the start, then after the update
+        "/v1/load_lora_adapter",
+        "/v1/load_lora_adapter",
+        "/v1/unload_lora_adapter",
+    ]
+    assert server.model == Recorder.requests[1][1]["lora_name"]
+    assert "generate" in server.calls
+    assert not {"init_communicator", "update_model_params", "reset_prefix_cache"} & set(
+        server.calls
+    )

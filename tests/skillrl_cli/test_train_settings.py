@@ -75,6 +75,13 @@ def test_torch_compile_is_off_by_default_and_reaches_the_update(workspace, start
     assert started[1][1].torch_compile is True
 
 
+def test_tf32_is_on_by_default_and_no_tf32_reaches_the_update(workspace, started):
+    assert isinstance(train("--run-name", "tf32").exception, Started)
+    assert started[0][1].tf32 is True
+    assert isinstance(train("--run-name", "full-fp32", "--no-tf32").exception, Started)
+    assert started[1][1].tf32 is False
+
+
 def test_steps_hold_whole_groups_by_default_and_shuffled_turns_on_request(workspace, started):
     assert isinstance(train("--run-name", "grouped").exception, Started)
     assert started[0][1].whole_group_steps is True
