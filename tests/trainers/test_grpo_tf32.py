@@ -1,4 +1,4 @@
-"""``GRPOConfig.tf32``: TF32 products for the update on CUDA only, the process's setting restored."""
+"""``GRPOConfig.tf32``: TF32 products for the update on CUDA only, the setting restored after."""
 
 from __future__ import annotations
 
