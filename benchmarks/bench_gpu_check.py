@@ -86,8 +86,9 @@ TINY = {
     "num_hidden_layers": 2,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
+    "vocab_size": None,
 }
-"""``--small``'s model: SmolLM2's layout, shrunk (its vocabulary is the tokenizer's)."""
+"""``--small``'s model: SmolLM2's layout, shrunk (its vocabulary is the tokenizer's: None)."""
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
@@ -179,7 +180,7 @@ def write_random_model(folder: Path, shape: dict[str, Any]) -> int:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     size = write_byte_tokenizer(folder)
-    vocab = shape["vocab_size"] if shape is SMOLLM2_135M else size
+    vocab = shape["vocab_size"] or size
     config = LlamaConfig(**{**shape, "vocab_size": vocab}, pad_token_id=0, eos_token_id=2)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config)

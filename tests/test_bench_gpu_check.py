@@ -104,3 +104,34 @@ def test_a_cuda_report_names_the_card_mfu_the_precision_change_and_failures():
     assert "| update bf16 lora | failed: RuntimeError: CUDA out of memory | 1 |" in text
     assert "| vllm | skipped: vllm is not installed | 1 |" in text
     assert "peak GPU memory" in text
+
+
+def test_without_the_embedded_weights_a_random_model_of_their_shape_is_built(tmp_path, monkeypatch):
+    import argparse
+
+    from skillrl.policies import transformers_loading
+    from skillrl_core.errors import ModelLoadError
+
+    def absent(*args, **kwargs):
+        raise ModelLoadError("no GGUF on this machine")
+
+    monkeypatch.setattr(transformers_loading, "resolve_model_source", absent)
+    shape = {**check.SMOLLM2_135M, "vocab_size": 300, "hidden_size": 18, "num_hidden_layers": 1}
+    monkeypatch.setattr(check, "SMOLLM2_135M", shape)  # the real shape writes 540 MB
+    args = argparse.Namespace(work=str(tmp_path), small=False, model="embedded")
+    found = check.step_model(args)
+    assert found["weights"].startswith("random, SmolLM2-135M-shaped (embedded not loadable")
+    assert "no GGUF" in found["weights"]
+    config = json.loads((Path(found["path"]) / "config.json").read_text())
+    assert config["vocab_size"] == 300 and config["num_key_value_heads"] == 3
+    assert (Path(found["path"]) / "tokenizer.json").exists()
+    assert found["parameters"] > 0
+
+
+def test_the_small_model_takes_the_tokenizers_vocabulary(tmp_path):
+    import argparse
+
+    found = check.step_model(argparse.Namespace(work=str(tmp_path), small=True, model="x"))
+    config = json.loads((Path(found["path"]) / "config.json").read_text())
+    assert config["vocab_size"] == 259 and config["num_hidden_layers"] == 2
+    assert found["weights"] == "random, tiny (--small)"
