@@ -297,6 +297,7 @@ def novel_goal_ids(args: argparse.Namespace) -> set[str]:
 def _compact(episode: EpisodeRecord) -> dict:
     """The episode without its token ids and log-probs (what a comparison needs, kept small)."""
     data = episode.to_dict()
+    data["agent"] = portable_command(data["agent"])  # names the model's folder
     for turn in data["turns"]:
         for key in ("prompt_token_ids", "completion_token_ids", "completion_logprobs"):
             turn[key] = None

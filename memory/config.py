@@ -87,12 +87,12 @@ class RetrievalConfig:
     """Task-specific skills (same env and category as the query) per query."""
     k_mistakes: int = 2
     """Counterfactual notes (same env, or env-agnostic) per query."""
-    k_cases: int = 1
-    """Cases (what solved a similar request in a training episode; same env) per query, by the
-    similarity of the request alone."""
     min_similarity: float = 0.25
     """Task skills, notes and cases less cosine-similar to the query than this are left out
     (general skills are exempt: they are always included)."""
+    k_cases: int = 1
+    """Cases (what solved a similar request in a training episode; same env) per query, by the
+    similarity of the request alone."""
 
     def __post_init__(self) -> None:
         check_finite_fields(self)

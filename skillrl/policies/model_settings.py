@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from skillrl_core.errors import ModelLoadError
+from skillrl_core.validation import check_finite_fields
 
 SETTINGS_FILE = "skillrl.json"
 """The settings file inside a checkpoint or adapter folder."""
@@ -87,6 +88,7 @@ class ModelSettings:
 
     def __post_init__(self) -> None:
         """Check each field's type (a hand-written file reaches the commands through here)."""
+        check_finite_fields(self)
         kinds: dict[str, tuple[type, ...]] = {
             "env_id": (str,),
             "skills": (bool,),

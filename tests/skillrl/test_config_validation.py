@@ -24,6 +24,9 @@ from skillrl.distill.teacher import TeacherConfig
 from skillrl.distill.upkeep import UpkeepConfig
 from skillrl.policies.base import SamplingConfig
 from skillrl.policies.config import PolicyConfig
+
+# Config class -> the arguments it needs besides the field under test.
+from skillrl.policies.model_settings import ModelSettings  # noqa: E402
 from skillrl.prompts.builder import PromptConfig
 from skillrl.rollout import RolloutConfig
 from skillrl_core.errors import ConfigError
@@ -34,7 +37,6 @@ from trainers.processes import Processes
 from trainers.rewards import InvalidActionPenalty, LLMJudgeReward, TurnCost
 from trainers.sft_config import ColdStartConfig
 
-# Config class -> the arguments it needs besides the field under test.
 CONFIGS: dict[type, dict] = {
     BankConfig: {}, RetrievalConfig: {}, LLMAgentConfig: {}, AnalyticConfig: {},
     BootstrapConfig: {}, EvolveConfig: {}, PipelineConfig: {}, TeacherConfig: {},
@@ -42,6 +44,7 @@ CONFIGS: dict[type, dict] = {
     CycleConfig: {}, GRPOConfig: {}, EvalConfig: {}, InvalidActionPenalty: {}, TurnCost: {},
     LLMJudgeReward: {"policy": None, "sampling": None}, WebShopConfig: {}, SokobanConfig: {},
     ColdStartConfig: {}, Processes: {}, PairedUtilityConfig: {},
+    ModelSettings: {"env_id": "webshop", "skills": True, "max_prompt_tokens": 512},
 }  # fmt: skip
 CASES = [
     (cls, f.name, value)

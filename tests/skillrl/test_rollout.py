@@ -9,8 +9,8 @@ from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 from skillrl_core.records import EpisodeRecord
 
 
-def starts(n: int, **kwargs) -> list[EpisodeStart]:
-    return [EpisodeStart("fakeshop", "test", i, seed=i, **kwargs) for i in range(n)]
+def starts(n: int, split: str = "test", **kwargs) -> list[EpisodeStart]:
+    return [EpisodeStart("fakeshop", split, i, seed=i, **kwargs) for i in range(n)]
 
 
 def test_one_batched_act_and_retrieval_per_turn_and_finished_episodes_drop_out():
@@ -43,8 +43,11 @@ def test_invalid_actions_are_recorded_not_raised():
 def test_records_hold_tokens_logprobs_and_retrieved_ids_and_are_saved():
     policy, bank = ScriptedPolicy(), FakeBank()
     config = RolloutConfig(max_turns=6, record=True)
-    records = RolloutEngine(LLMAgent(policy), bank=bank, config=config).run(starts(2, group_id="g"))
+    engine = RolloutEngine(LLMAgent(policy), bank=bank, config=config)
+    records = engine.run(starts(2, split="train", group_id="g"))
     assert {r.episode_id for r in bank.saved} == {r.episode_id for r in records}
+    # A held-out goal's episode is never saved: it changes nothing in the bank.
+    assert engine.run(starts(1)) and len(bank.saved) == 2
     turn = records[0].turns[0]
     assert turn.action == "search[red ball]" and turn.action_valid
     assert turn.retrieved_ids == ["g1", "t-toys", "m1"]
@@ -148,7 +151,7 @@ class BrokenShopEnv:
 
 def _broken_starts(n: int, broken_turn: int) -> list[EpisodeStart]:
     config = {"broken_goal": 1, "broken_turn": broken_turn}
-    return [EpisodeStart("brokenshop", "test", i, seed=i, env_config=config) for i in range(n)]
+    return [EpisodeStart("brokenshop", "train", i, seed=i, env_config=config) for i in range(n)]
 
 
 @pytest.fixture

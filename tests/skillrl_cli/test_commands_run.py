@@ -202,7 +202,7 @@ def test_eval_off_a_terminal_prints_plain_progress_lines(workspace, monkeypatch)
         def __init__(self, policy, *, on_progress, **options):
             self.on_progress = on_progress
 
-    def evaluate(runner, config):
+    def evaluate(runner, config, arm=None):
         runner.on_progress(RolloutProgress(3, 3, 12, 24, 12, 6.0))
         raise Evaluated()  # the lines came before the results
 
@@ -213,7 +213,7 @@ def test_eval_off_a_terminal_prints_plain_progress_lines(workspace, monkeypatch)
     result = CliRunner().invoke(main, args)
     assert isinstance(result.exception, Evaluated), result.output
     lines = result.output.splitlines()
-    assert "[0/1 phases, 0:00:00] evaluating without skills" in lines
+    assert "[0/1 phases, 0:00:00] evaluating skills arm 'off'" in lines
     assert "goals: episodes 3/3, turns 12, 2.00 turns/s" in lines
 
 
@@ -264,7 +264,9 @@ def test_workspace_help_names_what_the_workspace_holds_and_not_the_model_cache(
 def test_subprocess_expert_run_records_into_a_seeded_bank(workspace):
     env = {**os.environ, "SKILLRL_WORKSPACE": str(workspace), "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "cli", "run", "--policy", "expert", "--episodes", "2", "--json"],
+        # Training goals: an episode of a test goal is never saved (it changes nothing in the bank).
+        [sys.executable, "-m", "cli", "run", "--policy", "expert", "--episodes", "2", "--split",
+         "train", "--json"],
         capture_output=True,
         text=True,
         env=env,

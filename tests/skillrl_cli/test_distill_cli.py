@@ -7,6 +7,7 @@ from click.testing import CliRunner
 from distill_episodes import episode
 
 from cli import main
+from memory import BankConfig, SkillBank
 from memory.types import EntryDraft
 
 pytestmark = pytest.mark.slow
@@ -27,7 +28,8 @@ def test_skillrl_distill_twice_adds_nothing_the_second_time(bank, workspace):
     )
     bank.close()
     first = _run("distill", "--json", "--workspace", str(workspace))
-    assert first["episodes_distilled"] == 2 and len(first["added"]) == 2
+    # A note from the failure, a task skill and a case from the success.
+    assert first["episodes_distilled"] == 2 and len(first["added"]) == 3
     second = _run("distill", "--json", "--workspace", str(workspace))
     assert (second["episodes_seen"], second["added"], second["merged"]) == (0, [], [])
     result = CliRunner().invoke(main, ["distill", "--workspace", str(workspace)])
@@ -84,7 +86,12 @@ def test_skillrl_bootstrap_plays_distills_and_exports_a_loadable_starting_bank(w
     assert report["distill"]["episodes_distilled"] == 10 and report["distill"]["added"]
     env, drafts = load_starting_bank(out)
     assert env == "webshop" and {d.kind for d in drafts} >= {"task", "mistake"}
-    assert len(drafts) == len(report["distill"]["added"]) - len(report["retired"])
+    # The starting bank holds the skills and notes; the cases ship in a file of their own.
+    with SkillBank.open(BankConfig(workspace=workspace)) as bank:
+        added = bank.entries(report["distill"]["added"])
+        cases = sum(entry.kind == "case" for entry in added.values())
+    assert cases > 0 and "case" not in {d.kind for d in drafts}
+    assert len(drafts) == len(report["distill"]["added"]) - len(report["retired"]) - cases
 
 
 def test_bootstrap_refuses_an_unknown_env_in_one_line(workspace):

@@ -87,7 +87,7 @@ def test_train_runs_resumes_with_more_cycles_and_eval_reads_the_checkpoint(
     )
     assert result.exit_code == 0, result.output
     assert f"model: {run / 'checkpoints/cycle-0002'}" in result.stderr
-    report = json.loads(result.stdout)
+    report = json.loads(result.stdout)["arms"]
     assert len(report) == 1 and report[0]["skills"] is False
     assert report[0]["greedy"]["episodes"] == 2
     assert set(report[0]["pass_at"]) == {"1,1", "1,2", "2,1", "2,2"}

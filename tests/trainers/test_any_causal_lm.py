@@ -121,4 +121,4 @@ def test_skillrl_train_and_eval_take_the_folder(folder, tmp_path):
         catch_exceptions=False,
     )  # fmt: skip
     assert evaluated.exit_code == 0, evaluated.output
-    assert json.loads(evaluated.stdout)[0]["greedy"]["episodes"] == 2
+    assert json.loads(evaluated.stdout)["arms"][0]["greedy"]["episodes"] == 2

@@ -89,7 +89,10 @@ def test_empty_bank_is_seeded_once_through_the_add_api(bank):
     report = seed_bank_if_empty(bank, "webshop")
     _, drafts = load_starting_bank(starting_bank_path("webshop"))
     general = load_general_skills()
-    assert report is not None and report.entries == len(general) + len(drafts)
+    from skillrl.distill.seeding import starting_cases_path
+
+    cases = load_starting_bank(starting_cases_path("webshop"))[1]
+    assert report is not None and report.entries == len(general) + len(drafts) + len(cases)
     assert bank.count() == report.added == report.entries - report.merged
     assert bank.history(bank.list()[0].id)[0].author == "seed"
     [skills] = bank.retrieve(
