@@ -192,11 +192,10 @@ def _check_base_model(folder: Path, config: dict[str, Any]) -> None:
             f"the base model {base!r} that {where} names (base_model_name_or_path) is not a "
             "model folder; fix that entry, or give the base model's folder there"
         )
-    if (path / ADAPTER_CONFIG).is_file():
-        raise ModelLoadError(
-            f"the base model {base!r} that {where} names is itself a LoRA adapter; name the "
-            "model it was trained on"
-        )
+    if path.resolve() == folder.resolve():
+        raise ModelLoadError(f"{where} names its own folder as its base model")
+    # A base that is itself an adapter (a run's LoRA checkpoint over the shipped adapter) is
+    # checked as one in turn: adapters over adapters load in a chain.
     try:
         check_model_folder(path)
     except ModelLoadError as error:

@@ -88,7 +88,6 @@ class ModelSettings:
 
     def __post_init__(self) -> None:
         """Check each field's type (a hand-written file reaches the commands through here)."""
-        check_finite_fields(self)
         kinds: dict[str, tuple[type, ...]] = {
             "env_id": (str,),
             "skills": (bool,),
@@ -109,6 +108,7 @@ class ModelSettings:
             raise ValueError(f"'max_prompt_tokens' ({self.max_prompt_tokens}) must be >= 1")
         if not all(isinstance(key, str) for key in self.env_options):
             raise ValueError("'env_options' must map option names to values")
+        check_finite_fields(self)  # a temperature of nan or inf
 
     def describe(self) -> str:
         """One line for the screen: the settings a run takes from the model."""
