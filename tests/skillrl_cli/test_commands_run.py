@@ -265,8 +265,19 @@ def test_subprocess_expert_run_records_into_a_seeded_bank(workspace):
     env = {**os.environ, "SKILLRL_WORKSPACE": str(workspace), "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
         # Training goals: an episode of a test goal is never saved (it changes nothing in the bank).
-        [sys.executable, "-m", "cli", "run", "--policy", "expert", "--episodes", "2", "--split",
-         "train", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "run",
+            "--policy",
+            "expert",
+            "--episodes",
+            "2",
+            "--split",
+            "train",
+            "--json",
+        ],
         capture_output=True,
         text=True,
         env=env,
