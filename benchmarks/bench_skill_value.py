@@ -95,11 +95,11 @@ PAIRS: tuple[tuple[str, str], ...] = (
 """(baseline, other) comparisons, goal by goal."""
 
 
-def play(
+def eval_runner(
     policy: Any, bank: Any, args: argparse.Namespace, *, skip_no_op_repeats: bool = True
-) -> tuple[list[EpisodeRecord], Stopwatch]:
-    """The test goals, greedy and constrained, with ``bank`` (None: no entries)."""
-    runner = PolicyRollouts(
+) -> PolicyRollouts:
+    """How every arm plays the test goals: greedy, constrained, as ``skillrl eval`` does."""
+    return PolicyRollouts(
         policy,
         env_id="webshop",
         bank=bank,
@@ -112,6 +112,13 @@ def play(
         repair_queries=True,
         skip_no_op_repeats=skip_no_op_repeats,
     )
+
+
+def play(
+    policy: Any, bank: Any, args: argparse.Namespace, *, skip_no_op_repeats: bool = True
+) -> tuple[list[EpisodeRecord], Stopwatch]:
+    """The test goals, greedy and constrained, with ``bank`` (None: no entries)."""
+    runner = eval_runner(policy, bank, args, skip_no_op_repeats=skip_no_op_repeats)
     starts = [runner.start("test", i, seed=args.seed + i) for i in range(args.eval_goals)]
     if policy.prefix_cache is not None:
         policy.prefix_cache.clear()
@@ -257,18 +264,7 @@ def sensitivity(policy: Any, bank: Any, placebo: Any, args: argparse.Namespace) 
         probes.append(SensitivityProbe(agent, placebo))
         return probes[-1]
 
-    runner = PolicyRollouts(
-        policy,
-        env_id="webshop",
-        bank=bank,
-        max_turns=args.max_turns,
-        max_new_tokens=args.max_new_tokens,
-        constrained=True,
-        env_config={"observation_mode": args.observation_mode},
-        prompt_config=PromptConfig(max_prompt_tokens=args.max_prompt_tokens),
-        count_retrievals=False,
-        repair_queries=True,
-    )
+    runner = eval_runner(policy, bank, args)
     starts = [runner.start("test", i, seed=args.seed + i) for i in range(args.sensitivity_goals)]
     runner.run(starts, temperature=0.0, sampling_seed=args.seed, wrap=wrap)
     return {"goals": args.sensitivity_goals, **probes[0].report.to_dict()}
