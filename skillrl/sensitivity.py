@@ -139,7 +139,14 @@ class SensitivityProbe:
     def act(self, states: list[AgentState]) -> list[AgentDecision]:
         """Return the agent's decisions; score the states that held entries again with placebo."""
         decisions = self.agent.act(states)
-        probed = [i for i, s in enumerate(states) if s.skills is not None and s.skills.all]
+        # Only open choices are compared: a free-text turn (a search) is not played again.
+        probed = [
+            i
+            for i, s in enumerate(states)
+            if s.skills is not None
+            and s.skills.all
+            and len(decisions[i].candidate_scores or {}) >= 2
+        ]
         if not probed:
             return decisions
         queries = [
