@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import peak_memory_mib, portable_command, provenance, run_text, write_result
+from harness import peak_memory_mib, provenance, run_text, write_result
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -196,7 +196,7 @@ def step_model(args: argparse.Namespace) -> dict[str, Any]:
     if args.small:
         parameters = write_random_model(folder, TINY)
         return {
-            "path": portable_command(str(folder)),
+            "path": str(folder),
             "weights": "random, tiny (--small)",
             "parameters": parameters,
         }
@@ -208,7 +208,7 @@ def step_model(args: argparse.Namespace) -> dict[str, Any]:
     except SkillRLError as error:  # no GGUF, no gguf package: the shape is what is measured
         parameters = write_random_model(folder, SMOLLM2_135M)
         note = f"random, SmolLM2-135M-shaped ({args.model} not loadable: {error})"
-        return {"path": portable_command(str(folder)), "weights": note, "parameters": parameters}
+        return {"path": str(folder), "weights": note, "parameters": parameters}
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(source)
