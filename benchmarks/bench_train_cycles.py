@@ -159,7 +159,7 @@ def train_recipe(
     workspace = root / name.split(":")[0]
     command = [sys.executable, "-m", "cli", "train", "--config", args.config, "--workspace",
                str(workspace), "--run-name", "bench", "--threads", str(args.threads)]  # fmt: skip
-    command += flags
+    command += test_curve_flags(args.config) + list(flags)
     if args.cycles is not None:
         command += ["--cycles", str(args.cycles)]
     done = max((row["cycle"] for row in _metrics(workspace)), default=-1)
@@ -170,6 +170,27 @@ def train_recipe(
     if done < (args.cycles or recorded):  # a finished run is summarised, not resumed
         _run_child(command, args)
     return _summed_wall_seconds(workspace)
+
+
+def test_curve_flags(config: str) -> list[str]:
+    """Return the flags that make a recipe's run evaluate test goals at every evaluated cycle.
+
+    A recipe that chooses its checkpoint on eval-split goals (``eval-split: eval``) plays test
+    goals only at cycle 0 and for the chosen cycle. This benchmark draws the whole learning
+    curve on the recipe's test goals instead; it chooses nothing on them (every evaluated cycle
+    is reported), so the run is told to evaluate test goals, choose nothing and never stop early.
+    """
+    import yaml
+
+    path = Path(config)
+    if not path.exists():  # a recipe shipped with skillrl, by name
+        path = Path(__file__).resolve().parents[1] / "skillrl_cli" / "recipes" / f"{config}.yaml"
+    recipe = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if recipe.get("eval-split", "test") == "test":
+        return []
+    goals = recipe.get("test-goals") or recipe.get("eval-goals")
+    return ["--eval-split", "test", "--eval-goals", str(goals), "--test-goals", "0",
+            "--patience", "0"]  # fmt: skip
 
 
 def recipe_settings(args: argparse.Namespace, root: Path) -> None:

@@ -372,7 +372,7 @@ def resolve_shipped_model(model: str, env_id: str) -> str:
 def _other_env_runs(root: Any, env_id: str) -> list[Any]:
     from trainers.runs import list_runs
 
-    return [r for r in list_runs(root) if r.last_checkpoint is not None and r.env_id != env_id]
+    return [r for r in list_runs(root) if r.played_checkpoint is not None and r.env_id != env_id]
 
 
 def _shipped_model(workspace: str | None, env_id: str, console: Any) -> str | None:

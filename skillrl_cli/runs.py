@@ -19,8 +19,10 @@ def runs(workspace: str, as_json: bool) -> None:
     """List training runs of `skillrl train` and `skillrl sft`: progress, checkpoints, newest first.
 
     The checkpoint marked with * is what `skillrl run` and `skillrl eval` play by default
-    (--model auto) for its environment: the last checkpoint of the most recently updated run
-    trained on that environment.
+    (--model auto) for its environment: the checkpoint the most recently updated run trained on
+    that environment leaves. That is the cycle it chose on its evaluation goals when those are
+    not test goals (`train --eval-split eval`, marked "chosen"; none when no cycle beat the
+    model it started from), else its last checkpoint.
     """
     from skillrl.workspace import resolve_workspace
     from trainers.runs import default_models_among, list_runs
@@ -37,7 +39,7 @@ def runs(workspace: str, as_json: bool) -> None:
     defaults = default_models_among(found)  # listed once: one warning per damaged run
     chosen = set(defaults.values())
     if as_json:
-        rows = [{**r.to_dict(), "default_model": r.last_checkpoint in chosen} for r in found]
+        rows = [{**r.to_dict(), "default_model": r.played_checkpoint in chosen} for r in found]
         click.echo(json.dumps(rows, indent=2))
         return
     from rich.console import Console
@@ -79,6 +81,8 @@ def _table(found: list[Any], chosen: set[Path]) -> Any:
         best = "-"
         if run.best_success is not None:
             best = f"{run.best_success:.2f} (cycle {run.best_cycle})"
+        if run.chosen_cycle is not None:
+            best += f", chosen (cycle {run.chosen_cycle})"
         last = "-" if run.last_success is None else f"{run.last_success:.2f}"
         marks = [f"{p}{' *' if p in chosen else ''}" for p in run.checkpoints]
         table.add_row(

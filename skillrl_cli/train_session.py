@@ -20,6 +20,7 @@ from skillrl_core.errors import ConfigError
 if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig
     from skillrl.prompts import PromptConfig
+    from trainers.checkpoint_choice import RunChoice
     from trainers.config import CycleConfig, GRPOConfig
     from trainers.cycle_metrics import CycleMetrics
     from trainers.policy_rollouts import RolloutProgress
@@ -254,6 +255,12 @@ def opening_lines(settings: TrainSettings, state: RunState | None) -> list[str]:
         if cycle.eval_goals
         else "no evaluation"
     )
+    if cycle.chooses_checkpoint:
+        evaluated += "; the run keeps the cycle that solves the most"
+        if cycle.patience:
+            evaluated += f" and stops after {cycle.patience} evaluation(s) in a row behind it"
+        if cycle.test_goals:
+            evaluated += f"; {cycle.test_goals} test goals played at cycle 0 and by that cycle"
     lines = [
         model_line(settings.policy.model),
         f"environment: {cycle.env_id}{escape(options)}, {skills}",
@@ -397,6 +404,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
                 bars.phases_done(phases_done(run.files.load_state(), cycle))
             # A run whose cold start finished but whose cycles never began has no state yet.
             state = run.run(resume=resume)
+        print_choice(console, run.files.load_choice())
         console.print(
             f"[green]done[/]: metrics {run.files.metrics_path}, curve {run.files.curve_path}"
         )
@@ -441,6 +449,28 @@ def phases_total(cycle: CycleConfig) -> int:
     from trainers.run_files import run_phases
 
     return len(run_phases(cycle))
+
+
+def print_choice(console: Any, choice: RunChoice | None) -> None:
+    """Say which cycle the run leaves and, with test goals, how it fared against cycle 0."""
+    if choice is None:
+        return
+    where = choice.checkpoint or "its starting model: no cycle beat it"
+    stopped = ""
+    if choice.stopped_early_after is not None:
+        stopped = f"; stopped early after cycle {choice.stopped_early_after} (--patience)"
+    console.print(
+        f"chosen: cycle {choice.cycle} ({where}), {choice.evaluation.successes}/"
+        f"{choice.evaluation.episodes} {choice.evaluation_split} goals{stopped}",
+        soft_wrap=True,
+    )
+    test = choice.test
+    if test is not None:
+        console.print(
+            f"test goals: {test.chosen_successes}/{test.goals} with the chosen cycle, "
+            f"{test.start_successes}/{test.goals} at cycle 0 ({test.won} won, {test.lost} lost, "
+            f"exact McNemar p = {test.p_value:.2g})"
+        )
 
 
 def print_cycle(console: Any, metrics: CycleMetrics) -> None:

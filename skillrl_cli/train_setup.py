@@ -37,6 +37,7 @@ from skillrl_cli.train_session import TrainSettings, run_folder, training_policy
 from skillrl_cli.upfront_checks import check_prompt_budget
 from skillrl_core.errors import CheckpointError, ConfigError, ModelLoadError
 from skillrl_core.option_fields import option
+from skillrl_core.splits import TEST_SPLIT
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.sft_config import ColdStartConfig
 from trainers.trackers import check_tracker_installed
@@ -427,13 +428,15 @@ def check_goals(cycle: CycleConfig) -> None:
     env_id, env_config = cycle.env_id, cycle.env_config
     split_size(env_id, env_config, cycle.train_split, "the training split")
     eval_goals = (cycle.eval_split, cycle.eval_goals, "--eval-goals", "--eval-split")
+    evolve = cycle.evolve_goals
     validation_goals = (
         cycle.validation_split,
-        cycle.validation_goals,
-        "--validation-goals",
+        cycle.validation_goals + (evolve.first if evolve is not None else 0),
+        "--validation-goals" + (" after the --eval-goals" if evolve and evolve.first else ""),
         "the validation split",
     )
-    for split, count, count_option, split_option in (eval_goals, validation_goals):
+    test_goals = (TEST_SPLIT, cycle.test_goals, "--test-goals", "the test split")
+    for split, count, count_option, split_option in (eval_goals, validation_goals, test_goals):
         check_goal_count(env_id, env_config, split, count, count_option, split_option)
 
 

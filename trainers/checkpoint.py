@@ -172,6 +172,45 @@ def load_trainer_state(model: Any, optimizer: torch.optim.Optimizer, folder: Pat
     optimizer.load_state_dict(_unflatten_optimizer(tensors, meta))
 
 
+def save_trainable_weights(model: Any, path: Path) -> None:
+    """Save the model's trainable parameters alone (no optimizer state) to ``path`` atomically.
+
+    What a run keeps of its best cycle so it can play that cycle's weights again at the end
+    (a LoRA run: the adapter's few megabytes; a full run: the whole model's parameters).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)  # safetensors writes the file by name
+    tmp = Path(name)
+    try:
+        save_file({n: p.detach().contiguous().cpu() for n, p in _trainable(model)}, str(tmp))
+        make_readable(tmp)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def load_trainable_weights(model: Any, path: Path) -> None:
+    """Copy what :func:`save_trainable_weights` wrote into ``model``'s trainable parameters.
+
+    CheckpointError, naming the file, when it is missing, damaged or holds other parameters.
+    """
+    try:
+        params = load_file(str(path))
+    except (OSError, SafetensorError) as error:
+        raise CheckpointError(f"weights file {path} is missing or corrupt: {error}") from error
+    expected = dict(_trainable(model))
+    if set(params) != set(expected):
+        raise CheckpointError(
+            f"weights file {path} does not fit this model ({len(params)} parameters saved, "
+            f"{len(expected)} trainable here)"
+        )
+    with torch.no_grad():
+        for name, value in params.items():
+            expected[name].copy_(value.to(expected[name].device, expected[name].dtype))
+
+
 def read_trainer_meta(folder: Path) -> dict[str, Any] | None:
     """Return the ``meta`` saved with a trainer state (None when there is no complete state)."""
     try:

@@ -248,7 +248,10 @@ class EvolveGoals(NamedTuple):
     """The run's name for those episodes (``cycles/<c>/<name>.json``)."""
     split: str
     goals: int
-    """The first ``goals`` goals of ``split``."""
+    """How many goals of ``split``, from ``first`` on."""
+    first: int = 0
+    """Index of the first goal: past the evaluation goals when both come from one split, so the
+    goals a checkpoint is chosen on never evolve the bank."""
 
 
 ROLLOUT_DTYPES: tuple[str, ...] = ("float32", "bfloat16")
@@ -299,6 +302,21 @@ class CycleConfig:
     )
     validation_split: str = "eval"
     """Split of the validation goals."""
+    patience: int = option(
+        0,
+        help="With evaluation goals that are not test goals (--eval-split eval): stop the run "
+        "once this many evaluations in a row have not beaten the best one so far, and say so "
+        "in the log. 0: run every cycle.",
+        low=0,
+    )
+    test_goals: int = option(
+        0,
+        help="With evaluation goals that are not test goals (--eval-split eval): play the "
+        "first N test goals at cycle 0 and, at the end, with the best cycle's weights (the "
+        "checkpoint the run chose on its evaluation goals), paired goal by goal; test goals "
+        "are played at no other time. 0: none.",
+        low=0,
+    )
     max_turns: int = option(15, help="Turn limit per episode.", low=1)
     skills: bool = option(
         True, help="Retrieve skills every turn and grow the bank (distill, evolve)."
@@ -394,10 +412,26 @@ class CycleConfig:
             raise ConfigError(f"checkpoint_every ({self.checkpoint_every}) must be >= 1")
         if self.eval_temperature < 0:
             raise ConfigError(f"eval_temperature ({self.eval_temperature}) must be >= 0")
+        if (self.test_goals or self.patience) and not self.chooses_checkpoint:
+            given = "test_goals" if self.test_goals else "patience"
+            raise ConfigError(
+                f"{given} ({getattr(self, given)}) needs evaluation goals that are not test "
+                f"goals to choose a checkpoint on (eval_split is {self.eval_split!r}, eval_goals "
+                f"{self.eval_goals}): pass --eval-split eval and --eval-goals N"
+            )
         if self.rollout_dtype not in ROLLOUT_DTYPES:
             raise ConfigError(
                 f"rollout_dtype ({self.rollout_dtype!r}) must be one of {', '.join(ROLLOUT_DTYPES)}"
             )
+
+    @property
+    def chooses_checkpoint(self) -> bool:
+        """Whether the run chooses its best cycle on its evaluation goals.
+
+        Only when those are not test goals: a checkpoint chosen by its test score would make
+        that score optimistic.
+        """
+        return self.eval_goals > 0 and self.eval_split != TEST_SPLIT
 
     def evaluates(self, cycle: int) -> bool:
         """Whether ``cycle`` evaluates the fixed goals (0, every ``eval_every``-th, the last)."""
@@ -412,7 +446,8 @@ class CycleConfig:
         cycle's evaluation would measure that leak, not learning.
         """
         if self.validation_goals > 0:
-            return EvolveGoals("validation", self.validation_split, self.validation_goals)
+            first = self.eval_goals if self.validation_split == self.eval_split else 0
+            return EvolveGoals("validation", self.validation_split, self.validation_goals, first)
         if self.eval_split == TEST_SPLIT:
             return None
         return EvolveGoals("eval", self.eval_split, self.eval_goals)

@@ -15,6 +15,12 @@ driven by :func:`trainers.phased_run.drive`):
 6. ``save``: bank snapshot, model checkpoint (a LoRA run's: its adapter over the starting
    model), metrics (JSONL and the ``report_to`` tracker).
 
+When the evaluation goals are not test goals (``--eval-split eval``) the run chooses its best
+evaluated cycle on them (:mod:`trainers.checkpoint_choice`, ``best.json``), keeps that cycle's
+trainable weights, may stop once ``--patience`` evaluations in a row have not beaten it, and ends
+with the chosen weights in the model: with ``--test-goals`` it then plays the test goals with
+them and pairs the result with cycle 0's play of the same goals, goal by goal.
+
 Resumability: a phase writes its files first and ``state.json`` last; on ``--resume`` completed
 phases are skipped and a half-done phase reuses what it already wrote (rollout episodes are kept
 in ``cycles/<c>/rollout.json`` and stored idempotently with ``bank.trajectories.save_episodes``;
@@ -37,6 +43,7 @@ bank re-reads its index when another process changed it, ``memory.store``).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -52,10 +59,18 @@ from skillrl_core.splits import TEST_SPLIT
 from trainers.advantages import TurnAdvantages, compute_advantages
 from trainers.batching import turn_left_out
 from trainers.checkpoint import (
+    load_trainable_weights,
     load_trainer_state,
     read_trainer_meta,
     save_checkpoint,
+    save_trainable_weights,
     save_trainer_state,
+)
+from trainers.checkpoint_choice import (
+    PairedTest,
+    RunChoice,
+    choose_cycle,
+    evaluations_since_best,
 )
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.cycle_metrics import (
@@ -94,6 +109,10 @@ if TYPE_CHECKING:
     from skillrl.policies.transformers_backend import TransformersPolicy
 
 logger = logging.getLogger(__name__)
+
+TEST_EPISODES = "test"
+"""Name of the test goals' episode files (``cycles/<c>/test.json``): cycle 0's and the chosen
+cycle's, with ``--test-goals``."""
 
 
 class TrainingRun:
@@ -168,6 +187,8 @@ class TrainingRun:
             self._cycles(state)
         finally:
             self.tracker.close()
+        if self.config.chooses_checkpoint:
+            self._leave_chosen(state)
         state.done = True
         self._save_state(state)
         if self.processes.is_main:
@@ -184,9 +205,14 @@ class TrainingRun:
             CyclePhase.EVOLVE: self._evolve,
             CyclePhase.SAVE: self._save,
         }
+        # Lazily: a cycle whose save phase stopped the run (--patience) ends the range.
+        cycles = itertools.takewhile(
+            lambda _cycle: state.stopped_early_after is None,
+            range(state.cycle, self.config.cycles + 1),
+        )
         drive(
             state,
-            range(state.cycle, self.config.cycles + 1),
+            cycles,
             lambda cycle: cycle_phases(self.config, cycle),
             runners,
             commit=self._save_state,
@@ -376,6 +402,10 @@ class TrainingRun:
         sensitivity = played.get("sensitivity")
         figures = {"sensitivity": SkillSensitivity(**sensitivity)} if sensitivity else {}
         self._measured(state, cycle, eval=summarise(played["episodes"]), **figures)
+        if cycle == 0 and self.config.test_goals:
+            # The starting model on the test goals: what the chosen cycle is paired with at the
+            # end. Played here, once, so a run never plays test goals in between.
+            self._episodes_of(0, TEST_EPISODES, TEST_SPLIT, self.config.test_goals)
 
     def _sensitivity_probe(self) -> Callable[[LLMAgent], SensitivityProbe] | None:
         """Return how to wrap the evaluation's agent in a sensitivity probe (None: no probe)."""
@@ -389,8 +419,10 @@ class TrainingRun:
         placebo = self._placebo
         return lambda agent: SensitivityProbe(agent, placebo)
 
-    def _episodes_of(self, cycle: int, name: str, split: str, goals: int) -> list[EpisodeRecord]:
-        return self._played(cycle, name, split, goals)["episodes"]
+    def _episodes_of(
+        self, cycle: int, name: str, split: str, goals: int, first: int = 0
+    ) -> list[EpisodeRecord]:
+        return self._played(cycle, name, split, goals, first=first)["episodes"]
 
     def _played(
         self,
@@ -399,8 +431,9 @@ class TrainingRun:
         split: str,
         goals: int,
         probe: Callable[[LLMAgent], SensitivityProbe] | None = None,
+        first: int = 0,
     ) -> dict[str, Any]:
-        """Play (or read back, on resume) ``goals`` goals of ``split``.
+        """Play (or read back, on resume) ``goals`` goals of ``split``, from goal ``first`` on.
 
         Returns the episodes as records, with the sensitivity figures when ``probe`` watched them.
         """
@@ -408,7 +441,8 @@ class TrainingRun:
         if data is not None:
             return data
         runner = self.eval_runner
-        starts = [runner.start(split, i, seed=self.config.seed + i) for i in range(goals)]
+        indices = range(first, first + goals)
+        starts = [runner.start(split, i, seed=self.config.seed + i) for i in indices]
         probes: list[SensitivityProbe] = []
 
         def wrap(agent: LLMAgent) -> SensitivityProbe:
@@ -441,7 +475,7 @@ class TrainingRun:
             logger.info("no validation goals and the evaluation goals are test goals: no evolve")
             self._measured(state, cycle, bank=BankChanges(evolved_entries=0))
             return
-        validation = self._episodes_of(cycle, goals.name, goals.split, goals.goals)
+        validation = self._episodes_of(cycle, goals.name, goals.split, goals.goals, goals.first)
         report = evolve_from_validation(self.bank, self.distiller, validation)
         evolved = sum(len(r.added) + len(r.refined) for r in report.evolved)
         self._measured(state, cycle, bank=BankChanges(evolved_entries=evolved))
@@ -466,10 +500,114 @@ class TrainingRun:
             )
             metrics = metrics.with_figures(checkpoint=str(path))
         self.metrics = metrics
+        state.tested = False  # a new cycle may change the choice the test figures are about
         row = metrics.to_row()
         state.history = [h for h in state.history if h["cycle"] != cycle] + [row]
         self.files.write_metrics(state.history)
         self.tracker.log(row)
+        if self.config.chooses_checkpoint and metrics.eval is not None:
+            self._choose(cycle, state)
+
+    def _choose(self, cycle: int, state: RunState) -> None:
+        """Keep the best evaluated cycle so far (``best.json``, its weights); stop on patience.
+
+        Redone whole when a killed save phase is resumed: every write here is idempotent.
+        """
+        best = choose_cycle(state.history)
+        if best is None:
+            return
+        if best.cycle == cycle:
+            save_trainable_weights(self.trainer.unwrapped_model, self.files.best_weights)
+        behind = evaluations_since_best(state.history)
+        patience = self.config.patience
+        if patience and behind >= patience and cycle < self.config.cycles:
+            state.stopped_early_after = cycle
+            logger.warning(
+                "stopping early after cycle %d: %d evaluation(s) in a row below cycle %d's %d/%d "
+                "on the %s goals (--patience %d); the run leaves cycle %d",
+                cycle,
+                behind,
+                best.cycle,
+                best.successes,
+                best.episodes,
+                self.config.eval_split,
+                patience,
+                best.cycle,
+            )
+        self.files.save_choice(self._choice(best, state))
+
+    def _choice(self, best: Any, state: RunState, test: PairedTest | None = None) -> RunChoice:
+        checkpoint = self.files.checkpoint(best.cycle)
+        return RunChoice(
+            cycle=best.cycle,
+            checkpoint=str(checkpoint.relative_to(self.files.root)) if best.cycle else None,
+            evaluation=best,
+            evaluation_split=self.config.eval_split,
+            stopped_early_after=state.stopped_early_after,
+            test=test,
+        )
+
+    def _leave_chosen(self, state: RunState) -> None:
+        """Put the chosen cycle's weights in the model; with test goals, play and pair them.
+
+        Every process loads the weights (they stay in step); the main one plays and writes.
+        """
+        best = choose_cycle(state.history)
+        if best is None:
+            return
+        if self.files.best_weights.exists():
+            load_trainable_weights(self.trainer.unwrapped_model, self.files.best_weights)
+            prefix_cache = getattr(self.policy, "prefix_cache", None)
+            if prefix_cache is not None:
+                prefix_cache.clear()  # computed with the last cycle's weights
+            if self.processes.is_main:
+                self._sync_rollout_weights()
+        if not self.config.test_goals or state.tested or not self.processes.is_main:
+            self.processes.wait()
+            return
+        goals = self.config.test_goals
+        start = self._episodes_of(0, TEST_EPISODES, TEST_SPLIT, goals)
+        chosen = self._episodes_of(best.cycle, TEST_EPISODES, TEST_SPLIT, goals)
+        test = PairedTest.of(start, chosen)
+        self.files.save_choice(self._choice(best, state, test))
+        if best.cycle > 0:  # its skillrl.json now records test figures, as a test-evaluated run's
+            self._record_test_figures(best.cycle, chosen)
+        logger.info(
+            "cycle %d (chosen on %d %s goals) solved %d/%d test goals, the start %d "
+            "(%d won, %d lost, p = %.3g)",
+            best.cycle,
+            best.episodes,
+            self.config.eval_split,
+            test.chosen_successes,
+            test.goals,
+            test.start_successes,
+            test.won,
+            test.lost,
+            test.p_value,
+        )
+        state.tested = True
+        self._save_state(state)
+        self.processes.wait()
+
+    def _record_test_figures(self, cycle: int, episodes: list[EpisodeRecord]) -> None:
+        """Add test figures to a checkpoint's ``skillrl.json`` (``--model auto`` weighs them)."""
+        from skillrl.policies.model_settings import ModelSettings
+
+        folder = self.files.checkpoint(cycle)
+        settings = ModelSettings.load(folder)
+        if settings is None:
+            return
+        summary = summarise(episodes)
+        low, high = summary.success_interval
+        figures = {
+            **settings.figures,
+            "test_goals": summary.episodes,
+            "test_successes": summary.successes,
+            "test_success_ci95": [low, high],
+            "test_mean_score": summary.mean_score,
+            "max_turns": self.config.max_turns,
+        }
+        dataclasses.replace(settings, figures=figures).save(folder)
 
     def model_settings(self, metrics: CycleMetrics) -> ModelSettings:
         """Return the settings a checkpoint of this run is played under (its ``skillrl.json``).

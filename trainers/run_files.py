@@ -13,6 +13,9 @@ Layout of ``<workspace>/runs/<name>/``::
     checkpoints/cycle-<c>/   from_pretrained-loadable model + tokenizer (LoRA: peft's adapter
                          over the starting model), skillrl.json: the settings it plays under
     learning_curve.png   success (95% band) and score per evaluated cycle, wall minutes, at the end
+    best.json            the cycle the run chose on its evaluation goals, when those are not test
+                         goals (trainers.checkpoint_choice), and its paired test figures
+    best_weights.safetensors   that cycle's trainable weights (what the final test plays)
 
 Every file is written through a temp file (or folder) and a rename, and ``state.json`` is written
 last in each phase: a phase either counts as done with all its files in place, or is redone.
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from skillrl_core.errors import CheckpointError, DataFileError
 from skillrl_core.files import atomic_write_json, atomic_write_text, read_json_object
 from skillrl_core.records import EpisodeRecord
+from trainers.checkpoint_choice import RunChoice
 from trainers.cycle_rollout import RolloutPhase
 from trainers.phased_run import Phase, phase_completed
 from trainers.update_record import UpdateRecord
@@ -83,6 +87,10 @@ class RunState:
     """Metrics of every completed cycle, in order."""
     current: dict[str, Any] = field(default_factory=dict)
     """Metrics gathered so far in the cycle in progress."""
+    stopped_early_after: int | None = None
+    """The cycle after which ``--patience`` stopped the run (None: not stopped)."""
+    tested: bool = False
+    """The chosen cycle has played the test goals (``--test-goals``; the run's last step)."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunState:
@@ -106,6 +114,11 @@ class RunState:
             raise ValueError("'history' must be a list of objects")
         if not isinstance(state.current, dict):
             raise ValueError("'current' must be an object")
+        stopped = state.stopped_early_after
+        if stopped is not None and (isinstance(stopped, bool) or not isinstance(stopped, int)):
+            raise ValueError(f"'stopped_early_after' ({stopped!r}) must be a cycle or null")
+        if not isinstance(state.tested, bool):
+            raise ValueError(f"'tested' ({state.tested!r}) must be true or false")
         return state
 
     def completed(self, cycle: int, phase: CyclePhase) -> bool:
@@ -132,6 +145,8 @@ class RunFiles:
         self.trainer_state = root / "trainer_state"
         self.tensorboard = root / "tensorboard"
         self.curve_path = root / "learning_curve.png"
+        self.choice_path = root / "best.json"
+        self.best_weights = root / "best_weights.safetensors"
 
     def cycle_dir(self, cycle: int) -> Path:
         """Folder of one cycle's episode files."""
@@ -140,6 +155,21 @@ class RunFiles:
     def checkpoint(self, cycle: int) -> Path:
         """Checkpoint folder of a cycle."""
         return self.root / "checkpoints" / f"cycle-{cycle:04d}"
+
+    def save_choice(self, choice: RunChoice) -> None:
+        """Write ``best.json`` atomically."""
+        atomic_write_json(self.choice_path, choice.to_dict())
+
+    def load_choice(self) -> RunChoice | None:
+        """Read ``best.json`` (None: the run chose no cycle; CheckpointError when damaged)."""
+        if not self.choice_path.exists():
+            return None
+        try:
+            return RunChoice.from_dict(read_json_object(self.choice_path))
+        except DataFileError as error:
+            raise CheckpointError(str(error)) from error
+        except (KeyError, TypeError, ValueError) as error:
+            raise CheckpointError(f"{self.choice_path} is damaged: {error}") from error
 
     def rollout_cycles(self) -> list[int]:
         """Cycles whose rollout phase is on disk (``cycles/<c>/rollout.json``), in order."""

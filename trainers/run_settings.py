@@ -20,7 +20,13 @@ from trainers.config import CycleConfig, GRPOConfig
 from trainers.run_files import RunFiles, RunState
 
 _ADDED_SINCE: dict[str, dict[str, Any]] = {
-    "cycle": {"eval_every": 1, "rollout_dtype": "float32", "sensitivity": False},
+    "cycle": {
+        "eval_every": 1,
+        "rollout_dtype": "float32",
+        "sensitivity": False,
+        "patience": 0,
+        "test_goals": 0,
+    },
     "grpo": {"whole_group_steps": False, "estimator": "grpo", "rft_weight": 0.0, "bf16": False},
 }
 """Settings added after runs could be started, with the value that runs without them had: a
@@ -28,7 +34,8 @@ run saved before ``whole_group_steps`` shuffled turns across groups, and resumes
 ``--shuffled-turns``; one saved before ``eval_every`` evaluated every cycle; one saved before
 ``estimator`` trained plain GRPO advantages; one saved before ``rollout_dtype`` rolled out in
 float32, and one saved before ``bf16`` updated in float32; none saved before ``sensitivity``
-probed its evaluation."""
+probed its evaluation, nor before ``patience`` and ``test_goals`` stopped early or played test
+goals."""
 
 
 _RENAMED_SINCE: dict[str, dict[str, str]] = {"grpo": {"step_advantage_weight": "step_weight"}}

@@ -61,11 +61,26 @@ class RunSummary:
     """:data:`TRAIN_RUN` or :data:`SFT_RUN`: which command made it."""
     env_id: str | None = None
     """The environment it trained on (None when its config is unreadable)."""
+    chosen_cycle: int | None = None
+    """The cycle the run chose on evaluation goals that are not test goals (its ``best.json``;
+    0: none beat its starting model); None: the run chose none."""
 
     @property
     def last_checkpoint(self) -> Path | None:
         """The checkpoint of the highest cycle, if any."""
         return self.checkpoints[-1] if self.checkpoints else None
+
+    @property
+    def played_checkpoint(self) -> Path | None:
+        """The checkpoint the run leaves for ``--model auto``.
+
+        The chosen cycle's when the run chose one (None when that is cycle 0: the run did not
+        improve on the model it started from, so it offers none of its own); else the last.
+        """
+        if self.chosen_cycle is None:
+            return self.last_checkpoint
+        chosen = f"cycle-{self.chosen_cycle:04d}"
+        return next((p for p in self.checkpoints if p.name == chosen), None)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -82,6 +97,8 @@ class RunSummary:
             "last_success": self.last_success,
             "checkpoints": [str(p) for p in self.checkpoints],
             "last_checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
+            "chosen_cycle": self.chosen_cycle,
+            "played_checkpoint": str(self.played_checkpoint) if self.played_checkpoint else None,
         }
 
 
@@ -100,6 +117,7 @@ def read_run(folder: Path) -> RunSummary | None:
         state = files.load_state()
         updated = files.state_path.stat().st_mtime
         config = files.load_config() if files.config_path.exists() else {}
+        choice = files.load_choice()
     except (CheckpointError, OSError) as error:
         logger.warning("skipping run %s: %s", folder.name, error)
         return None
@@ -120,6 +138,7 @@ def read_run(folder: Path) -> RunSummary | None:
         updated=updated,
         kind=TRAIN_RUN,
         env_id=_env_of(config, "cycle"),
+        chosen_cycle=choice.cycle if choice is not None else None,
     )
 
 
@@ -166,29 +185,31 @@ class LatestModel:
     """The model ``--model auto`` plays for an environment, and the newer runs it passed over."""
 
     run: RunSummary
-    """The newest run of the environment that saved a checkpoint."""
+    """The newest run of the environment that leaves a checkpoint."""
     checkpoint: Path
-    """That run's last checkpoint."""
+    """The checkpoint that run leaves (:attr:`RunSummary.played_checkpoint`)."""
     skipped: list[RunSummary] = field(default_factory=list)
     """Newer runs with a checkpoint that trained another environment (or an unknown one)."""
 
 
 def latest_checkpoint(workspace: Path, env_id: str) -> LatestModel | None:
-    """Return the last checkpoint of the newest run of ``env_id`` that has one (None: none has).
+    """Return the checkpoint the newest run of ``env_id`` leaves (None: no run leaves one).
 
     Runs of other environments are passed over (a WebShop policy cannot play Sokoban), and the
     newer ones among them are listed in :attr:`LatestModel.skipped` so the caller can say so.
-    The last checkpoint, not the best-scoring one: the best is picked on the evaluation goals,
-    and choosing a model by its score on them would make later measurements on them optimistic.
+    A run that chose a cycle on non-test evaluation goals leaves that cycle's checkpoint (none,
+    when no cycle beat its start); any other run leaves its last one: its evaluation goals may
+    be test goals, and a model chosen by its score on them would make later measurements on
+    them optimistic.
     """
     skipped = []
     for run in list_runs(workspace):
-        if run.last_checkpoint is None:
+        if run.played_checkpoint is None:
             continue
         if run.env_id != env_id:
             skipped.append(run)
             continue
-        return LatestModel(run=run, checkpoint=run.last_checkpoint, skipped=skipped)
+        return LatestModel(run=run, checkpoint=run.played_checkpoint, skipped=skipped)
     return None
 
 
@@ -201,8 +222,8 @@ def default_models_among(runs: list[RunSummary]) -> dict[str, Path]:
     """:func:`default_models` among runs already listed (newest first), read once."""
     chosen: dict[str, Path] = {}
     for run in runs:
-        if run.env_id is not None and run.last_checkpoint is not None:
-            chosen.setdefault(run.env_id, run.last_checkpoint)
+        if run.env_id is not None and run.played_checkpoint is not None:
+            chosen.setdefault(run.env_id, run.played_checkpoint)
     return chosen
 
 

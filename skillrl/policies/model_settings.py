@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from skillrl_core.errors import ModelLoadError
+from skillrl_core.files import atomic_write_text
 from skillrl_core.validation import check_finite_fields
 
 SETTINGS_FILE = "skillrl.json"
@@ -65,7 +66,8 @@ class ModelSettings:
     def save(self, folder: Path) -> Path:
         """Write ``skillrl.json`` into ``folder``; return its path."""
         path = Path(folder) / SETTINGS_FILE
-        path.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n", "utf-8")
+        # Atomic: a checkpoint's settings are rewritten in place when its test figures come in.
+        atomic_write_text(path, json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
         return path
 
     @classmethod

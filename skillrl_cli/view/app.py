@@ -30,12 +30,14 @@ from skillrl_cli.view.forms import form_revision, read_form
 from skillrl_cli.view.groups import cycle_groups
 from skillrl_cli.view.security import SAFE_METHODS, ViewSecurity
 from skillrl_core.errors import (
+    CheckpointError,
     DataFileError,
     InvalidEntryError,
     SkillNotFoundError,
     SkillRLError,
     StaleRevisionError,
 )
+from trainers.checkpoint_choice import RunChoice
 from trainers.run_files import RunFiles
 from trainers.run_settings import saved_cycle_config
 
@@ -74,6 +76,14 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     before = json.dumps(old, indent=1, sort_keys=True, default=str).splitlines()
     after = json.dumps(new, indent=1, sort_keys=True, default=str).splitlines()
     return list(difflib.unified_diff(before, after, lineterm="", n=1))[2:]
+
+
+def _read_choice(files: RunFiles) -> RunChoice | str | None:
+    """Return the run's chosen cycle (``best.json``), what is wrong with it, or None."""
+    try:
+        return files.load_choice()
+    except CheckpointError as error:
+        return str(error)
 
 
 def _read_metrics(path: Path) -> list[dict[str, Any]]:
@@ -260,7 +270,15 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         found = [(name, run_files_or_404(name)) for name in names]
         runs = [(name, _read_metrics(files.metrics_path)) for name, files in found]
         cycles = [(name, files.rollout_cycles()) for name, files in found]
-        return render(request, "run.html", names=names, charts=run_charts(runs), cycles=cycles)
+        choices = [(name, _read_choice(files)) for name, files in found]
+        return render(
+            request,
+            "run.html",
+            names=names,
+            charts=run_charts(runs),
+            cycles=cycles,
+            choices=choices,
+        )
 
     async def groups(request: Request) -> Response:
         name, cycle = request.path_params["name"], request.path_params["cycle"]

@@ -127,8 +127,8 @@ def test_the_rft_recipe_loads_and_a_one_cycle_tiny_version_runs_offline(tmp_path
     ws = str(tmp_path / "ws")
     tiny = ["--model", str(tiny_model_dir), "--cycles", "1", "--goals-per-cycle", "1",
             "--group-size", "2", "--eval-goals", "1", "--eval-every", "1",
-            "--validation-goals", "0", "--max-turns", "2", "--max-new-tokens", "4",
-            "--threads", "1"]  # fmt: skip
+            "--validation-goals", "0", "--test-goals", "1", "--max-turns", "2",
+            "--max-new-tokens", "4", "--threads", "1"]  # fmt: skip
     result = invoke("train", "--config", str(recipe), "--workspace", ws, *tiny)
     assert result.exit_code == 0, result.output
     run = tmp_path / "ws" / "runs" / "webshop-rft"  # the recipe names its run
@@ -138,6 +138,11 @@ def test_the_rft_recipe_loads_and_a_one_cycle_tiny_version_runs_offline(tmp_path
     assert saved["options"]["learning-rate"] == 2e-4
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["cycle"] for r in rows] == [0, 1] and rows[1]["train.episodes"] == 2
+    # The recipe chooses its cycle on eval-split goals and plays test goals only around it.
+    assert saved["cycle"]["eval_split"] == "eval" and (run / "best.json").exists()
+    assert "chosen: cycle " in result.output and "test goals: " in result.output
+    played = sorted(p.parent.name for p in run.glob("cycles/*/test.json"))
+    assert played[0] == "0000" and len(played) <= 2
 
 
 @pytest.mark.slow

@@ -568,6 +568,11 @@ def test_a_run_opens_with_its_model_environment_update_cycles_and_folder(workspa
     )
     assert lines[2].startswith("update: RFT (rejection-sampling") and "LoRA r=16" in lines[2]
     assert lines[3].startswith("cycles: 6 of 32 training goals x 4 episodes")
+    assert lines[3].endswith(
+        "100 eval goals evaluated every 2 cycle(s) and at the last; the run keeps the cycle "
+        "that solves the most and stops after 2 evaluation(s) in a row behind it; 300 test "
+        "goals played at cycle 0 and by that cycle"
+    )
     assert lines[4] == f"run: webshop-rft in {workspace / 'runs' / 'webshop-rft'}"
     assert len(lines) == 5  # a fresh start says nothing of resuming
     assert said(RunState(cycle=3, phase="distill"))[5] == (

@@ -102,3 +102,23 @@ def test_a_run_whose_config_is_damaged_is_skipped_and_never_played_by_auto(tmp_p
     assert latest_checkpoint(tmp_path, "webshop") is None
     assert list_runs(tmp_path) == [] and default_models(tmp_path) == {}
     assert "skipping run damaged" in caplog.text and "config.json" in caplog.text
+
+
+def test_auto_plays_the_cycle_a_run_chose_and_passes_over_a_run_that_chose_its_start(tmp_path):
+    from trainers.checkpoint_choice import EvaluatedCycle, RunChoice
+    from trainers.run_files import RunFiles
+
+    train_run(tmp_path, "older", "webshop", mtime=1_000, cycles=1)
+    chose = train_run(tmp_path, "chose", "webshop", mtime=2_000, cycles=3)
+    chosen = RunChoice(2, "checkpoints/cycle-0002", EvaluatedCycle(2, 7, 10, 0.8), "eval")
+    RunFiles(chose).save_choice(chosen)
+    os.utime(chose / "state.json", (2_000, 2_000))
+    assert latest_checkpoint(tmp_path, "webshop").checkpoint == chose / "checkpoints" / "cycle-0002"
+    [summary] = [r for r in list_runs(tmp_path) if r.name == "chose"]
+    assert summary.chosen_cycle == 2 and summary.to_dict()["played_checkpoint"].endswith("0002")
+    # A newer run whose cycles never beat its start leaves nothing: the older run's model plays.
+    start = train_run(tmp_path, "start", "webshop", mtime=3_000, cycles=2)
+    RunFiles(start).save_choice(RunChoice(0, None, EvaluatedCycle(0, 7, 10, 0.8), "eval"))
+    os.utime(start / "state.json", (3_000, 3_000))
+    assert latest_checkpoint(tmp_path, "webshop").checkpoint == chose / "checkpoints" / "cycle-0002"
+    assert default_models(tmp_path)["webshop"] == chose / "checkpoints" / "cycle-0002"

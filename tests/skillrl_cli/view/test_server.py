@@ -271,3 +271,20 @@ def test_a_cycle_without_advantages_json_says_so_and_shows_none(view_workspace, 
     page = TestClient(app, base_url=LOCAL).get("/runs/r1/cycles/1").text
     assert 'id="no-advantages"' in page and 'class="turn-advantage"' not in page
     assert "kept: its episodes&#39; returns differ" in page
+
+
+def test_a_run_page_says_which_cycle_the_run_chose_and_its_paired_test(client, view_workspace):
+    from trainers.checkpoint_choice import EvaluatedCycle, PairedTest, RunChoice
+    from trainers.run_files import RunFiles
+
+    files = RunFiles(view_workspace.root / "runs" / "r1")
+    assert "leaves" not in client.get("/runs/r1").text  # a run that chose nothing says nothing
+    test = PairedTest(300, 203, 214, 20, 9, 0.06, 0.8, 0.82)
+    evaluated = EvaluatedCycle(2, 75, 100, 0.85)
+    files.save_choice(RunChoice(2, "checkpoints/cycle-0002", evaluated, "eval", 4, test))
+    page = client.get("/runs/r1").text
+    assert "leaves <strong>cycle 2</strong> (checkpoints/cycle-0002), chosen on 100 eval" in page
+    assert "stopped early after cycle 4" in page
+    assert "214 solved, against 203 at cycle 0 (20 won, 9 lost, exact McNemar p = 0.06)" in page
+    files.choice_path.write_text("[1]")
+    assert "best.json" in client.get("/runs/r1").text  # damaged: named, not a server error
