@@ -157,6 +157,8 @@ def export_checkpoint(
 ) -> AdapterExport:
     """Load ``base_model`` (as ``--model`` names it) and ``checkpoint``; export their difference.
 
+    ``checkpoint`` may be a whole model or a LoRA adapter folder (over any chain of adapters).
+
     ``settings`` (:class:`skillrl.policies.model_settings.ModelSettings`), when given, is saved
     beside the adapter, so that ``skillrl run --model <folder>`` plays it as it was trained.
     The folder is written whole or not at all (a temporary folder renamed into place).
@@ -166,10 +168,16 @@ def export_checkpoint(
 
     from transformers import AutoModelForCausalLM
 
+    from skillrl.policies.model_settings import is_adapter
     from skillrl.policies.transformers_loading import load_causal_lm
 
     _, base = load_causal_lm(base_model, torch.float32)
-    tuned = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32)
+    if is_adapter(checkpoint):
+        # An adapter over its chain of bases (a LoRA run's checkpoint over the adapter it
+        # started from), merged on load: the export is the whole change over base_model.
+        _, tuned = load_causal_lm(str(checkpoint), torch.float32)
+    else:
+        tuned = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32)
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))

@@ -189,3 +189,23 @@ def test_a_cold_starts_settings_keep_its_environment_options_but_not_its_turn_ca
     loaded = ModelSettings.load(tmp_path)
     assert loaded.env_options == {"observation_mode": "text_rich"}
     assert "observation_mode=text_rich" in loaded.describe()
+
+
+def test_an_adapter_over_an_adapter_exports_as_one_adapter_over_the_base(three_layers, tmp_path):
+    # A LoRA run started from a shipped adapter saves its adapter over that adapter.
+    _, base = load_causal_lm(str(three_layers), torch.float32)
+    first = tmp_path / "first"
+    export_adapter(base, perturbed(three_layers, seed=1, rank=1), first, rank=1,
+                   base_name=str(three_layers), dtype=torch.float32)  # fmt: skip
+    tuned = perturbed(first, seed=3, rank=1)  # the adapter's model, changed once more
+    _, over = load_causal_lm(str(first), torch.float32)
+    export_adapter(over, tuned, tmp_path / "second", rank=1, base_name=str(first),
+                   dtype=torch.float32)  # fmt: skip
+    done = export_checkpoint(str(three_layers), tmp_path / "second", tmp_path / "one", rank=2)
+    assert done.kept_energy == pytest.approx(1.0)
+    config = json.loads((tmp_path / "one" / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == str(three_layers)
+    _, loaded = load_causal_lm(str(tmp_path / "one"), torch.float32)
+    ids = torch.tensor([[5, 9, 30, 41, 7]])
+    with torch.no_grad():
+        assert torch.allclose(tuned(ids).logits, loaded(ids).logits, atol=1e-5)
