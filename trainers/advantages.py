@@ -30,6 +30,7 @@ import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
@@ -132,39 +133,51 @@ class TurnAdvantages:
     """R(tau) per episode (undiscounted sum of turn rewards)."""
     step_group_sizes: dict[int, int] = field(default_factory=dict)
     """How many step groups had each size (size -> count)."""
+    step_weight: float = 0.0
+    """w in A = A^E + w * A^S: the weight the step part got."""
 
 
-def compute_advantages(
+class AdvantageEstimator(Protocol):
+    """How the turns of a batch of grouped episodes get their advantages: one class each.
+
+    ``skillrl train --estimator`` picks :class:`GroupRelative` (``grpo``, with RFT mixed in by
+    ``rft_weight``) or :class:`RejectionSampling` (``rft``) through
+    :meth:`trainers.config.GRPOConfig.advantage_estimator`; a library caller passes any object
+    of this shape to :class:`trainers.cycle.TrainingRun` (``advantage_estimator=``).
+    :func:`with_episode_part` builds the record from one value per episode.
+    """
+
+    name: str
+    """Short name, as the run's screen and records give it."""
+
+    def estimate(
+        self, episodes: Sequence[EpisodeRecord], rewards: Sequence[Sequence[float]]
+    ) -> TurnAdvantages:
+        """Return every turn's advantage (``rewards``: each episode's turn rewards)."""
+        ...
+
+
+def with_episode_part(
     episodes: Sequence[EpisodeRecord],
     rewards: Sequence[Sequence[float]],
+    episode: Sequence[float],
     *,
-    gamma: float,
-    step_weight: float,
+    step_weight: float = 0.0,
+    gamma: float = 0.95,
     scale: str = "group",
-    estimator: str = "grpo",
-    rft_weight: float = 0.0,
 ) -> TurnAdvantages:
-    """Episode-level, step-level and combined advantages of grouped episodes.
+    """Return the record of advantages ``A^E + step_weight * A^S`` from one value per episode.
 
-    Episodes without a ``group_id`` form a group on their own (so get zero GRPO advantage).
-    ``estimator="rft"`` gives 1 to every turn of a successful episode and 0 to the rest (no
-    group baseline, no step part); ``rft_weight`` adds that term to GRPO's.
+    ``episode`` is each episode's part (every turn of it gets that value); the step part is
+    GiGPO's (Eq. 7: discounted returns normalised among the turns of a group that saw the same
+    observation), recorded even with ``step_weight`` 0.
     """
-    if len(episodes) != len(rewards):
-        raise ConfigError(f"episodes ({len(episodes)}) and rewards ({len(rewards)}) differ")
-    if estimator not in ESTIMATORS:
-        raise ConfigError(f"estimator ({estimator!r}) must be one of {ESTIMATORS}")
+    if len(episodes) != len(rewards) or len(episodes) != len(episode):
+        raise ConfigError(
+            f"episodes ({len(episodes)}), rewards ({len(rewards)}) and episode parts "
+            f"({len(episode)}) differ in length"
+        )
     groups = [e.group for e in episodes]
-    returns = [float(sum(r)) for r in rewards]
-    succeeded = [1.0 if e.success and not e.error else 0.0 for e in episodes]
-    if estimator == "rft":
-        episode = succeeded
-        step_weight = 0.0
-    else:
-        episode = [
-            a + rft_weight * s
-            for a, s in zip(episode_advantages(returns, groups, scale), succeeded, strict=True)
-        ]
     turn_returns = [discounted_returns(r, gamma) for r in rewards]
     observations = [[t.observation for t in e.turns] for e in episodes]
     step = step_advantages(turn_returns, observations, groups, scale)
@@ -177,8 +190,92 @@ def compute_advantages(
         histogram[size] += 1
     return TurnAdvantages(
         advantages=combine_advantages(episode, step, step_weight),
-        episode=episode,
+        episode=list(episode),
         step=step,
-        returns=returns,
+        returns=[float(sum(r)) for r in rewards],
         step_group_sizes=dict(sorted(histogram.items())),
+        step_weight=step_weight,
     )
+
+
+def _succeeded(episodes: Sequence[EpisodeRecord]) -> list[float]:
+    return [1.0 if e.success and not e.error else 0.0 for e in episodes]
+
+
+@dataclass(frozen=True)
+class GroupRelative:
+    """``grpo``: A = A^E + rft_weight * 1[succeeded] + step_weight * A^S (GiGPO Eq. 8).
+
+    Episodes without a ``group_id`` form a group on their own (so get zero GRPO advantage).
+    """
+
+    step_weight: float = 1.0
+    rft_weight: float = 0.0
+    gamma: float = 0.95
+    scale: str = "group"
+    name: str = "grpo"
+
+    def estimate(
+        self, episodes: Sequence[EpisodeRecord], rewards: Sequence[Sequence[float]]
+    ) -> TurnAdvantages:
+        """Return every turn's advantage."""
+        if len(episodes) != len(rewards):
+            raise ConfigError(f"episodes ({len(episodes)}) and rewards ({len(rewards)}) differ")
+        returns = [float(sum(r)) for r in rewards]
+        relative = episode_advantages(returns, [e.group for e in episodes], self.scale)
+        episode = [
+            a + self.rft_weight * s for a, s in zip(relative, _succeeded(episodes), strict=True)
+        ]
+        return with_episode_part(
+            episodes,
+            rewards,
+            episode,
+            step_weight=self.step_weight,
+            gamma=self.gamma,
+            scale=self.scale,
+        )
+
+
+@dataclass(frozen=True)
+class RejectionSampling:
+    """``rft``: 1 for every turn of an episode that succeeded, 0 for the rest (no baseline)."""
+
+    gamma: float = 0.95
+    """Discount of the step part the record keeps (not trained on)."""
+    scale: str = "group"
+    name: str = "rft"
+
+    def estimate(
+        self, episodes: Sequence[EpisodeRecord], rewards: Sequence[Sequence[float]]
+    ) -> TurnAdvantages:
+        """Return every turn's advantage."""
+        if len(episodes) != len(rewards):
+            raise ConfigError(f"episodes ({len(episodes)}) and rewards ({len(rewards)}) differ")
+        return with_episode_part(
+            episodes, rewards, _succeeded(episodes), gamma=self.gamma, scale=self.scale
+        )
+
+
+def compute_advantages(
+    episodes: Sequence[EpisodeRecord],
+    rewards: Sequence[Sequence[float]],
+    *,
+    gamma: float,
+    step_weight: float,
+    scale: str = "group",
+    estimator: str = "grpo",
+    rft_weight: float = 0.0,
+) -> TurnAdvantages:
+    """Episode-level, step-level and combined advantages of grouped episodes, by name.
+
+    ``estimator="rft"`` is :class:`RejectionSampling`; ``"grpo"`` is :class:`GroupRelative`
+    with ``step_weight`` and ``rft_weight``.
+    """
+    if estimator not in ESTIMATORS:
+        raise ConfigError(f"estimator ({estimator!r}) must be one of {ESTIMATORS}")
+    chosen: AdvantageEstimator
+    if estimator == "rft":
+        chosen = RejectionSampling(gamma=gamma, scale=scale)
+    else:
+        chosen = GroupRelative(step_weight, rft_weight, gamma, scale)
+    return chosen.estimate(episodes, rewards)

@@ -18,7 +18,12 @@ from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.splits import TEST_SPLIT, TRAIN_SPLIT
 from skillrl_core.validation import check_finite_fields, check_number
-from trainers.advantages import ESTIMATORS
+from trainers.advantages import (
+    ESTIMATORS,
+    AdvantageEstimator,
+    GroupRelative,
+    RejectionSampling,
+)
 from trainers.trackers import REPORT_TO
 
 LOSS_TYPES: tuple[str, ...] = ("dapo", "bnpo", "grpo", "dr_grpo")
@@ -230,10 +235,11 @@ class GRPOConfig:
         """The upper clip epsilon actually used."""
         return self.epsilon if self.epsilon_high is None else self.epsilon_high
 
-    @property
-    def applied_step_weight(self) -> float:
-        """The w the advantages use: ``step_weight``, or 0 under ``rft`` (no step part)."""
-        return 0.0 if self.estimator == "rft" else self.step_weight
+    def advantage_estimator(self) -> AdvantageEstimator:
+        """Return the estimator ``estimator`` names, with this config's weights."""
+        if self.estimator == "rft":
+            return RejectionSampling(gamma=self.gamma, scale=self.scale_rewards)
+        return GroupRelative(self.step_weight, self.rft_weight, self.gamma, self.scale_rewards)
 
     @property
     def trains_zero_advantage_turns(self) -> bool:

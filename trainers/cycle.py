@@ -56,7 +56,7 @@ from skillrl.skill_arms import donor_tasks
 from skillrl_core.errors import CheckpointError
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.splits import TEST_SPLIT
-from trainers.advantages import TurnAdvantages, compute_advantages
+from trainers.advantages import AdvantageEstimator, TurnAdvantages
 from trainers.batching import turn_left_out
 from trainers.checkpoint import (
     load_trainable_weights,
@@ -139,8 +139,11 @@ class TrainingRun:
         processes: Processes | None = None,
         options: Mapping[str, Any] | None = None,
         base_model: str | None = None,
+        advantage_estimator: AdvantageEstimator | None = None,
     ) -> None:
         self.config, self.grpo = config, grpo
+        self.advantage_estimator = advantage_estimator or grpo.advantage_estimator()
+        """How the update's turns get their advantages (default: ``grpo.estimator``'s)."""
         self.options = options
         self.base_model = base_model
         """The model the run started from, as loaded (``embedded``, a folder, an adapter): a
@@ -319,15 +322,7 @@ class TrainingRun:
             raise CheckpointError(f"cycle {cycle}: rollout episodes are missing; cannot update")
         episodes = phase.kept_episodes()
         rewards = compute_turn_rewards(episodes, self.rewards)
-        advantages = compute_advantages(
-            episodes,
-            rewards,
-            gamma=self.grpo.gamma,
-            step_weight=self.grpo.step_weight,
-            scale=self.grpo.scale_rewards,
-            estimator=self.grpo.estimator,
-            rft_weight=self.grpo.rft_weight,
-        )
+        advantages = self.advantage_estimator.estimate(episodes, rewards)
         if self.processes.is_main:  # what the update uses, for a reader (skillrl view)
             self.files.save_update_record(cycle, self._update_record(episodes, rewards, advantages))
         prefix_cache = getattr(self.policy, "prefix_cache", None)
@@ -373,7 +368,7 @@ class TrainingRun:
             for e, row in zip(episodes, advantages.advantages, strict=True)
         ]
         return update_record(
-            episodes, rewards, advantages, left_out, step_weight=self.grpo.applied_step_weight
+            episodes, rewards, advantages, left_out, step_weight=advantages.step_weight
         )
 
     def _sync_rollout_weights(self) -> float | None:

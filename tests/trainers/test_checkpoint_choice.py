@@ -114,7 +114,7 @@ class ScriptedEvaluation(TrainingRun):
         self._measured(state, cycle, eval=EpisodeSummary(2, n / 2, n / 2, 3.0, 0.0, 9.0, 3.0))
 
 
-def open_scripted_run(workspace, config):
+def open_scripted_run(workspace, config, **run_options):
     bank = SkillBank.open(BankConfig(workspace=workspace), embedder=EMBEDDER)
     seed_bank_if_empty(bank, "webshop")
     runner = PolicyRollouts(
@@ -131,6 +131,7 @@ def open_scripted_run(workspace, config):
         run_dir=workspace / "runs" / "r",
         bank=bank,
         distiller=AnalyticDistiller(),
+        **run_options,
     )
     return run, bank
 

@@ -11,7 +11,7 @@ from trainers.config import CycleConfig
 
 def test_validation_goals_evolve_the_bank_when_there_are_any():
     config = CycleConfig(validation_goals=3, validation_split="eval", eval_split=TEST_SPLIT)
-    assert config.evolve_goals == ("validation", "eval", 3)
+    assert config.evolve_goals == ("validation", "eval", 3, 0)
 
 
 def test_without_validation_goals_test_goals_never_evolve_it():
@@ -20,7 +20,7 @@ def test_without_validation_goals_test_goals_never_evolve_it():
 
 def test_without_validation_goals_non_test_evaluation_goals_do():
     config = CycleConfig(validation_goals=0, eval_split="eval", eval_goals=7)
-    assert config.evolve_goals == ("eval", "eval", 7)
+    assert config.evolve_goals == ("eval", "eval", 7, 0)
 
 
 def test_eval_every_evaluates_the_start_every_nth_cycle_and_the_last():
@@ -48,7 +48,10 @@ def test_a_weight_the_rft_estimator_ignores_is_refused(weights, message):
     with pytest.raises(ConfigError, match=message):
         GRPOConfig(estimator="rft", **weights)
     GRPOConfig(estimator="grpo", **weights)  # grpo reads both weights
-    assert GRPOConfig(estimator="rft").applied_step_weight == 0.0
+    rft = GRPOConfig(estimator="rft").advantage_estimator()
+    assert rft.name == "rft" and not hasattr(rft, "step_weight")  # no step part to weigh
+    grpo = GRPOConfig(step_weight=0.5, rft_weight=2.0, gamma=0.9).advantage_estimator()
+    assert (grpo.name, grpo.step_weight, grpo.rft_weight, grpo.gamma) == ("grpo", 0.5, 2.0, 0.9)
 
 
 def test_train_refuses_an_ignored_estimator_weight_before_anything_loads(tmp_path):
