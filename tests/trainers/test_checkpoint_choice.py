@@ -154,9 +154,20 @@ def test_a_run_stops_on_patience_leaves_its_best_cycle_and_pairs_it_on_test_goal
         dynamic_sampling=False,
     )
     run, bank = open_scripted_run(tmp_path, config)
+    splits: list[str] = []  # the split of every episode the run starts, in order
+    start = run.eval_runner.start
+
+    def recording(split, index, **kwargs):
+        splits.append(split)
+        return start(split, index, **kwargs)
+
+    run.eval_runner.start = run.runner.start = recording
     state = run.run()
     bank.close()
     files = run.files
+    # No test goal is played between cycle 0's evaluation and the chosen cycle's test play.
+    assert splits[:4] == ["eval", "eval", "test", "test"] and splits[-2:] == ["test", "test"]
+    assert "test" not in splits[4:-2] and splits.count("train") > 0
     # Cycle 1 is best (2 of 2); cycles 2 and 3 fall behind it: the run stops after cycle 3.
     assert state.done and state.stopped_early_after == 3 and state.tested
     assert [r["cycle"] for r in state.history] == [0, 1, 2, 3]
@@ -185,3 +196,40 @@ def test_a_run_stops_on_patience_leaves_its_best_cycle_and_pairs_it_on_test_goal
     # The chosen checkpoint records its test figures, as `--model auto` reads them.
     figures = ModelSettings.load(files.checkpoint(1)).figures
     assert (figures["test_goals"], figures["test_successes"]) == (2, choice.test.chosen_successes)
+
+
+class Interrupted(Exception):
+    pass
+
+
+@pytest.mark.slow
+def test_a_resumed_run_keeps_its_choice_and_leaves_the_chosen_weights(tmp_path):
+    from trainers.phased_run import PhaseEnded, RunEvents
+    from trainers.run_files import CyclePhase
+
+    config = CycleConfig(cycles=2, goals_per_cycle=1, group_size=2, eval_goals=2,
+                         eval_split="eval", validation_goals=0, max_turns=3, max_new_tokens=16,
+                         seed=4, max_topup_rounds=0, dynamic_sampling=False)  # fmt: skip
+    events = RunEvents()
+
+    def kill(event):
+        if event == PhaseEnded(2, CyclePhase.UPDATE):
+            raise Interrupted
+
+    events.on(PhaseEnded, kill)
+    run, bank = open_scripted_run(tmp_path, config, events=events)
+    with pytest.raises(Interrupted):
+        run.run()
+    bank.close()
+    chosen = run.files.load_choice()
+    kept = run.files.best_weights.read_bytes()
+    assert chosen.cycle == 1  # 2 of 2 at cycle 1, against 1 of 2 at cycle 0
+    resumed, bank = open_scripted_run(tmp_path, config)
+    state = resumed.run(resume=True)
+    bank.close()
+    assert state.done and [r["cycle"] for r in state.history] == [0, 1, 2]
+    assert resumed.files.load_choice() == chosen  # cycle 2 (1 of 2) did not beat it
+    assert resumed.files.best_weights.read_bytes() == kept
+    best = load_file(str(resumed.files.best_weights))
+    params = dict(resumed.trainer.unwrapped_model.named_parameters())
+    assert all(torch.equal(params[n].detach().cpu(), best[n]) for n in best)
