@@ -319,7 +319,21 @@ def _run_with_bars(run: Any, console: Any, resume: bool) -> None:
     rounds = run.config.rounds
     with PhaseBars(console, "cold start (phases)", 2 * rounds) as bars:
         run.on_episode = bars.show("  episodes")
-        run.on_step = bars.show("  optimizer steps")
+        loss, counts = "", (0, 0)
+
+        def stepped(done: int, total: int) -> None:
+            nonlocal counts
+            counts = (done, total)
+            bars.show(f"  optimizer steps{loss}")(done, total)
+
+        def logged(step: int, value: float) -> None:
+            # The trainer logs a step's loss after the step's counter moved: shown again with it.
+            nonlocal loss
+            loss = f", loss {value:.4f}"
+            if counts[1]:
+                bars.show(f"  optimizer steps{loss}")(*counts)
+
+        run.on_step, run.on_loss = stepped, logged
 
         def started(event: PhaseStarted) -> None:
             what = "gathering examples" if event.phase is ColdStartPhase.DATA else "fine-tuning"

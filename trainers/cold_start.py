@@ -172,6 +172,9 @@ class ColdStartRun:
         """Called as ``on_episode(finished, total)`` while examples are gathered."""
         self.on_step = on_step
         """Called as ``on_step(done, total)`` after each optimizer step."""
+        self.on_loss: Callable[[int, float], None] | None = None
+        """Called as ``on_loss(step, loss)`` whenever the trainer logs its training loss (the
+        mean over the steps since its last log, every ``logging_steps``)."""
         self._order: list[int] | None = None
         self._gatherer = ExampleGatherer(
             config,
@@ -334,7 +337,13 @@ class ColdStartRun:
             )
         folder = self.root / "trainer" / f"round-{round_index:04d}"
         offset = sum(int(row.get("train.global_step", 0)) for row in state.history)
-        with _StepLog(self.root / "tensorboard", offset) as on_log:
+        with _StepLog(self.root / "tensorboard", offset) as write_log:
+
+            def on_log(step: int, logs: dict[str, float]) -> None:
+                write_log(step, logs)
+                if self.on_loss is not None and isinstance(logs.get("loss"), int | float):
+                    self.on_loss(step, float(logs["loss"]))
+
             model, result = self._fit(round_index, examples, folder, on_log)
         self.policy.model = model
         path = save_checkpoint(model, self.policy.tokenizer, self.checkpoint(round_index))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -57,6 +58,7 @@ def test_sft_then_train_from_it(tmp_path, tiny_model_dir):
     assert [row["round"] for row in history] == [0] and history[0]["train.global_step"] >= 1
     screen = " ".join(first.stderr.split())
     assert "episodes 2/2" in screen  # gathering showed its episodes as they finished
+    assert re.search(r"optimizer steps, loss \d+\.\d{4} \d+/\d+", screen), screen  # its loss
     examples, loss = history[0]["train.examples"], history[0]["train.loss"]
     assert (
         f"1 round; the last trained on {examples} examples at a mean loss of {loss:.4f}" in screen
