@@ -105,7 +105,7 @@ def save_checkpoint(
 
 def _save_adapter(model: Any, folder: Path, base: str) -> None:
     """Save a peft model's adapter alone into ``folder``, with ``base`` as its base model."""
-    from skillrl.policies.model_settings import ADAPTER_CONFIG
+    from skillrl.policies.model_settings import ADAPTER_CONFIG, record_base_adapter
 
     model.save_pretrained(folder, safe_serialization=True)
     config_path = folder / ADAPTER_CONFIG
@@ -114,6 +114,7 @@ def _save_adapter(model: Any, folder: Path, base: str) -> None:
     # (merged on load) that is the adapter's own base, which would drop the adapter's change.
     config["base_model_name_or_path"] = base
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    record_base_adapter(folder, base)  # a base adapter replaced later is then noticed on load
 
 
 def _merged(model: Any) -> Any:

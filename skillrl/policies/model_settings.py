@@ -14,6 +14,7 @@ made it); :func:`shipped_adapter` finds it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -123,6 +124,50 @@ class ModelSettings:
 def is_adapter(folder: str | Path) -> bool:
     """Whether ``folder`` is a LoRA adapter (peft's ``adapter_config.json``)."""
     return (Path(folder).expanduser() / ADAPTER_CONFIG).is_file()
+
+
+BASE_ADAPTER_FILE = "base_adapter.json"
+"""Beside an adapter trained over another adapter: that adapter's weights' digest, so a load
+onto a base adapter that changed since (a newer package's shipped one) is refused."""
+ADAPTER_SAFETENSORS = "adapter_model.safetensors"
+
+
+def adapter_digest(folder: str | Path) -> str:
+    """Return the SHA-256 of an adapter folder's weights file (hex)."""
+    digest = hashlib.sha256()
+    with (Path(folder).expanduser() / ADAPTER_SAFETENSORS).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def record_base_adapter(folder: Path, base: str) -> None:
+    """Write :data:`BASE_ADAPTER_FILE` into ``folder`` when ``base`` is an adapter folder."""
+    if not is_adapter(base) or not (Path(base).expanduser() / ADAPTER_SAFETENSORS).is_file():
+        return
+    record = {"base": str(base), "sha256": adapter_digest(base)}
+    atomic_write_text(Path(folder) / BASE_ADAPTER_FILE, json.dumps(record, indent=2) + "\n")
+
+
+def check_base_adapter(folder: str | Path, base: str | Path) -> None:
+    """Refuse to load ``folder``'s adapter onto ``base`` when base's weights changed since.
+
+    ModelLoadError names both. Nothing to check when ``folder`` records no base adapter.
+    """
+    path = Path(folder).expanduser() / BASE_ADAPTER_FILE
+    if not path.is_file() or not is_adapter(base):
+        return
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))["sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ModelLoadError(f"{path} is damaged: {error}") from error
+    if adapter_digest(base) != recorded:
+        raise ModelLoadError(
+            f"the adapter {folder} was trained over the adapter {base} as it was then, and that "
+            "adapter's weights have changed since (a newer skillrl ships another one?): loaded "
+            "onto it, it would be another model. Start again from the new one, or keep the old "
+            "adapter folder and point adapter_config.json's base_model_name_or_path at it"
+        )
 
 
 def shipped_adapter(env_id: str) -> Path | None:

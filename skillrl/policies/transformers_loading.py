@@ -15,7 +15,7 @@ from skillrl.policies.model_cache import (
     ensure_gguf_checkpoint,
 )
 from skillrl.policies.model_folders import check_model_path
-from skillrl.policies.model_settings import ADAPTER_CONFIG, is_adapter
+from skillrl.policies.model_settings import ADAPTER_CONFIG, check_base_adapter, is_adapter
 from skillrl_core.errors import ModelLoadError
 
 
@@ -76,6 +76,7 @@ def load_causal_lm(
         raise ModelLoadError(
             f"adapter config {config_path} names no base model: {error}"
         ) from error
+    check_base_adapter(source, str(base_name))
     tokenizer, base_model = load_causal_lm(str(base_name), dtype, progress, depth=depth + 1)
     if progress:
         progress(f"applying the LoRA adapter {source} to {base_name}")

@@ -239,6 +239,21 @@ def test_a_lora_checkpoint_is_its_adapter_over_the_named_base_and_loads_as_train
             expected = trainer.unwrapped_model(input_ids=ids).logits
             assert torch.allclose(loaded.eval()(input_ids=ids).logits, expected, atol=1e-5)
         folder = str(path)
+    # The second adapter records the first one's weights: once they change (a newer package's
+    # shipped adapter in its place), loading the second onto them is refused, naming both.
+    from safetensors.torch import load_file, save_file
+
+    from skillrl.policies.model_settings import BASE_ADAPTER_FILE
+    from skillrl_core.errors import ModelLoadError
+
+    assert (tmp_path / "ckpt-1" / BASE_ADAPTER_FILE).exists()
+    assert not (tmp_path / "ckpt-0" / BASE_ADAPTER_FILE).exists()  # its base is a whole model
+    weights = tmp_path / "ckpt-0" / "adapter_model.safetensors"
+    changed = {k: v + 0.5 for k, v in load_file(str(weights)).items()}
+    save_file(changed, str(weights))
+    with pytest.raises(ModelLoadError, match="ckpt-1 was trained over the adapter .*ckpt-0"):
+        load_causal_lm(folder, torch.float32)
+    load_causal_lm(str(tmp_path / "ckpt-0"), torch.float32)  # the changed one itself still loads
 
 
 def test_trainer_state_round_trip_continues_the_same_optimisation(tmp_path):
