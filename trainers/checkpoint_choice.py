@@ -17,7 +17,6 @@ from typing import Any
 
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.significance import mcnemar_exact
-from trainers.cycle_metrics import CycleMetrics
 
 
 @dataclass(frozen=True)
@@ -32,6 +31,10 @@ class EvaluatedCycle:
 
 def evaluated_cycles(history: Sequence[dict[str, Any]]) -> list[EvaluatedCycle]:
     """Return the cycles of ``history`` (``metrics.jsonl`` rows) that evaluated, in order."""
+    # Here, not at the top: the metrics reader brings torch, and reading best.json (`runs`,
+    # `--model auto`) must not.
+    from trainers.cycle_metrics import CycleMetrics
+
     found = []
     for row in history:
         metrics = CycleMetrics.from_row(row)

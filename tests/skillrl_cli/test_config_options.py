@@ -143,6 +143,10 @@ SKIPPED = {"env_id", "eval_split", "report_to", "epsilon_high", "max_prompt_toke
 a tracker extra) or are checked against the environment's prompt (the budget)."""
 
 
+NEEDS_EVAL_SPLIT = {"patience", "test_goals"}
+"""Fields that choose a checkpoint, which only evaluation goals of another split than test do."""
+
+
 @pytest.fixture
 def started(monkeypatch):
     runs = []
@@ -167,6 +171,8 @@ def started(monkeypatch):
 )
 def test_each_train_option_sets_the_field_of_its_name(workspace, started, group, field):
     words = _other_value(group.config, field)
+    if field.name in NEEDS_EVAL_SPLIT:
+        words = ("--eval-split", "eval", *words)
     result = CliRunner().invoke(main, ["train", "--run-name", "t", "--max-turns", "8", *words])
     assert str(result.exception) == "started", result.output
     settings = started[0]

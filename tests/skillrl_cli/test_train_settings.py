@@ -562,7 +562,10 @@ def test_a_run_opens_with_its_model_environment_update_cycles_and_folder(workspa
 
     lines = said(None)
     assert lines[0].startswith("model: the cold-started SmolLM2-135M-Instruct adapter shipped")
-    assert "203/300 test goals solved" in lines[0]
+    from skillrl.policies.model_settings import ModelSettings, shipped_adapter
+
+    figures = ModelSettings.load(shipped_adapter("webshop")).figures
+    assert f"{figures['test_successes']}/{figures['test_goals']} test goals solved" in lines[0]
     assert lines[1] == (
         "environment: webshop, observation_mode=text_rich, skills retrieved every turn"
     )
