@@ -56,7 +56,7 @@ AUTO_MODEL_ORDER: tuple[tuple[str, str], ...] = (
         "the newest checkpoint that `skillrl train` or `skillrl sft` saved in this workspace for "
         "the environment played (see `skillrl runs`; runs of other environments are skipped)",
     ),
-    (SHIPPED_MODEL, "the cold-started adapter shipped for that environment"),
+    (SHIPPED_MODEL, "the trained adapter shipped for that environment"),
     (BASE_MODEL, "the embedded base model"),
 )
 """Where ``--model auto`` looks, in order, as (source, how help names it): :func:`resolve_model`
@@ -384,7 +384,7 @@ def _shipped_model(workspace: str | None, env_id: str, console: Any) -> str | No
     settings = ModelSettings.load(shipped)
     made = _figures_text(settings.figures) if settings else ""
     console.print(
-        f"[cyan]model: the cold-started SmolLM2-135M-Instruct adapter shipped with skillrl"
+        f"[cyan]model: the SmolLM2-135M-Instruct adapter shipped with skillrl"
         f"{made} (--model base for the untrained model; a checkpoint you train for {env_id!r} in "
         "this workspace takes its place)[/]",
         soft_wrap=True,
@@ -424,7 +424,7 @@ def model_line(model: str) -> str:
         settings = None  # the model's own load says what is wrong with it
     made = _figures_text(settings.figures) if settings else ""
     if path.resolve().parent == SHIPPED_ADAPTERS.resolve():
-        shipped = "the cold-started SmolLM2-135M-Instruct adapter shipped with skillrl"
+        shipped = "the SmolLM2-135M-Instruct adapter shipped with skillrl"
         return f"[cyan]model: {shipped}{made}[/]"
     return f"[cyan]model: {escape(model)}{made}[/]"
 

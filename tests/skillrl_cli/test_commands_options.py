@@ -282,7 +282,7 @@ def test_auto_says_when_a_checkpoint_without_figures_takes_the_shipped_adapters_
     out.truncate(0)
     shipped = resolve_model("shipped", "transformers", str(workspace), console, "webshop")
     assert shipped == str(shipped_adapter("webshop"))
-    assert "model: the cold-started SmolLM2-135M-Instruct adapter shipped" in out.getvalue()
+    assert "model: the SmolLM2-135M-Instruct adapter shipped" in out.getvalue()
 
 
 def test_base_model_hint_names_the_environment(workspace, monkeypatch):

@@ -561,7 +561,7 @@ def test_a_run_opens_with_its_model_environment_update_cycles_and_folder(workspa
         return console.export_text().splitlines()
 
     lines = said(None)
-    assert lines[0].startswith("model: the cold-started SmolLM2-135M-Instruct adapter shipped")
+    assert lines[0].startswith("model: the SmolLM2-135M-Instruct adapter shipped")
     from skillrl.policies.model_settings import ModelSettings, shipped_adapter
 
     figures = ModelSettings.load(shipped_adapter("webshop")).figures
