@@ -159,17 +159,7 @@ def load_trainer_state(model: Any, optimizer: torch.optim.Optimizer, folder: Pat
         raise CheckpointError(
             f"trainer state in {folder} is missing or corrupt: {error}"
         ) from error
-    expected = dict(_trainable(model))
-    if set(params) != set(expected):
-        missing = sorted(set(expected) - set(params))[:3]
-        extra = sorted(set(params) - set(expected))[:3]
-        raise CheckpointError(
-            f"trainer state in {folder} does not fit this model (missing {missing}, "
-            f"unexpected {extra}); was it saved with the other of LoRA / full fine-tuning?"
-        )
-    with torch.no_grad():
-        for name, value in params.items():
-            expected[name].copy_(value.to(expected[name].device, expected[name].dtype))
+    _copy_into_trainable(model, params, f"trainer state in {folder}")
     optimizer.load_state_dict(_unflatten_optimizer(tensors, meta))
 
 
@@ -201,11 +191,18 @@ def load_trainable_weights(model: Any, path: Path) -> None:
         params = load_file(str(path))
     except (OSError, SafetensorError) as error:
         raise CheckpointError(f"weights file {path} is missing or corrupt: {error}") from error
+    _copy_into_trainable(model, params, f"weights file {path}")
+
+
+def _copy_into_trainable(model: Any, params: dict[str, torch.Tensor], source: str) -> None:
+    """Copy ``params`` into the model's trainable parameters; CheckpointError if they differ."""
     expected = dict(_trainable(model))
     if set(params) != set(expected):
+        missing = sorted(set(expected) - set(params))[:3]
+        extra = sorted(set(params) - set(expected))[:3]
         raise CheckpointError(
-            f"weights file {path} does not fit this model ({len(params)} parameters saved, "
-            f"{len(expected)} trainable here)"
+            f"{source} does not fit this model (missing {missing}, unexpected {extra}); was it "
+            "saved with the other of LoRA / full fine-tuning?"
         )
     with torch.no_grad():
         for name, value in params.items():
