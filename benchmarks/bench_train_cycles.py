@@ -182,9 +182,11 @@ def test_curve_flags(config: str) -> list[str]:
     """
     import yaml
 
+    from skillrl_cli.train_config import RECIPES
+
     path = Path(config)
     if not path.exists():  # a recipe shipped with skillrl, by name
-        path = Path(__file__).resolve().parents[1] / "skillrl_cli" / "recipes" / f"{config}.yaml"
+        path = RECIPES / f"{config}.yaml"
     recipe = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if recipe.get("eval-split", "test") == "test":
         return []
