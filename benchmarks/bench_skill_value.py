@@ -19,7 +19,11 @@ prompt budget, each played exactly as ``skillrl eval`` plays (``PolicyRollouts``
 - ``previous``: ``--baseline-model`` with the entries retrieved from the same bank (the policy
   the package shipped before, played as ``skillrl run`` would play it today);
 - ``script``: the scripted "first result + goal options" policy (no model), the bar a learned
-  agent has to clear.
+  agent has to clear;
+- ``evolved``: as ``skills``, with the bank of ``--evolved-workspace`` (a training run's
+  workspace, whose bank its cycles distilled into and kept up) in place of the starting bank:
+  whether evolution made the bank more useful to the policy. The bank is copied to a temporary
+  folder first, so playing it leaves the run's workspace as it was.
 
 The bank is the seeded starting bank: the starting skills and the shipped cases (what solved
 each training request, ``skillrl.distill.cases``). The placebo verdict is also reported on the
@@ -72,7 +76,9 @@ from skillrl_core.records import EpisodeRecord  # noqa: E402
 from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
 
 NAME = "skill_value"
-ARMS: tuple[str, ...] = ("skills", "placebo", "none", "baseline", "repeats", "previous", "script")
+ARMS: tuple[str, ...] = (
+    "skills", "placebo", "none", "baseline", "repeats", "previous", "script", "evolved"
+)  # fmt: skip
 LABELS = {
     "skills": "(a) skill-augmented policy, its retrieved entries",
     "placebo": "(b) same policy, placebo entries (another goal's)",
@@ -81,6 +87,7 @@ LABELS = {
     "repeats": "(e) as (a), no-op repeats allowed",
     "previous": "(f) the adapter shipped before, its retrieved entries",
     "script": "(g) scripted first result + goal options",
+    "evolved": "(h) as (a), the bank a training run evolved",
 }
 PAIRS: tuple[tuple[str, str], ...] = (
     ("placebo", "skills"),
@@ -91,6 +98,7 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("repeats", "skills"),
     ("previous", "skills"),
     ("script", "skills"),
+    ("skills", "evolved"),
 )
 """(baseline, other) comparisons, goal by goal."""
 
@@ -144,7 +152,8 @@ def arm_row(arm: str, episodes: list[EpisodeRecord], clock: Stopwatch, before: d
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="default: the shipped WebShop adapter")
-    parser.add_argument("--baseline-model", required=True, help="the no-skill adapter, arm (d)")
+    parser.add_argument("--baseline-model", default=None,
+                        help="the no-skill adapter, arms (d) and (f)")  # fmt: skip
     parser.add_argument("--arms", default=",".join(ARMS), help=f"any of {','.join(ARMS)}")
     parser.add_argument("--observation-mode", default="text_rich", help="WebShop page text")
     parser.add_argument("--eval-goals", type=int, default=300, help="test goals 0..N-1")
@@ -155,6 +164,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--workspace", default=None, help="bank folder (default: a fresh one)")
+    parser.add_argument("--evolved-workspace", default=None,
+                        help="arm (h): a training run's workspace, whose bank is played")  # fmt: skip
     parser.add_argument("--out", required=True, help="results JSON (written after each arm)")
     parser.add_argument("--resume", action="store_true", help="skip the arms --out holds")
     parser.add_argument("--sensitivity-goals", type=int, default=100,
@@ -165,6 +176,10 @@ def main() -> None:
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
         raise SystemExit(f"--arms: unknown {unknown}; choose from {list(ARMS)}")
+    if {"baseline", "previous"} & set(arms) and not args.baseline_model:
+        raise SystemExit("--baseline-model: arms baseline and previous play it; name a model")
+    if "evolved" in arms and not args.evolved_workspace:
+        raise SystemExit("--evolved-workspace: arm evolved plays its bank; name a workspace")
     model = args.model or str(shipped_adapter("webshop"))
     out = Path(args.out)
     if args.resume and out.exists():
@@ -181,6 +196,10 @@ def main() -> None:
     results["bank_cases"] = bank.count(kind="case")
     env_config = {"observation_mode": args.observation_mode}
     placebo = PlaceboRetrieval(bank, donor_tasks("webshop", env_config, args.donors))
+    evolved = evolved_bank(args.evolved_workspace) if "evolved" in arms else None
+    if evolved is not None:
+        results["evolved_bank_entries"] = evolved.count()
+        results["evolved_bank_cases"] = evolved.count(kind="case")
     loaded: dict[str, Any] = {}
     for arm in arms:
         if arm in results["episodes"]:
@@ -205,7 +224,8 @@ def main() -> None:
             )
             warm = argparse.Namespace(**{**vars(args), "eval_goals": 1, "max_turns": 2})
             play(loaded[path], bank, warm)
-        source = {"skills": bank, "repeats": bank, "placebo": placebo, "previous": bank}.get(arm)
+        sources = {"skills": bank, "repeats": bank, "placebo": placebo, "previous": bank}
+        source = evolved if arm == "evolved" else sources.get(arm)
         before = machine()
         episodes, clock = play(loaded[path], source, args, skip_no_op_repeats=arm != "repeats")
         r = arm_row(arm, episodes, clock, before)
@@ -232,6 +252,8 @@ def main() -> None:
         print(f"sensitivity: {results['sensitivity']['overall']}", flush=True)
         write_result(out, results, name=NAME)
     bank.close()
+    if evolved is not None:
+        evolved.close()
     played = {arm: [_record(e) for e in eps] for arm, eps in results["episodes"].items()}
     results["paired"] = [
         {"baseline": a, "other": b, **paired(played[a], played[b])}
@@ -268,6 +290,21 @@ def sensitivity(policy: Any, bank: Any, placebo: Any, args: argparse.Namespace) 
     starts = [runner.start("test", i, seed=args.seed + i) for i in range(args.sensitivity_goals)]
     runner.run(starts, temperature=0.0, sampling_seed=args.seed, wrap=wrap)
     return {"goals": args.sensitivity_goals, **probes[0].report.to_dict()}
+
+
+def evolved_bank(workspace: str) -> SkillBank:
+    """The bank of a training run's workspace, opened from a temporary copy (the run's own files
+    are only read)."""
+    import shutil
+
+    source = Path(workspace)
+    if not (source / "bank.sqlite").is_file():
+        raise SystemExit(f"--evolved-workspace: {workspace} holds no bank.sqlite")
+    copy = Path(tempfile.mkdtemp(prefix="evolved-bank-"))
+    shutil.copy2(source / "bank.sqlite", copy / "bank.sqlite")
+    if (source / "chroma").is_dir():
+        shutil.copytree(source / "chroma", copy / "chroma", ignore=shutil.ignore_patterns("*.lock"))
+    return SkillBank.open(BankConfig(workspace=copy))
 
 
 def scripted_episodes(args: argparse.Namespace) -> list[EpisodeRecord]:
@@ -323,7 +360,13 @@ def report(results: dict) -> str:
         + "the bank: the seeded starting bank "
         f"({results['bank_entries']} entries"
         + (f", {results['bank_cases']} of them cases" if "bank_cases" in results else "")
-        + f"); placebo entries drawn for {args['donors']} training goals of other categories.",
+        + f"); placebo entries drawn for {args['donors']} training goals of other categories"
+        + (
+            f"; arm (h): the bank a training run evolved ({results['evolved_bank_entries']} "
+            f"entries, {results['evolved_bank_cases']} of them cases)."
+            if "evolved_bank_entries" in results
+            else "."
+        ),
         "",
         "| arm | success | 95% interval | mean score | mean turns | entries/turn "
         "| prompt tokens/turn | s/turn (wall / CPU) | CPU vs (c) | matmul GFLOP/s, load before |",
