@@ -8,11 +8,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from memory.bulk import insert_entries
 from memory.db import read_session
 from memory.entries import content_of, iso
 from memory.models import EntryRow, SnapshotRow
 from memory.store import BankStore
-from memory.types import BankDiff, EntryChange, SnapshotInfo
+from memory.types import BankDiff, Entry, EntryChange, SnapshotInfo
 from skillrl_core.errors import BankError, InvalidEntryError, SkillNotFoundError
 
 CURRENT = "current"
@@ -65,6 +66,32 @@ class SnapshotStore:
                 )
             ).all()
         return [SnapshotInfo(name=n, created_at=iso(c), entries=k) for n, c, k in rows]
+
+    def entries(self, name: str) -> list[Entry]:
+        """The entries snapshot ``name`` holds: content, status, id and revision as they were.
+
+        Snapshots keep no usage statistics, so these entries carry none.
+        """
+        with read_session(self._store.engine) as session:
+            data = _load(session, name)
+        return [Entry(**record) for record in data]
+
+    def restore_into(self, name: str, target: BankStore) -> int:
+        """Insert snapshot ``name``'s entries into the empty bank behind ``target``, in one
+        transaction (ids, status and revisions kept; the active ones indexed); return how many.
+
+        How a run plays its evaluation goals with the bank as it was at its start: the live bank
+        keeps evolving, the copy does not.
+        """
+        with read_session(target.engine) as session:
+            held = session.scalar(select(EntryRow.id).limit(1))
+        if held is not None:
+            raise BankError(
+                f"snapshot {name!r} restores only into an empty bank; the target holds entries"
+            )
+        entries = self.entries(name)
+        insert_entries(target, entries, author=f"snapshot:{name}")
+        return len(entries)
 
     def diff(self, a: str, b: str | None = None) -> BankDiff:
         """Entries added, removed and changed from snapshot ``a`` to ``b`` (None: the live bank)."""

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from skillrl.prompts import PromptConfig
     from trainers.checkpoint_choice import RunChoice
     from trainers.config import CycleConfig, GRPOConfig
-    from trainers.cycle_metrics import CycleMetrics
+    from trainers.cycle_metrics import BankWorth, CycleMetrics
     from trainers.policy_rollouts import RolloutProgress
     from trainers.processes import Processes
     from trainers.run_files import RunState
@@ -405,6 +405,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
             # A run whose cold start finished but whose cycles never began has no state yet.
             state = run.run(resume=resume)
         print_choice(console, run.files.load_choice())
+        print_bank_worth(console, state.history)
         console.print(
             f"[green]done[/]: metrics {run.files.metrics_path}, curve {run.files.curve_path}"
         )
@@ -495,7 +496,28 @@ def print_cycle(console: Any, metrics: CycleMetrics) -> None:
         ]
     if metrics.bank.size is not None:
         parts.append(f"bank {metrics.bank.size}")
+    if metrics.bank_worth is not None:
+        parts.append(bank_worth_text(metrics.bank_worth))
     console.print("  ".join(parts))
+
+
+def bank_worth_text(worth: BankWorth) -> str:
+    """The evolved bank against the cycle-0 bank on the same evaluation goals, in words."""
+    return (
+        f"evolved bank {worth.evolved_successes}/{worth.goals} vs cycle-0 bank "
+        f"{worth.starting_successes}/{worth.goals} ({worth.won} won, {worth.lost} lost, "
+        f"exact McNemar p = {worth.p_value:.2g})"
+    )
+
+
+def print_bank_worth(console: Any, history: list[dict[str, Any]]) -> None:
+    """Say what the bank's evolution was worth at the last cycle that measured it."""
+    from trainers.cycle_metrics import CycleMetrics
+
+    measured = [m for m in map(CycleMetrics.from_row, history) if m.bank_worth is not None]
+    if measured:
+        last = measured[-1]
+        console.print(f"cycle {last.cycle}: {bank_worth_text(last.bank_worth)}", soft_wrap=True)
 
 
 def training_policy_config(model: str, workspace: str | None, threads: int | None) -> PolicyConfig:

@@ -338,6 +338,15 @@ class CycleConfig:
         "actions that change and the mean KL (sensitivity.* in metrics.jsonl): 0 means the "
         "policy ignores what its entries say. Costs up to one more scoring pass per turn.",
     )
+    compare_starting_bank: bool = option(
+        False,
+        help="On evaluated cycles after cycle 0, with skills: play the evaluation goals once "
+        "more with the bank as it was at cycle 0 (a copy of its snapshot in the run folder) "
+        "and pair the two goal by goal (bank_worth.* in metrics.jsonl: won, lost, exact "
+        "McNemar p): what distilling and evolving the bank has been worth to the policy being "
+        "trained. Doubles the cost of each later evaluation.",
+        show_default=False,
+    )
     dynamic_sampling: bool = option(
         True,
         help="Drop groups whose episodes all got the same return and top up from further goals.",
@@ -424,6 +433,12 @@ class CycleConfig:
                 f"{given} ({getattr(self, given)}) needs evaluation goals that are not test "
                 f"goals to choose a checkpoint on (eval_split is {self.eval_split!r}, eval_goals "
                 f"{self.eval_goals}): pass --eval-split eval and --eval-goals N"
+            )
+        if self.compare_starting_bank and not (self.skills and self.eval_goals):
+            raise ConfigError(
+                "compare_starting_bank replays the evaluation goals with the cycle-0 bank: it "
+                f"needs skills (skills is {self.skills}) and evaluation goals (eval_goals "
+                f"{self.eval_goals})"
             )
         if self.rollout_dtype not in ROLLOUT_DTYPES:
             raise ConfigError(

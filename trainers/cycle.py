@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -75,6 +76,7 @@ from trainers.checkpoint_choice import (
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.cycle_metrics import (
     BankChanges,
+    BankWorth,
     CycleMetrics,
     GroupCounts,
     RolloutCost,
@@ -113,6 +115,13 @@ logger = logging.getLogger(__name__)
 TEST_EPISODES = "test"
 """Name of the test goals' episode files (``cycles/<c>/test.json``): cycle 0's and the chosen
 cycle's, with ``--test-goals``."""
+STARTING_BANK_EPISODES = "eval-starting-bank"
+"""Name of the evaluation replayed with the cycle-0 bank (``compare_starting_bank``)."""
+
+
+def snapshot_name(run_name: str, cycle: int) -> str:
+    """The bank snapshot a run saves at the end of ``cycle``."""
+    return f"{run_name}-cycle-{cycle:04d}"
 
 
 class TrainingRun:
@@ -153,9 +162,11 @@ class TrainingRun:
         self.processes = processes or Processes.current()
         self.policy, self.runner, self.bank, self.distiller = policy, runner, bank, distiller
         self.eval_runner = eval_runner or runner
-        self._placebo: PlaceboRetrieval | None = None
         """Plays evaluation and validation (default: ``runner``; the CLI passes one over the
         float32 weights when training rollouts play a bf16 copy)."""
+        self._placebo: PlaceboRetrieval | None = None
+        self._starting_bank: SkillBank | None = None
+        """The cycle-0 bank's copy (``compare_starting_bank``), opened on first use."""
         self.files = RunFiles(run_dir)
         self.rewards = list(
             reward_functions
@@ -190,6 +201,9 @@ class TrainingRun:
             self._cycles(state)
         finally:
             self.tracker.close()
+            if self._starting_bank is not None:
+                self._starting_bank.close()
+                self._starting_bank = None
         if self.config.chooses_checkpoint:
             self._leave_chosen(state)
         state.done = True
@@ -395,7 +409,18 @@ class TrainingRun:
             probe=self._sensitivity_probe(),
         )
         sensitivity = played.get("sensitivity")
-        figures = {"sensitivity": SkillSensitivity(**sensitivity)} if sensitivity else {}
+        figures: dict[str, Any] = (
+            {"sensitivity": SkillSensitivity(**sensitivity)} if sensitivity else {}
+        )
+        if self.config.compare_starting_bank and cycle > 0 and self.bank is not None:
+            starting = self._played(
+                cycle,
+                STARTING_BANK_EPISODES,
+                self.config.eval_split,
+                self.config.eval_goals,
+                runner=self._starting_bank_runner,
+            )["episodes"]
+            figures["bank_worth"] = BankWorth.of(starting, played["episodes"])
         self._measured(state, cycle, eval=summarise(played["episodes"]), **figures)
         if cycle == 0 and self.config.test_goals:
             # The starting model on the test goals: what the chosen cycle is paired with at the
@@ -427,15 +452,18 @@ class TrainingRun:
         goals: int,
         probe: Callable[[LLMAgent], SensitivityProbe] | None = None,
         first: int = 0,
+        runner: Callable[[], PolicyRollouts] | None = None,
     ) -> dict[str, Any]:
         """Play (or read back, on resume) ``goals`` goals of ``split``, from goal ``first`` on.
 
         Returns the episodes as records, with the sensitivity figures when ``probe`` watched them.
+        ``runner`` makes the runner that plays them (default: the evaluation runner); it is
+        called only when the episodes are not on disk yet.
         """
         data = self.files.load_episodes(cycle, name)
         if data is not None:
             return data
-        runner = self.eval_runner
+        runner = runner() if runner is not None else self.eval_runner
         indices = range(first, first + goals)
         starts = [runner.start(split, i, seed=self.config.seed + i) for i in indices]
         probes: list[SensitivityProbe] = []
@@ -457,6 +485,35 @@ class TrainingRun:
             payload["sensitivity"] = vars(probes[0].report.overall)
         self.files.save_episodes(cycle, name, payload)
         return {**payload, "episodes": episodes}
+
+    def _starting_bank_runner(self) -> PolicyRollouts:
+        """The evaluation runner over a copy of the bank as it was at cycle 0.
+
+        The copy (``starting_bank/`` in the run folder, SQLite and an embedded index whatever
+        the live bank's backend) is restored from cycle 0's snapshot once, in a temporary
+        folder renamed into place, so a killed restore leaves nothing half written.
+        """
+        if self._starting_bank is None:
+            assert self.bank is not None
+            from memory import BankConfig, SkillBank
+
+            folder = self.files.starting_bank
+            config = dataclasses.replace(
+                self.bank.config, workspace=folder, database_url=None, chroma_url=None
+            )
+            embedder = self.bank.store.embedder
+            if not folder.exists():
+                building = folder.with_name(folder.name + ".tmp")
+                shutil.rmtree(building, ignore_errors=True)
+                snapshot = snapshot_name(self.files.root.name, 0)
+                with SkillBank.open(
+                    dataclasses.replace(config, workspace=building), embedder=embedder
+                ) as copy:
+                    restored = self.bank.snapshots.restore_into(snapshot, copy.store)
+                building.rename(folder)
+                logger.info("the cycle-0 bank (%d entries) copied to %s", restored, folder)
+            self._starting_bank = SkillBank.open(config, embedder=embedder)
+        return dataclasses.replace(self.eval_runner, bank=self._starting_bank)
 
     def _evolve(self, cycle: int, state: RunState) -> None:
         if self.bank is None or self.distiller is None or not self.config.evolve:
@@ -648,12 +705,12 @@ class TrainingRun:
         state.current = {k: v for k, v in figures.items() if k != "cycle"}
 
     def _snapshot(self, cycle: int) -> BankChanges:
-        name = f"{self.files.root.name}-cycle-{cycle:04d}"
+        name = snapshot_name(self.files.root.name, cycle)
         known = {s.name for s in self.bank.snapshots.list()}
         if name not in known:
             self.bank.snapshots.create(name)
         churn = None
-        previous = f"{self.files.root.name}-cycle-{cycle - 1:04d}"
+        previous = snapshot_name(self.files.root.name, cycle - 1)
         if cycle > 0 and previous in known:
             diff = self.bank.snapshots.diff(previous, name)
             churn = len(diff.added) + len(diff.removed) + len(diff.changed)

@@ -11,9 +11,12 @@ the same object from memory. A cycle in progress keeps its sections in ``state.j
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from skillrl_core.records import EpisodeRecord
+from trainers.checkpoint_choice import PairedTest
 from trainers.episode_metrics import EpisodeSummary
 from trainers.grpo import StepMetrics
 
@@ -129,12 +132,41 @@ class SkillSensitivity:
     """Mean KL divergence between the two distributions over the candidates."""
 
 
+@dataclass(frozen=True)
+class BankWorth:
+    """The evaluation goals played twice by the same weights, with the bank as it was at cycle 0
+    and with the bank the run has distilled into and evolved, paired goal by goal: what the
+    run's changes to the bank are worth to the policy being trained."""
+
+    goals: int
+    starting_successes: int
+    """Evaluation goals solved with the cycle-0 bank."""
+    evolved_successes: int
+    """... with the bank as it is now (the cycle's ``eval.successes``)."""
+    won: int
+    """Goals solved with the evolved bank only."""
+    lost: int
+    """Goals solved with the cycle-0 bank only."""
+    p_value: float
+    """Exact two-sided McNemar p on the discordant goals."""
+
+    @classmethod
+    def of(cls, starting: Sequence[EpisodeRecord], evolved: Sequence[EpisodeRecord]) -> BankWorth:
+        """Pair two plays of the same goals (same order): cycle-0 bank, evolved bank."""
+        pair = PairedTest.of(starting, evolved)
+        return cls(
+            pair.goals, pair.start_successes, pair.chosen_successes, pair.won, pair.lost,
+            pair.p_value,
+        )  # fmt: skip
+
+
 _SECTIONS: dict[str, type] = {
     "train": TrainingRollouts,
     "groups": GroupCounts,
     "rollout": RolloutCost,
     "eval": EpisodeSummary,
     "sensitivity": SkillSensitivity,
+    "bank_worth": BankWorth,
 }
 """Sections whose fields are all present or all absent, by row prefix."""
 
@@ -153,6 +185,9 @@ class CycleMetrics:
     """The fixed evaluation goals (None: not an evaluated cycle, ``--eval-every``)."""
     sensitivity: SkillSensitivity | None = None
     """How much the evaluation's choices depend on what its entries say (None: not measured)."""
+    bank_worth: BankWorth | None = None
+    """The evaluation replayed with the cycle-0 bank, paired (None: not measured,
+    ``CycleConfig.compare_starting_bank``)."""
     bank: BankChanges = field(default_factory=BankChanges)
     seconds: float | None = None
     """Wall seconds of the cycle in this process (a resumed cycle counts its resumed part)."""

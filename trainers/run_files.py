@@ -147,6 +147,8 @@ class RunFiles:
         self.curve_path = root / "learning_curve.png"
         self.choice_path = root / "best.json"
         self.best_weights = root / "best_weights.safetensors"
+        self.starting_bank = root / "starting_bank"
+        """A copy of the bank as it was at cycle 0 (``CycleConfig.compare_starting_bank``)."""
 
     def cycle_dir(self, cycle: int) -> Path:
         """Folder of one cycle's episode files."""

@@ -26,6 +26,7 @@ _ADDED_SINCE: dict[str, dict[str, Any]] = {
         "sensitivity": False,
         "patience": 0,
         "test_goals": 0,
+        "compare_starting_bank": False,
     },
     "grpo": {"whole_group_steps": False, "estimator": "grpo", "rft_weight": 0.0, "bf16": False},
 }
@@ -35,7 +36,7 @@ run saved before ``whole_group_steps`` shuffled turns across groups, and resumes
 ``estimator`` trained plain GRPO advantages; one saved before ``rollout_dtype`` rolled out in
 float32, and one saved before ``bf16`` updated in float32; none saved before ``sensitivity``
 probed its evaluation, nor before ``patience`` and ``test_goals`` stopped early or played test
-goals."""
+goals, nor before ``compare_starting_bank`` replayed its evaluation with the cycle-0 bank."""
 
 
 _RENAMED_SINCE: dict[str, dict[str, str]] = {"grpo": {"step_advantage_weight": "step_weight"}}

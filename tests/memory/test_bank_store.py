@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from memory import RetrievalConfig, RetrievalQuery, SkillBank
+from memory import BankConfig, RetrievalConfig, RetrievalQuery, SkillBank
 from memory.store import BankStore
 from skillrl_core.errors import (
     BankError,
@@ -243,6 +243,26 @@ def test_snapshots_list_and_diff(bank, samples):
         bank.snapshots.diff("cycle-9")
     with pytest.raises(Exception, match="already exists"):
         bank.snapshots.create("cycle-0")
+
+
+def test_a_snapshot_restores_into_an_empty_bank_as_it_was(bank, samples, tmp_path, embedder):
+    size = bank.add(samples.size).entry
+    retired = bank.add(samples.mistake).entry
+    bank.retire(retired.id, author="a")
+    bank.snapshots.create("cycle-0")
+    bank.add(samples.price)
+    bank.edit(size.id, author="a", title="Choose the right size")
+    with SkillBank.open(BankConfig(workspace=tmp_path / "copy"), embedder=embedder) as copy:
+        assert bank.snapshots.restore_into("cycle-0", copy.store) == 2
+        assert copy.get(size.id).title == samples.size.title  # the content as snapshotted
+        assert copy.get(retired.id).status == "retired" and copy.count() == 1
+        (hits,) = copy.retrieve([_query("buy running shoes in size 9")], record=False)
+        assert [h.entry.id for h in hits.task] == [size.id]  # only the active entry is indexed
+        assert hits.mistakes == []
+        with pytest.raises(BankError, match="empty bank"):
+            bank.snapshots.restore_into("cycle-0", copy.store)
+    with pytest.raises(SkillNotFoundError):
+        bank.snapshots.entries("cycle-9")
 
 
 def test_a_failing_index_write_leaves_sql_unchanged(bank, monkeypatch, samples):
