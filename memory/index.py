@@ -39,12 +39,11 @@ queries need no metadata filter (filtered HNSW queries were 5-10x slower in Chro
 def partition_of(metadata: dict[str, Any]) -> Partition:
     """Return the partition an entry's index metadata puts it in.
 
-    General skills share one; task skills are split by env and category (retrieval filters by
-    both); notes by env only (retrieval filters notes by env).
+    General skills and notes by env only (an entry without an env applies to every one, and
+    retrieval searches its env's partition and the env-agnostic one); task skills by env and
+    category (retrieval filters by both).
     """
     kind = str(metadata["kind"])
-    if kind == "general":
-        return ("general", "", "")
     category = str(metadata.get("category") or "") if kind == "task" else ""
     return (kind, str(metadata.get("env") or ""), category)
 

@@ -1,7 +1,8 @@
 """Batched per-turn retrieval: one embedding pass per batch, then one index query per kind.
 
 The index keeps one collection per partition (see ``memory.index.partition_of``), so every
-query is an unfiltered nearest-neighbour search: general skills once for the whole batch; task
+query is an unfiltered nearest-neighbour search: general skills once per distinct env in the
+batch, plus once for the env-agnostic ones, merged by similarity; task
 skills once per distinct (env, category) in the batch (a query without a category searches every
 task category of its env: a person asking "what shoe size" should not have to name "footwear");
 counterfactual notes once per distinct env, plus once for env-agnostic notes, merged by
@@ -195,7 +196,7 @@ def search_index(
     )
     env_agnostic = _grouped_query(store, vectors, [("mistake", "", "")] * n, k_notes)
     return {
-        "general": _grouped_query(store, vectors, [("general", "", "")] * n, limits["general"]),
+        "general": _general_hits(store, queries, vectors, limits["general"]),
         "task": _task_hits(store, queries, vectors, limits["task"]),
         # Both lists together; _settle orders them and keeps the best.
         "mistakes": [x + y for x, y in zip(mistakes_of_env, env_agnostic, strict=True)],
@@ -207,6 +208,22 @@ def search_index(
             else [[] for _ in queries]
         ),
     }
+
+
+def _general_hits(
+    store: BankStore, queries: list[RetrievalQuery], vectors: np.ndarray, k: int
+) -> Hits:
+    """General-skill hits: the query's env's own and the env-agnostic ones, together.
+
+    A general skill written for one environment (how to shop) is never served in another (a
+    Sokoban room); one without an env serves every environment.
+    """
+    agnostic = _grouped_query(store, vectors, [("general", "", "")] * len(queries), k)
+    own_envs = [q.env or "" for q in queries]
+    if not any(own_envs):
+        return agnostic
+    own = _grouped_query(store, vectors, [("general", env, "") for env in own_envs], k)
+    return [x + y if env else x for x, y, env in zip(agnostic, own, own_envs, strict=True)]
 
 
 def _task_hits(

@@ -106,19 +106,18 @@ def bootstrap(bank: Any, env: str, episodes: int, first_goal: int, probe_fractio
                              env_config=env_config)  # fmt: skip
     player = _agent(bank, agent, teacher)
     report = bootstrap_bank(bank, make_distiller(bank, **teacher), config, agent=player)
+    regenerate = (
+        f"skillrl bootstrap --env {env} --episodes {episodes} --first-goal {first_goal} "
+        f"--probe-fraction {probe_fraction:g} --agent {agent} --distiller "
+        f"{teacher['distiller']} --max-turns {max_turns}"
+        + "".join(f" --env-option {key}={value}" for key, value in sorted(env_options.items()))
+        + " --workspace <empty folder>"
+    )
     if export_path is not None:
-        command = (
-            f"skillrl bootstrap --env {env} --episodes {episodes} --first-goal {first_goal} "
-            f"--probe-fraction {probe_fraction:g} --agent {agent} --distiller "
-            f"{teacher['distiller']} --workspace <empty folder> --export {export_path}"
-        )
+        command = f"{regenerate} --export {export_path}"
         write_starting_bank(export_path, env, active_drafts(bank, env), regenerate=command)
     if cases_path is not None:
-        command = (
-            f"skillrl bootstrap --env {env} --episodes {episodes} --first-goal {first_goal} "
-            f"--probe-fraction {probe_fraction:g} --agent {agent} --distiller "
-            f"{teacher['distiller']} --workspace <empty folder> --export-cases {cases_path}"
-        )
+        command = f"{regenerate} --export-cases {cases_path}"
         cases = active_drafts(bank, env, kinds=("case",))
         write_starting_bank(cases_path, env, cases, regenerate=command)
     if as_json:

@@ -1,4 +1,5 @@
-"""First-run seeding: an empty workspace bank gets the shipped starting bank.
+"""First-run seeding: a workspace bank gets an environment's shipped starting bank the first time
+that environment plays in it.
 
 The starting bank (``skillrl/distill/data/<env>_starting_bank.json``) is what ``skillrl bootstrap
 --env <env> --export`` writes: drafts distilled from the scripted expert's training-goal episodes.
@@ -6,9 +7,10 @@ Seeding imports it through ``bank.add`` so the embeddings and merge-on-insert ar
 Regenerate it with the command stored in the file (``regenerate``).
 
 Seeding also adds the hand-written general skills (``skillrl/distill/data/general_skills.json``,
-same format, general entries only), first, so that every prompt has general skills from the
-first turn: the distiller finds few general patterns (one in the shipped bank), and retrieval
-always serves the best ``k_general`` of them.
+same format, general entries only) of that environment, and with the first environment seeded
+the ones for every environment, first, so that every prompt has general skills from the first
+turn: the distiller finds few general patterns (one in the shipped bank), and retrieval always
+serves the best ``k_general`` of the environment's own and the environment-agnostic ones.
 """
 
 from __future__ import annotations
@@ -62,16 +64,26 @@ def general_skills_path() -> Path:
     return Path(str(resources.files("skillrl.distill.data").joinpath(GENERAL_SKILLS_FILE)))
 
 
-def load_general_skills(path: str | os.PathLike[str] | None = None) -> list[EntryDraft]:
-    """Read the general skills file (the shipped one by default); every entry must be general."""
+def load_general_skills(
+    path: str | os.PathLike[str] | None = None, *, env: str | None = None, agnostic: bool = True
+) -> list[EntryDraft]:
+    """Read the general skills file (the shipped one by default); every entry must be general.
+
+    A general skill applies across one environment's categories (``env`` set: how to shop) or
+    to every environment (``env`` null: use only the actions offered). ``env``: keep that
+    environment's skills only (None: every environment's); ``agnostic``: keep the ones for every
+    environment too.
+    """
     path = general_skills_path() if path is None else Path(path)
     _, drafts = load_starting_bank(path)
     for i, draft in enumerate(drafts):
-        if draft.kind != "general" or draft.env is not None or draft.category is not None:
-            raise DataFileError(
-                f"{path}: entries[{i}] must be a general skill with no env or category"
-            )
-    return drafts
+        if draft.kind != "general" or draft.category is not None:
+            raise DataFileError(f"{path}: entries[{i}] must be a general skill with no category")
+    return [
+        d
+        for d in drafts
+        if (d.env is None and agnostic) or (d.env is not None and env in (None, d.env))
+    ]
 
 
 def starting_bank_path(env_id: str) -> Path | None:
@@ -154,15 +166,18 @@ def seed_bank(
     env_id: str,
     *,
     general: bool = True,
+    agnostic: bool = True,
     cases: str | os.PathLike[str] | None = None,
 ) -> SeedReport:
     """Add the general skills, every entry of a starting-bank file, then ``cases``' entries.
 
-    ``general=False`` seeds the starting bank alone; ``cases``: a starting-cases file (the same
-    format, entries of kind ``case``: what solved each training request).
+    ``general=False`` seeds the starting bank alone; ``agnostic=False`` leaves out the general
+    skills for every environment (a bank seeded for another environment holds them already);
+    ``cases``: a starting-cases file (the same format, entries of kind ``case``: what solved each
+    training request).
     """
     started = time.perf_counter()
-    drafts = load_general_skills() if general else []
+    drafts = load_general_skills(env=env_id, agnostic=agnostic) if general else []
     drafts += load_starting_bank(path)[1]
     if cases is not None:
         case_entries = load_starting_bank(cases)[1]
@@ -177,13 +192,17 @@ def seed_bank(
 
 
 def seed_bank_if_empty(bank: SkillBank, env_id: str) -> SeedReport | None:
-    """Seed an empty bank (no entries at all, retired included) with ``env_id``'s starting bank.
+    """Seed ``env_id``'s starting bank into a bank that holds no entry of ``env_id`` yet.
 
-    Returns None when the bank already has entries or no starting bank ships for ``env_id``.
+    Entries of any status count (a person who retired every seeded entry is not seeded again).
+    The general skills for every environment come with the first environment seeded only, so
+    one workspace holds several environments' banks side by side. Returns None when the bank
+    already has entries of ``env_id`` or no starting bank ships for it.
     """
-    if bank.count(status=None) > 0:
+    empty = bank.count(status=None) == 0
+    if not empty and bank.list(env=env_id, status=None):
         return None
     path = starting_bank_path(env_id)
     if path is None:
         return None
-    return seed_bank(bank, path, env_id, cases=starting_cases_path(env_id))
+    return seed_bank(bank, path, env_id, agnostic=empty, cases=starting_cases_path(env_id))

@@ -37,12 +37,50 @@ def test_shipped_webshop_starting_bank_loads_validates_and_is_clean():
 
 def test_shipped_general_skills_are_general_clean_and_distinct():
     drafts = load_general_skills()
-    assert 6 <= len(drafts) <= 10
-    assert all(d.kind == "general" and d.env is None and d.category is None for d in drafts)
+    assert all(d.kind == "general" and d.category is None for d in drafts)
+    assert {d.env for d in drafts} == {None, "webshop", "sokoban"}
     assert len({d.title.lower() for d in drafts}) == len(drafts)
     for draft in drafts:
         assert draft.when_to_apply and not find_leaks(draft.text_for_embedding()), draft.title
     assert general_skills_path().name == "general_skills.json"
+    # An environment gets its own and the environment-agnostic ones, never another's.
+    for env in ("webshop", "sokoban"):
+        own = load_general_skills(env=env)
+        assert {d.env for d in own} == {None, env} and 4 <= len(own) <= 10
+        assert {d.env for d in load_general_skills(env=env, agnostic=False)} == {env}
+
+
+def test_shipped_sokoban_starting_bank_is_clean_and_says_how_it_was_made():
+    env, drafts = load_starting_bank(starting_bank_path("sokoban"))
+    assert env == "sokoban" and drafts and all(d.env == "sokoban" for d in drafts)
+    for draft in drafts:
+        assert not find_leaks(draft.text_for_embedding()), draft.title
+    regenerate = json.loads(starting_bank_path("sokoban").read_text())["regenerate"]
+    # The environment settings it was played under are part of the command.
+    assert "--env-option categories=6x6-1box" in regenerate and "--max-turns 10" in regenerate
+
+
+@pytest.mark.slow
+def test_a_second_environment_is_seeded_beside_the_first_with_its_own_general_skills(bank):
+    seed_bank_if_empty(bank, "webshop")
+    webshop_entries = bank.count(status=None)
+    report = seed_bank_if_empty(bank, "sokoban")
+    own = load_general_skills(env="sokoban", agnostic=False)
+    sokoban = load_starting_bank(starting_bank_path("sokoban"))[1]
+    assert report is not None and report.entries == len(own) + len(sokoban)
+    assert bank.count(status=None) == webshop_entries + report.added  # nothing merged away
+    assert seed_bank_if_empty(bank, "sokoban") is None
+    room = RetrievalQuery(
+        instruction="push every box onto a target",
+        observation="player at (2, 3); box at (3, 3); target at (4, 3)",
+        env="sokoban",
+        category="6x6-1box",
+    )
+    shop = RetrievalQuery(instruction="i need a navy dress shirt", observation="", env="webshop")
+    in_room, in_shop = bank.retrieve([room, shop], record=False)
+    assert in_room.general and {r.entry.env for r in in_room.general} <= {None, "sokoban"}
+    assert in_shop.general and {r.entry.env for r in in_shop.general} <= {None, "webshop"}
+    assert {r.entry.env for r in in_room.task} == {"sokoban"}
 
 
 def test_a_general_skills_file_holding_a_task_skill_is_refused(tmp_path):
@@ -88,7 +126,7 @@ def test_write_is_atomic_and_readable(tmp_path):
 def test_empty_bank_is_seeded_once_through_the_add_api(bank):
     report = seed_bank_if_empty(bank, "webshop")
     _, drafts = load_starting_bank(starting_bank_path("webshop"))
-    general = load_general_skills()
+    general = load_general_skills(env="webshop")
     from skillrl.distill.seeding import starting_cases_path
 
     cases = load_starting_bank(starting_cases_path("webshop"))[1]
@@ -111,4 +149,4 @@ def test_empty_bank_is_seeded_once_through_the_add_api(bank):
     assert len(skills.general) == 2 and all(r.similarity < 0.25 for r in skills.general)
     assert bank.count(kind="general") >= len(general)
     assert seed_bank_if_empty(bank, "webshop") is None
-    assert seed_bank_if_empty(bank, "alfworld") is None
+    assert seed_bank_if_empty(bank, "alfworld") is None  # no starting bank ships for it
