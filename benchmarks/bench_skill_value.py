@@ -360,7 +360,12 @@ def report(results: dict) -> str:
         + "the bank: the seeded starting bank "
         f"({results['bank_entries']} entries"
         + (f", {results['bank_cases']} of them cases" if "bank_cases" in results else "")
-        + f"); placebo entries drawn for {args['donors']} training goals of other categories"
+        + ")"
+        + (
+            f"; placebo entries drawn for {args['donors']} training goals of other categories"
+            if "placebo" in rows
+            else ""
+        )
         + (
             f"; arm (h): the bank a training run evolved ({results['evolved_bank_entries']} "
             f"entries, {results['evolved_bank_cases']} of them cases)."
