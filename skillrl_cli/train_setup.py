@@ -191,6 +191,8 @@ def settle_training(ctx: click.Context, values: dict[str, Any]) -> TrainSettings
     launch = dataclasses.replace(launch, model=model)
     if not launch.resume and not launch.cold_start:  # a resumed run keeps its saved settings
         cycle, prompt, launch = take_model_settings(ctx, cycle, prompt, launch)
+    if launch.resume:
+        cycle = kept_model_settings(cycle, folder)
     constrained = check_decoding(launch.backend, launch.constrained)
     launch = dataclasses.replace(launch, constrained=constrained)
     grpo = build(
@@ -375,6 +377,22 @@ def take_model_settings(
     if taken.constrained is not None:
         launch = dataclasses.replace(launch, constrained=taken.constrained)
     return cycle, prompt, launch
+
+
+def kept_model_settings(cycle: CycleConfig, folder: Path) -> CycleConfig:
+    """On resume: the settings the run took from its model at launch that no option sets.
+
+    A model that records ``"skills": false`` turned distillation and evolution off
+    (:func:`take_model_settings`); no option says so again on resume, so they are read back from
+    the run's ``config.json`` rather than left at the config's defaults.
+    """
+    from trainers.run_files import RunFiles
+    from trainers.run_settings import saved_cycle_config
+
+    saved = saved_cycle_config(RunFiles(folder))
+    if saved is None:
+        return cycle
+    return dataclasses.replace(cycle, distill=saved.distill, evolve=saved.evolve)
 
 
 def starting_model(

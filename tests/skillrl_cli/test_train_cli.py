@@ -94,6 +94,26 @@ def test_train_runs_resumes_with_more_cycles_and_eval_reads_the_checkpoint(
     assert report[0]["timings"]["per_turn"]["model"] > 0
 
 
+@pytest.mark.slow
+def test_a_run_from_a_model_recorded_without_skills_resumes(tmp_path, tiny_model_dir):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    settings = {"env_id": "webshop", "skills": False, "max_prompt_tokens": 512,
+                "constrained": True, "env_options": {}}  # fmt: skip
+    (model / "skillrl.json").write_text(json.dumps(settings))
+    where = ["--workspace", str(tmp_path / "ws"), "--run-name", "r"]
+    small = ["--goals-per-cycle", "1", "--group-size", "2", "--eval-goals", "1", "--max-turns",
+             "2", "--max-new-tokens", "4", "--threads", "1"]  # fmt: skip
+    first = invoke("train", "--model", str(model), "--cycles", "1", *small, *where)
+    assert first.exit_code == 0, first.output
+    saved = json.loads((tmp_path / "ws" / "runs" / "r" / "config.json").read_text())["cycle"]
+    assert saved["skills"] is False and saved["distill"] is False  # taken from skillrl.json
+    more = invoke("train", "--cycles", "2", "--resume", *where)
+    assert more.exit_code == 0, more.output
+
+
 def test_bad_options_give_one_clear_line(tmp_path):
     ws = str(tmp_path / "ws")
     result = invoke("train", "--workspace", ws, "--backend", "vllm")
