@@ -7,6 +7,7 @@ entry on the same goals and seeds. Both reduce to the discordant pairs, and both
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from math import comb
 
 from skillrl_core.errors import ConfigError
@@ -26,3 +27,17 @@ def mcnemar_exact(lost: int, won: int) -> float:
         return 1.0
     tail = sum(comb(n, k) for k in range(min(lost, won) + 1)) / 2**n
     return min(1.0, 2 * tail)
+
+
+def discordant(baseline: Iterable[object], other: Iterable[object]) -> tuple[int, int]:
+    """Count the discordant pairs of two plays of the same goals, in the same order.
+
+    Each item is a success (anything truthy) or not. Returns ``(lost, won)``: the goals only
+    ``baseline`` solved, and the goals only ``other`` solved, as :func:`mcnemar_exact` takes them.
+    Plays of different lengths are refused with ``ValueError``.
+    """
+    lost = won = 0
+    for a, b in zip(baseline, other, strict=True):
+        lost += bool(a) and not b
+        won += bool(b) and not a
+    return lost, won

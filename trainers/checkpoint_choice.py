@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from skillrl_core.records import EpisodeRecord
-from skillrl_core.significance import mcnemar_exact
+from skillrl_core.significance import discordant, mcnemar_exact
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,7 @@ class PairedTest:
     def of(cls, start: Sequence[EpisodeRecord], chosen: Sequence[EpisodeRecord]) -> PairedTest:
         """Pair two plays of the same goals (same order)."""
         pairs = list(zip(start, chosen, strict=True))
-        won = sum(bool(b.success) and not a.success for a, b in pairs)
-        lost = sum(bool(a.success) and not b.success for a, b in pairs)
+        lost, won = discordant((a.success for a, _ in pairs), (b.success for _, b in pairs))
         count = max(len(pairs), 1)
         return cls(
             goals=len(pairs),

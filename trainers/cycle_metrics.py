@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from skillrl_core.records import EpisodeRecord
-from trainers.checkpoint_choice import PairedTest
+from skillrl_core.significance import discordant, mcnemar_exact
 from trainers.episode_metrics import EpisodeSummary
 from trainers.grpo import StepMetrics
 
@@ -153,11 +153,15 @@ class BankWorth:
     @classmethod
     def of(cls, starting: Sequence[EpisodeRecord], evolved: Sequence[EpisodeRecord]) -> BankWorth:
         """Pair two plays of the same goals (same order): cycle-0 bank, evolved bank."""
-        pair = PairedTest.of(starting, evolved)
+        lost, won = discordant((e.success for e in starting), (e.success for e in evolved))
         return cls(
-            pair.goals, pair.start_successes, pair.chosen_successes, pair.won, pair.lost,
-            pair.p_value,
-        )  # fmt: skip
+            goals=len(starting),
+            starting_successes=sum(bool(e.success) for e in starting),
+            evolved_successes=sum(bool(e.success) for e in evolved),
+            won=won,
+            lost=lost,
+            p_value=mcnemar_exact(lost, won),
+        )
 
 
 _SECTIONS: dict[str, type] = {

@@ -111,8 +111,9 @@ class SokobanConfig:
     def __post_init__(self) -> None:
         raw = self.categories
         if not isinstance(raw, str | list | tuple):
+            given = "is empty" if raw is None else f"({raw!r}) is not text"
             raise ConfigError(
-                f"categories ({raw!r}) must be category names such as '6x6-1box,7x7-2box' "
+                f"categories {given}: give category names such as '6x6-1box,7x7-2box' "
                 "(comma-separated)"
             )
         names = raw.split(",") if isinstance(raw, str) else list(raw)

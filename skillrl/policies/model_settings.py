@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,13 @@ class ModelSettings:
             if not isinstance(data, dict):
                 raise ValueError(f"it must hold a JSON object, not a {type(data).__name__}")
             known = {f.name for f in fields(cls)}
+            required = [
+                f.name
+                for f in fields(cls)
+                if f.default is MISSING and f.default_factory is MISSING and f.name not in data
+            ]
+            if required:
+                raise ValueError(f"it lacks the key(s) {', '.join(map(repr, required))}")
             return cls(**{k: v for k, v in data.items() if k in known})
         except (OSError, ValueError, TypeError) as error:
             raise ModelLoadError(f"model settings {path} cannot be read: {error}") from error

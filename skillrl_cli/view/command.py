@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 
 import click
@@ -89,9 +90,15 @@ def view(workspace: str | None, host: str, port: int, token: str | None, read_on
             "(the view creates nothing)",
             param_hint=f"'--workspace' / ${WORKSPACE_ENV_VAR}",
         )
+    config = bank_config(workspace, read_only=read_only)
+    if config.database_url is None and not (config.workspace / "bank.sqlite").exists():
+        # A workspace whose bank was never created (its runs may be there): shown read-only, so
+        # the view writes no bank into it; there is nothing to edit yet.
+        config = dataclasses.replace(config, read_only=True)
+        read_only = True
     sock = _listen(host, port)
     try:
-        bank = SkillBank.open(bank_config(workspace, read_only=read_only))
+        bank = SkillBank.open(config)
     except BaseException:
         sock.close()
         raise

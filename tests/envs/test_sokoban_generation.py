@@ -149,7 +149,7 @@ def test_changing_the_master_seed_changes_the_rooms():
         ({"solved_reward": float("inf")}, "solved_reward"),
         ({"box_on_target_reward": "1"}, "box_on_target_reward"),
         ({"show_legend": "yes"}, "show_legend"),
-        ({"categories": None}, "categories \\(None\\) must be category names"),  # categories=
+        ({"categories": None}, "categories is empty: give category names"),  # categories=
         ({"reverse_steps": 100_000_000}, "reverse_steps \\(100000000\\) must be at most 1,000"),
         ({"rooms_per_category": 10**12}, "rooms_per_category .* must be at most 1,000,000"),
     ],

@@ -240,6 +240,7 @@ def test_a_well_formed_adapter_passes_the_folder_check(tmp_path):
         ({"env_id": "webshop", "skills": "yes", "max_prompt_tokens": 512},
          "'skills' ('yes') must be true or false"),
         ({"env_id": "webshop", "skills": True, "max_prompt_tokens": 0}, "must be >= 1"),
+        ({"env_id": "webshop", "skills": False}, "lacks the key(s) 'max_prompt_tokens'"),
     ],
 )  # fmt: skip
 def test_a_model_settings_file_of_the_wrong_shape_is_refused_in_one_line(
@@ -409,7 +410,7 @@ def test_a_refusal_never_imports_torch(tmp_path, args):
     [
         ("reverse_steps=100000000", "reverse_steps (100000000) must be at most 1,000"),
         ("rooms_per_category=1000000000000", "must be at most 1,000,000"),
-        ("categories=", "categories (None) must be category names such as '6x6-1box"),
+        ("categories=", "categories is empty: give category names such as '6x6-1box"),
     ],
 )
 @pytest.mark.parametrize("command", PLAYING)

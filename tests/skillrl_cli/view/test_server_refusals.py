@@ -401,6 +401,26 @@ def test_the_command_refuses_a_port_outside_0_to_65535(tmp_path, port):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_workspace_without_a_bank_is_shown_read_only_and_gets_none(tmp_path, monkeypatch):
+    import uvicorn
+
+    from skillrl_cli.view import app as view_app
+
+    shown = []
+    build = view_app.build_app
+
+    def recording(bank, config, security):
+        shown.append((bank.read_only, config.read_only))
+        return build(bank, config, security)
+
+    monkeypatch.setattr(view_app, "build_app", recording)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets: None)
+    answer = _view("--workspace", str(tmp_path), "--port", "0")
+    assert answer.exit_code == 0, answer.output
+    assert shown == [(True, True)]
+    assert list(tmp_path.iterdir()) == []  # no bank.sqlite, no chroma/
+
+
 def test_the_printed_url_has_the_port_actually_listened_on(tmp_path, monkeypatch):
     import uvicorn
 
