@@ -1,11 +1,14 @@
-"""The Python entry points under the commands: train a policy with its skill bank.
+"""The Python entry points under the commands: train a policy with its bank, evaluate a model.
 
 ``skillrl train`` builds a :class:`TrainSettings` from its options, wires its progress bars to
 a :class:`TrainWatch` and the run's typed events, calls :func:`train` and prints the
-:class:`TrainResult`; a script or a notebook calls :func:`train` the same way, without click or
-rich. It does what the command does once the settings are checked: it loads the policy (and
-the rollout server's, or a bf16 copy), opens the workspace's bank, builds the runners and the
-distiller, and runs (or resumes) :class:`~trainers.cycle.TrainingRun`.
+:class:`TrainResult`; ``skillrl eval`` does the same with :class:`EvalSettings`,
+:func:`evaluate_model` and :class:`EvalReport`. A script or a notebook calls them the same way,
+without click or rich. Each does what its command does once the settings are checked:
+:func:`train` loads the policy (and the rollout server's, or a bf16 copy), opens the
+workspace's bank, builds the runners and the distiller, and runs (or resumes)
+:class:`~trainers.cycle.TrainingRun`; :func:`evaluate_model` loads the model and plays the same
+goals in each skills arm (:func:`trainers.evaluate.evaluate`), then compares the arms.
 
 It lives in the CLI layer because it wires every layer below it (the runtime's policies and
 bank access with the trainers); the runtime never imports it.
@@ -18,14 +21,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envs.registry import DEFAULT_ENV
 from skillrl.prompts import PromptConfig
 from skillrl_cli.bank_access import open_bank
+from skillrl_core.errors import ConfigError
 
 if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig
     from trainers.checkpoint_choice import RunChoice
     from trainers.config import CycleConfig, GRPOConfig
     from trainers.cycle_metrics import CycleMetrics
+    from trainers.evaluate import ArmComparison, EvalConfig, EvalResult
     from trainers.phased_run import RunEvents
     from trainers.policy_rollouts import RolloutProgress
     from trainers.processes import Processes
@@ -183,6 +189,124 @@ def train(
         close = getattr(rollout_policy, "close", None)
         if rollout_policy is not policy and close is not None:
             close()
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """What :func:`evaluate_model` plays: a model, its goals, and the skills arms to compare."""
+
+    policy: PolicyConfig
+    """The model evaluated (``skillrl eval`` plays float32 unless told otherwise)."""
+    config: EvalConfig
+    """The goals (split and range), the samples and the Pass@(K,T) grid."""
+    env_id: str = DEFAULT_ENV
+    """The environment played."""
+    env_config: dict[str, Any] = field(default_factory=dict)
+    """The environment's settings (``--env-option``)."""
+    arms: tuple[str, ...] = ("on", "off")
+    """Skills arms played on the same goals, the first the baseline of the comparisons:
+    ``on``, ``placebo``, ``off`` (:data:`skillrl.skill_arms.SKILL_ARMS`)."""
+    max_turns: int = 15
+    """Turn limit per episode."""
+    max_new_tokens: int = 48
+    """Tokens the policy may generate per turn."""
+    constrained: bool = True
+    """Constrained decoding (clicks chosen among the admissible ones) or free."""
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+    """How each turn's prompt is built (its token budget)."""
+
+    def __post_init__(self) -> None:
+        # Checked here, not after the model has loaded.
+        from skillrl.skill_arms import SKILL_ARMS
+
+        unknown = [arm for arm in self.arms if arm not in SKILL_ARMS]
+        if not self.arms or unknown or len(set(self.arms)) != len(self.arms):
+            raise ConfigError(
+                f"arms ({self.arms!r}) must name each of {', '.join(SKILL_ARMS)} at most once, "
+                "and at least one"
+            )
+
+    @property
+    def workspace(self) -> Path:
+        """The workspace folder (its skill bank)."""
+        return self.policy.workspace
+
+
+@dataclass(frozen=True)
+class EvalWatch:
+    """How a caller follows an evaluation; every callback optional."""
+
+    arm_started: Callable[[str], None] | None = None
+    """Called with an arm's name before its goals are played."""
+    arm_ended: Callable[[EvalResult], None] | None = None
+    """Called with an arm's figures once its goals are played."""
+    rollout: Callable[[RolloutProgress], None] | None = None
+    """Called as episodes and turns are played."""
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    """What an evaluation measured: each arm's figures and the arms compared goal by goal."""
+
+    arms: list[EvalResult]
+    """One result per arm, in :attr:`EvalSettings.arms` order."""
+    comparisons: list[ArmComparison]
+    """Each later arm against the first (won, lost, exact McNemar p); empty for one arm."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data (what ``skillrl eval --json`` prints)."""
+        from dataclasses import asdict
+
+        return {
+            "arms": [r.to_dict() for r in self.arms],
+            "comparisons": [asdict(c) for c in self.comparisons],
+        }
+
+
+def evaluate_model(settings: EvalSettings, *, watch: EvalWatch | None = None) -> EvalReport:
+    """Evaluate a model in each skills arm on the same goals, then compare the arms.
+
+    The bank is the workspace's (opened, and seeded when empty, unless every arm is ``off``);
+    the placebo arm retrieves for training goals (:func:`skillrl.skill_arms.donor_tasks`).
+    """
+    from skillrl.policies import load_policy
+    from skillrl.skill_arms import donor_tasks, retrieval_source
+    from trainers.evaluate import compare_arms, evaluate
+    from trainers.policy_rollouts import PolicyRollouts
+
+    watch = watch or EvalWatch()
+    arms, env_config = settings.arms, dict(settings.env_config)
+    donors = donor_tasks(settings.env_id, env_config) if "placebo" in arms else None
+    policy = load_policy(settings.policy)
+    bank = open_bank(settings.workspace, settings.env_id) if arms != ("off",) else None
+    results = []
+    try:
+        for arm in arms:
+            runner = PolicyRollouts(
+                policy,
+                env_id=settings.env_id,
+                bank=retrieval_source(arm, bank, donors),
+                env_config=env_config,
+                max_turns=settings.max_turns,
+                max_new_tokens=settings.max_new_tokens,
+                constrained=settings.constrained,
+                prompt_config=settings.prompt,
+                count_retrievals=False,
+                # Only measured, never trained on: sampled (Pass@K) turns get the same query
+                # repair as greedy ones.
+                repair_queries=True,
+                on_progress=watch.rollout,
+            )
+            if watch.arm_started is not None:
+                watch.arm_started(arm)
+            result = evaluate(runner, settings.config, arm)
+            results.append(result)
+            if watch.arm_ended is not None:
+                watch.arm_ended(result)
+    finally:
+        if bank is not None:
+            bank.close()
+    return EvalReport(arms=results, comparisons=compare_arms(results))
 
 
 def rollout_policy_for(settings: TrainSettings, policy: Any) -> Any:

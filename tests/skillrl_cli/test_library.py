@@ -1,7 +1,8 @@
-"""The library under ``skillrl train``: a script trains without click, as a notebook would.
+"""The library under ``skillrl train`` and ``eval``: a script trains and evaluates without click.
 
-One improvement cycle of the documented toy environment (``tests/envs/toy_env.py``) over a tiny
-real checkpoint, progress through the typed run events and the library's watch.
+The documented toy environment (``tests/envs/toy_env.py``) over a tiny real checkpoint: one
+improvement cycle, progress through the typed run events and the library's watch, and an
+evaluation of the checkpoint it saved.
 """
 
 from __future__ import annotations
@@ -14,8 +15,20 @@ from pathlib import Path
 import pytest
 from tiny_checkpoint import write_tiny_checkpoint
 
-from skillrl_cli.library import TrainSettings, TrainWatch, train, training_policy_config
+from skillrl.policies import PolicyConfig
+from skillrl_cli.library import (
+    EvalSettings,
+    EvalWatch,
+    TrainSettings,
+    TrainWatch,
+    evaluate_model,
+    train,
+    training_policy_config,
+)
+from skillrl_core.errors import ConfigError
+from skillrl_core.goal_range import GoalRange
 from trainers.config import CycleConfig, GRPOConfig
+from trainers.evaluate import EvalConfig
 from trainers.phased_run import PhaseEnded, PhaseStarted, RunEvents
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,3 +84,28 @@ def test_train_runs_a_cycle_of_the_toy_environment_without_click(tmp_path):
     assert rollouts and rollouts[-1].episodes_done == rollouts[-1].episodes
     assert (settings.folder / "checkpoints" / "cycle-0001" / "model.safetensors").exists()
     assert result.files.metrics_path.read_text().count("\n") == 2
+
+    # The checkpoint it saved, evaluated as `skillrl eval --skills off --goals 3` would.
+    evaluated = EvalSettings(
+        policy=PolicyConfig(
+            model=str(settings.folder / "checkpoints" / "cycle-0001"),
+            dtype="float32",
+            workspace=workspace,
+            threads=1,
+        ),
+        config=EvalConfig(goals=GoalRange.first_n(3), ts=(3,)),
+        env_id="counter",
+        arms=("off",),
+        max_turns=3,
+        max_new_tokens=4,
+    )
+    arms = []
+    report = evaluate_model(evaluated, watch=EvalWatch(arm_started=arms.append))
+    assert arms == ["off"] and [r.arm for r in report.arms] == ["off"]
+    assert report.arms[0].greedy.episodes == 3 and len(report.arms[0].outcomes) == 3
+    assert report.comparisons == [] and report.to_dict()["arms"][0]["arm"] == "off"
+
+
+def test_evaluation_settings_refuse_an_unknown_arm_before_a_model_loads():
+    with pytest.raises(ConfigError, match="arms"):
+        EvalSettings(policy=PolicyConfig(), config=EvalConfig(), arms=("on", "sometimes"))
