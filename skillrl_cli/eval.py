@@ -22,7 +22,6 @@ import click
 
 from envs.registry import DEFAULT_ENV, ENV_HELP
 from skillrl.prompts import PromptConfig
-from skillrl_cli.bank_access import open_bank
 from skillrl_cli.config_options import OptionGroup, build, config_options
 from skillrl_cli.options import (
     PlayedModel,
@@ -140,9 +139,8 @@ def eval_command(**values: Any) -> None:
     """
     from rich.console import Console
 
+    from skillrl_cli.library import EvalSettings, EvalWatch, evaluate_model
     from skillrl_cli.train_session import PhaseBars
-    from trainers.evaluate import compare_arms, evaluate
-    from trainers.policy_rollouts import PolicyRollouts
 
     choices, played = build(CHOICES, values), build(MODEL_OPTIONS, values)
     if choices.skills is not None:
@@ -178,49 +176,31 @@ def eval_command(**values: Any) -> None:
     check_prompt_budget(choices.env_id, prompt.max_prompt_tokens)  # as the model's settings say
     arms = skill_arms(choices.skills)
     console.print(decoding_line(constrained))
-    from skillrl.policies import load_policy
-    from skillrl.skill_arms import donor_tasks, retrieval_source
-
-    donors = donor_tasks(choices.env_id, env_config) if "placebo" in arms else None
-    policy = load_policy(played.policy_config(workspace))
-    bank = open_bank(workspace, choices.env_id) if arms != ("off",) else None
-    results = []
-    try:
-        # A bar on a terminal; off one (a log file, CI) a plain line every interval.
-        with PhaseBars(console, "evaluating (skills arms)", len(arms)) as bars:
-            for arm in arms:
-                runner = PolicyRollouts(
-                    policy,
-                    env_id=choices.env_id,
-                    bank=retrieval_source(arm, bank, donors),
-                    env_config=env_config,
-                    max_turns=choices.max_turns,
-                    max_new_tokens=choices.max_new_tokens,
-                    constrained=constrained,
-                    prompt_config=prompt,
-                    count_retrievals=False,
-                    # Only measured, never trained on: sampled (Pass@K) turns get the same
-                    # query repair as greedy ones.
-                    repair_queries=True,
-                    on_progress=bars.show_rollout("  goals:"),
-                )
-                bars.phase(f"evaluating skills arm {arm!r}")
-                results.append(evaluate(runner, config, arm))
-                bars.advance()
-    finally:
-        if bank is not None:
-            bank.close()
-    comparisons = compare_arms(results)
+    settings = EvalSettings(
+        policy=played.policy_config(workspace),
+        config=config,
+        env_id=choices.env_id,
+        env_config=env_config,
+        arms=arms,
+        max_turns=choices.max_turns,
+        max_new_tokens=choices.max_new_tokens,
+        constrained=constrained,
+        prompt=prompt,
+    )
+    # A bar on a terminal; off one (a log file, CI) a plain line every interval.
+    with PhaseBars(console, "evaluating (skills arms)", len(arms)) as bars:
+        watch = EvalWatch(
+            arm_started=lambda arm: bars.phase(f"evaluating skills arm {arm!r}"),
+            arm_ended=lambda _result: bars.advance(),
+            rollout=bars.show_rollout("  goals:"),
+        )
+        report = evaluate_model(settings, watch=watch)
     if values["as_json"]:
-        payload = {
-            "arms": [r.to_dict() for r in results],
-            "comparisons": [dataclasses.asdict(c) for c in comparisons],
-        }
-        click.echo(json.dumps(payload, indent=2, sort_keys=True))
+        click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
         return
-    _print(console, results, config)
-    if comparisons:
-        _print_comparisons(console, comparisons)
+    _print(console, report.arms, config)
+    if report.comparisons:
+        _print_comparisons(console, report.comparisons)
 
 
 def _print_comparisons(console: Any, comparisons: list[Any]) -> None:

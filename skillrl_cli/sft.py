@@ -87,7 +87,8 @@ def sft(**values: Any) -> None:
     Only training goals are used. The dataset is written as JSONL (runs/<name>/sft/dataset.jsonl)
     and each round's model as a safetensors checkpoint. Kill it at any time; --resume continues.
     """
-    from skillrl_cli.train_session import run_folder, training_policy_config
+    from skillrl_cli.library import training_policy_config
+    from skillrl_cli.train_session import run_folder
 
     launch = build(LAUNCH_OPTIONS, values)
     config = build(

@@ -1,9 +1,9 @@
 """``skillrl train``: recursive improvement cycles (roll out, distill, GRPO, evaluate, evolve).
 
-A thin layer: it settles the options into one :class:`~skillrl_cli.train_session.TrainSettings`
+A thin layer: it settles the options into one :class:`~skillrl_cli.library.TrainSettings`
 (the cycle's and the update's configs, the policy, the prompt, the folder), claims the run
-folder, and runs :class:`~trainers.cycle.TrainingRun` over the policy and the bank with rich
-progress (:func:`~skillrl_cli.train_session.run_with_progress`).
+folder, and calls the library's :func:`~skillrl_cli.library.train` under rich progress
+(:func:`~skillrl_cli.train_session.run_with_progress`).
 """
 
 from __future__ import annotations

@@ -1,64 +1,29 @@
-"""What ``skillrl train``, ``sft`` and ``eval`` load, and how a training run is shown.
+"""How ``skillrl train`` (and ``sft``, ``eval``) show a run: progress bars, lines around them.
 
-The settings a training run goes with (:class:`TrainSettings`, which
-``train_setup.settle_training`` builds), the policy, the bank and the distiller it needs, its
-run folder, and the cycle loop under rich progress bars.
+The settings a training run goes with and the run itself are the library's
+(:mod:`skillrl_cli.library`: :class:`~skillrl_cli.library.TrainSettings`, which
+``train_setup.settle_training`` builds, and :func:`~skillrl_cli.library.train`); this module
+says what the run will do, wires its events to rich progress bars and prints what it measured.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillrl_cli.bank_access import open_bank
 from skillrl_cli.options import decoding_line
 from skillrl_core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from skillrl.policies import PolicyConfig
-    from skillrl.prompts import PromptConfig
+    from skillrl_cli.library import TrainSettings
     from trainers.checkpoint_choice import RunChoice
-    from trainers.config import CycleConfig, GRPOConfig
+    from trainers.config import CycleConfig
     from trainers.cycle_metrics import BankWorth, CycleMetrics
     from trainers.policy_rollouts import RolloutProgress
     from trainers.processes import Processes
     from trainers.run_files import RunState
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    """Everything a ``skillrl train`` run uses, settled once from its options."""
-
-    cycle: CycleConfig
-    """The improvement cycles: goals, turns, skills, sampling, evaluation, reward shaping."""
-    grpo: GRPOConfig
-    """The GRPO update: learning rate, clip, KL, batches, LoRA, temperature, step weight."""
-    policy: PolicyConfig
-    """The in-process policy GRPO trains (transformers, fp32), loaded from the starting model:
-    ``--init``, the cold-started checkpoint, or ``--model``."""
-    server: PolicyConfig | None
-    """The rollout server's policy (``--backend trl-vllm``); None: the trained policy rolls out."""
-    prompt: PromptConfig
-    """How each turn's prompt is built (its token budget)."""
-    constrained: bool
-    """Constrained decoding (clicks chosen among the admissible ones) or free."""
-    folder: Path
-    """The run folder, ``<workspace>/runs/<run name>``."""
-    resume: bool
-    """Continue the run in ``folder`` instead of starting one."""
-    as_json: bool
-    """Print the metrics as JSON on stdout (progress goes to stderr)."""
-    options: dict[str, Any]
-    """The resolved options (option name -> plain value): the run saves them in its
-    ``config.json``, where ``--resume`` and ``--config`` read them back."""
-
-    @property
-    def workspace(self) -> Path:
-        """The workspace folder (skill bank, runs)."""
-        return self.policy.workspace
 
 
 class PhaseBars:
@@ -91,6 +56,7 @@ class PhaseBars:
         self._phases_done, self._phases_total = 0, total
         self._started = time.monotonic()
         self._detail_started = self._last_line = self._started
+        self._steps, self._turns_last = "", 0
 
     def phase(self, description: str) -> None:
         """Start a phase named ``description`` (hiding the finished phase's detail bar)."""
@@ -114,26 +80,16 @@ class PhaseBars:
         """Return a ``(done, total)`` callback that shows ``label``'s progress on the detail bar."""
         return lambda done, total: self._count(label, done, total)
 
-    def show_update(self, trainer: Any) -> None:
-        """Show an update's turns trained, and its optimizer steps, on the detail bar.
+    def optimizer_stepped(self, done: int, total: int) -> None:
+        """Count an update's optimizer steps; the detail bar says them beside the turns trained."""
+        self._steps = f", optimizer steps {done}/{total}"
 
-        ``trainer`` is a :class:`~trainers.grpo.GRPOTrainer`: its ``on_turns`` counts the turns
-        inside an optimizer step (one step can take minutes), ``on_progress`` the steps.
-        """
-        steps, last = "", 0
-
-        def stepped(done: int, total: int) -> None:
-            nonlocal steps
-            steps = f", optimizer steps {done}/{total}"
-
-        def trained(done: int, total: int) -> None:
-            nonlocal steps, last
-            if done <= last:  # the counter started again: a new update, no step taken yet
-                steps = ""
-            last = done
-            self._count(f"  turns trained{steps}", done, total)
-
-        trainer.on_progress, trainer.on_turns = stepped, trained
+    def turns_trained(self, done: int, total: int) -> None:
+        """Show an update's turns trained inside its optimizer step (one step can take minutes)."""
+        if done <= self._turns_last:  # the counter started again: a new update, no step taken yet
+            self._steps = ""
+        self._turns_last = done
+        self._count(f"  turns trained{self._steps}", done, total)
 
     def _count(self, label: str, done: int, total: int) -> None:
         self.progress.update(
@@ -323,119 +279,50 @@ PHASE_WORDS = {
 
 
 def run_with_progress(settings: TrainSettings, processes: Processes | None = None) -> RunState:
-    """Open the policy (and bank), run the cycles with a rich progress bar, close the bank.
+    """Run :func:`~skillrl_cli.library.train` under rich progress bars, saying what it does.
 
-    Under a launcher (``processes``, :class:`trainers.processes.Processes`) only the main
-    process shows anything; it opens the model and the bank first (it may download the model
-    or create and seed the bank), the others after it.
+    Before: what the run will do; during: its phases and a line per cycle; after: the cycle it
+    chose and where its files are. Under a launcher (``processes``,
+    :class:`trainers.processes.Processes`) only the main process shows anything.
     """
     from rich.console import Console
 
-    from skillrl.policies import load_policy
-    from trainers.cycle import TrainingRun
+    from skillrl_cli.library import TrainWatch, train
     from trainers.phased_run import PhaseEnded, PhaseStarted, RunEvents
-    from trainers.policy_rollouts import PolicyRollouts, Timings
     from trainers.processes import Processes
-    from trainers.run_files import CyclePhase, RunFiles
+    from trainers.run_files import RunFiles
 
     processes = processes or Processes()
-    cycle, grpo = settings.cycle, settings.grpo
+    cycle = settings.cycle
     console = Console(stderr=settings.as_json, quiet=not processes.is_main)
     files = RunFiles(settings.folder)
     saved = files.load_state() if settings.resume and files.exists() else None
     for line in opening_lines(settings, saved):
         console.print(line, soft_wrap=True)  # a wrapped path cannot be copied
     console.print(decoding_line(settings.constrained))
-    with processes.main_first():
-        policy = load_policy(settings.policy)
-        rollout_policy = rollout_policy_for(settings, policy)
-        bank = open_bank(settings.workspace, cycle.env_id) if cycle.skills else None
-    try:
-        runner = PolicyRollouts(
-            rollout_policy,
-            env_id=cycle.env_id,
-            env_config=dict(cycle.env_config),
-            bank=bank,
-            max_turns=cycle.max_turns,
-            max_new_tokens=cycle.max_new_tokens,
-            constrained=settings.constrained,
-            prompt_config=settings.prompt,
+    with PhaseBars(console, "starting (phases)", phases_total(cycle)) as bars:
+        if saved is not None:  # the bar starts at the phases already done
+            bars.phases_done(phases_done(saved, cycle))
+        estimator = ESTIMATOR_WORDS[settings.grpo.estimator][0]
+
+        def started(event: PhaseStarted) -> None:
+            words = PHASE_WORDS[event.phase].format(estimator=estimator)
+            bars.phase(f"cycle {event.index}: {words}")
+
+        events = RunEvents().on(PhaseStarted, started).on(PhaseEnded, lambda _: bars.advance())
+        watch = TrainWatch(
+            rollout=bars.show_rollout("  rollout:"),
+            optimizer_steps=bars.optimizer_stepped,
+            turns_trained=bars.turns_trained,
+            cycle_saved=lambda metrics: print_cycle(console, metrics),
         )
-        # Evaluation and validation play the trained float32 weights, whatever the rollouts
-        # play in (a server's own rollouts evaluate there, as they always have).
-        eval_runner = (
-            replace(runner, policy=policy, timings=Timings())
-            if cycle.rollout_dtype != "float32"
-            else runner
-        )
-        distiller = make_distiller() if bank is not None else None
-        with PhaseBars(console, "starting (phases)", phases_total(cycle)) as bars:
-            runner.on_progress = eval_runner.on_progress = bars.show_rollout("  rollout:")
-
-            estimator = ESTIMATOR_WORDS[grpo.estimator][0]
-
-            def started(event: PhaseStarted) -> None:
-                words = PHASE_WORDS[event.phase].format(estimator=estimator)
-                bars.phase(f"cycle {event.index}: {words}")
-
-            def ended(event: PhaseEnded) -> None:
-                bars.advance()
-                if event.phase is CyclePhase.SAVE and processes.is_main:
-                    print_cycle(console, run.metrics)
-
-            events = RunEvents().on(PhaseStarted, started).on(PhaseEnded, ended)
-            run = TrainingRun(
-                cycle,
-                grpo,
-                policy=policy,
-                runner=runner,
-                eval_runner=eval_runner,
-                run_dir=settings.folder,
-                bank=bank,
-                distiller=distiller,
-                events=events,
-                processes=processes,
-                options=settings.options,
-                base_model=settings.policy.model,
-            )
-            bars.show_update(run.trainer)
-            resume = settings.resume and run.files.exists()
-            if resume:  # the bar starts at the phases already done
-                bars.phases_done(phases_done(run.files.load_state(), cycle))
-            # A run whose cold start finished but whose cycles never began has no state yet.
-            state = run.run(resume=resume)
-        print_choice(console, run.files.load_choice())
-        print_bank_worth(console, state.history)
-        console.print(
-            f"[green]done[/]: metrics {run.files.metrics_path}, curve {run.files.curve_path}"
-        )
-        return state
-    finally:
-        if bank is not None:
-            bank.close()
-        close = getattr(rollout_policy, "close", None)
-        if rollout_policy is not policy and close is not None:
-            close()
-
-
-def rollout_policy_for(settings: TrainSettings, policy: Any) -> Any:
-    """Return the policy training rollouts play.
-
-    The rollout server's (``--backend trl-vllm``), a copy of ``policy`` in ``rollout_dtype``
-    that the run refreshes after every update, or ``policy`` itself (float32: the rollouts
-    share the weights the update trains).
-    """
-    from skillrl.policies import load_policy
-
-    if settings.server is not None:
-        return load_policy(settings.server)
-    if settings.cycle.rollout_dtype == "float32":
-        return policy
-    import torch
-
-    from skillrl.policies.weight_sync import SyncedCopyPolicy
-
-    return SyncedCopyPolicy.copy_of(policy, getattr(torch, settings.cycle.rollout_dtype))
+        result = train(settings, events=events, watch=watch, processes=processes)
+    print_choice(console, result.choice)
+    print_bank_worth(console, result.history)
+    console.print(
+        f"[green]done[/]: metrics {result.files.metrics_path}, curve {result.files.curve_path}"
+    )
+    return result.state
 
 
 def phases_done(state: RunState, cycle: CycleConfig) -> int:
@@ -518,24 +405,3 @@ def print_bank_worth(console: Any, history: list[dict[str, Any]]) -> None:
     if measured:
         last = measured[-1]
         console.print(f"cycle {last.cycle}: {bank_worth_text(last.bank_worth)}", soft_wrap=True)
-
-
-def training_policy_config(model: str, workspace: str | None, threads: int | None) -> PolicyConfig:
-    """Return the config of a policy that trains in-process (transformers, fp32 weights)."""
-    from skillrl.policies import PolicyConfig
-    from skillrl.workspace import resolve_workspace
-
-    return PolicyConfig(
-        backend="transformers",
-        model=model,
-        dtype="float32",
-        workspace=resolve_workspace(workspace),
-        threads=threads,
-    )
-
-
-def make_distiller() -> Any:
-    """Return the distiller a training run uses between cycles."""
-    from skillrl.distill import AnalyticDistiller
-
-    return AnalyticDistiller()

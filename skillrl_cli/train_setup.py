@@ -22,6 +22,7 @@ import click
 
 from skillrl.prompts import PromptConfig
 from skillrl_cli.config_options import OptionGroup, build, saved_values
+from skillrl_cli.library import TrainSettings, training_policy_config
 from skillrl_cli.options import (
     AUTO_MODEL,
     BASE_MODEL,
@@ -33,7 +34,7 @@ from skillrl_cli.options import (
     resolve_training_model,
 )
 from skillrl_cli.train_config import NOT_IN_FILE, fill_from_saved, option_sources
-from skillrl_cli.train_session import TrainSettings, run_folder, training_policy_config
+from skillrl_cli.train_session import run_folder
 from skillrl_cli.upfront_checks import check_prompt_budget
 from skillrl_core.errors import CheckpointError, ConfigError, ModelLoadError
 from skillrl_core.option_fields import option

@@ -21,6 +21,25 @@ def readme_python_example() -> str:
     return section.split("```python\n")[1].split("```")[0]
 
 
+def readme_training_example() -> str:
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("## From Python\n")[1]
+    return section.split("```python\n")[2].split("```")[0]
+
+
+def test_the_training_example_builds_the_settings_skillrl_train_would(tmp_path, monkeypatch):
+    """The lines before ``train(settings)`` run; tests/skillrl_cli/test_library.py trains."""
+    from skillrl_cli.library import TrainSettings
+
+    monkeypatch.chdir(tmp_path)
+    code = readme_training_example().split("result = train(")[0]
+    scope: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102
+    settings = scope["settings"]
+    assert isinstance(settings, TrainSettings) and scope["train"].__name__ == "train"
+    assert settings.cycle.env_id == "sokoban" and settings.grpo.use_peft
+    assert settings.policy.workspace == tmp_path / ".skillrl" and not settings.resume
+
+
 def test_every_name_the_example_imports_exists():
     imports = [line for line in readme_python_example().splitlines() if "import " in line]
     assert len(imports) >= 5

@@ -147,7 +147,7 @@ def test_eval_skills_default_is_the_models_recorded_setting_as_its_help_says(
     workspace, monkeypatch
 ):
     import skillrl.policies
-    import skillrl_cli.eval
+    import skillrl_cli.library
     import trainers.evaluate
     import trainers.policy_rollouts
 
@@ -174,7 +174,7 @@ def test_eval_skills_default_is_the_models_recorded_setting_as_its_help_says(
             return {}
 
     monkeypatch.setattr(skillrl.policies, "load_policy", lambda config, *a, **k: object())
-    monkeypatch.setattr(skillrl_cli.eval, "open_bank", lambda *a, **k: Closed())
+    monkeypatch.setattr(skillrl_cli.library, "open_bank", lambda *a, **k: Closed())
     monkeypatch.setattr(trainers.policy_rollouts, "PolicyRollouts", Rollouts)
     monkeypatch.setattr(trainers.evaluate, "evaluate", lambda runner, config, arm=None: Result())
 

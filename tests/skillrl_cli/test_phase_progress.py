@@ -103,7 +103,8 @@ def test_an_update_counts_its_turns_inside_each_optimizer_step():
     trainer = FakeTrainer()
     with progress:
         progress.phase("cycle 1: RFT update")
-        progress.show_update(trainer)
+        # as the library's TrainWatch hands them to the GRPO trainer
+        trainer.on_progress, trainer.on_turns = progress.optimizer_stepped, progress.turns_trained
         trainer.on_turns(2, 8)
         trainer.on_turns(4, 8)
         trainer.on_progress(1, 2)
