@@ -171,6 +171,10 @@ def eval_command(**values: Any) -> None:
         if taken.skills is not None and choices.skills is None:
             choices = dataclasses.replace(choices, skills="on" if taken.skills else "off")
         env_config = env_config_from(choices.env_id, taken.env_options)
+        # The model's environment settings may shrink the split (Sokoban's categories): the
+        # goals are checked again against the split they will be played from.
+        goals = goal_range(choices.env_id, env_config, values["split"], choices.goals)
+        config = dataclasses.replace(config, goals=goals)
     # An impossible decoding is refused before loading.
     constrained = check_decoding(played.backend, played.constrained)
     check_prompt_budget(choices.env_id, prompt.max_prompt_tokens)  # as the model's settings say

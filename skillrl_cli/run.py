@@ -233,6 +233,7 @@ def settle_play(
             if taken.skills is not None:
                 choices = dataclasses.replace(choices, skills=taken.skills)
             env_config = env_config_from(choices.env_id, taken.env_options)
+            goals = _goal_range(ctx, choices, env_config)  # within the split as it now is
         model = model_play(
             choices.env_id,
             played,
