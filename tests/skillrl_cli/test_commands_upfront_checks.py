@@ -436,3 +436,15 @@ def test_more_cold_start_goals_than_the_split_holds_are_refused(workspace, no_mo
     # Sokoban's training split: 10,000 rooms a category less 50 test and 100 eval rooms.
     line = refused(workspace, *command, "--env", "sokoban", "--env-option", "categories=6x6-1box")
     assert f"{name} is more than the 9850 goals of the 'train' split of 'sokoban'" in line, line
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["eval", "--goals", "60"], ["run", "--goal", "55"], ["run", "--goals", "45-55"]],
+)
+def test_goals_past_the_split_the_models_env_settings_leave_are_refused_before_playing(
+    workspace, command
+):
+    # The shipped Sokoban adapter plays 6x6-1box rooms: 50 test goals, not the default's 150.
+    line = refused(workspace, *command, "--env", "sokoban")
+    assert "50 goals" in line, line
