@@ -12,6 +12,7 @@ import difflib
 import json
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 from skillrl_cli.view.charts import run_charts
 from skillrl_cli.view.forms import form_revision, read_form
 from skillrl_cli.view.groups import cycle_groups
+from skillrl_cli.view.origins import EpisodeOrigin, OriginIndex, portable_agent
 from skillrl_cli.view.security import SAFE_METHODS, ViewSecurity
 from skillrl_core.errors import (
     CheckpointError,
@@ -37,9 +39,10 @@ from skillrl_core.errors import (
     SkillRLError,
     StaleRevisionError,
 )
+from skillrl_core.records import EpisodeRecord
 from trainers.checkpoint_choice import RunChoice
 from trainers.run_files import RunFiles
-from trainers.run_settings import saved_cycle_config
+from trainers.run_settings import saved_cycle_config, saved_grpo_config
 
 if TYPE_CHECKING:
     from memory import SkillBank
@@ -61,6 +64,20 @@ class ViewConfig:
     """Folder of training runs (each with a ``metrics.jsonl``); None shows no runs."""
     author: str = "view"
     """Author recorded on revisions made through the view."""
+
+
+@dataclass(frozen=True)
+class EpisodeRow:
+    """One row of the episodes page: the episode, where it came from, its model's name."""
+
+    episode: EpisodeRecord
+    """The stored episode."""
+    origin: EpisodeOrigin | None
+    """The run and cycle whose rollout played it (None: not a training rollout of a run here)."""
+    stored_at: datetime | None
+    """When the bank stored it."""
+    agent: str
+    """The agent that played it, its model named portably (:func:`portable_agent`)."""
 
 
 def _templates() -> Environment:
@@ -136,6 +153,8 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         except SkillNotFoundError as error:
             raise HTTPException(404, f"no entry {entry_id}") from error
 
+    origins = OriginIndex(config.runs_dir)
+
     def episodes_all() -> list[Any]:
         return bank.trajectories.episodes()
 
@@ -144,16 +163,33 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
 
     async def episodes(request: Request) -> Response:
         q = request.query_params
-        rows = episodes_all()
+        found = origins.origins()
+        times = bank.trajectories.stored_at()
+        rows = [
+            EpisodeRow(
+                e, found.get(e.episode_id), times.get(e.episode_id),
+                portable_agent(e.agent, config.runs_dir),
+            )
+            for e in episodes_all()
+        ]  # fmt: skip
+        runs_seen = sorted({r.origin.run for r in rows if r.origin is not None})
         if q.get("split"):
-            rows = [e for e in rows if e.split == q["split"]]
+            rows = [r for r in rows if r.episode.split == q["split"]]
         if q.get("goal"):
-            rows = [e for e in rows if q["goal"] in e.goal_id or q["goal"] in e.instruction]
+            rows = [r for r in rows if q["goal"] in r.episode.goal_id
+                    or q["goal"] in r.episode.instruction]  # fmt: skip
         if q.get("outcome") in ("success", "failure"):
-            rows = [e for e in rows if e.success == (q["outcome"] == "success")]
+            rows = [r for r in rows if r.episode.success == (q["outcome"] == "success")]
         if q.get("agent"):
-            rows = [e for e in rows if q["agent"] in e.agent]
-        return render(request, "episodes.html", episodes=rows, query=q)
+            rows = [r for r in rows if q["agent"] in r.agent or q["agent"] in r.episode.agent]
+        if q.get("run"):
+            rows = [r for r in rows if r.origin is not None and r.origin.run == q["run"]]
+        if q.get("cycle"):
+            cycle = q["cycle"].strip()
+            if not cycle.isdecimal() or not cycle.isascii():
+                raise HTTPException(400, f"cycle ({cycle[:20]!r}) must be a cycle number")
+            rows = [r for r in rows if r.origin is not None and r.origin.cycle == int(cycle)]
+        return render(request, "episodes.html", rows=rows, query=q, runs_seen=runs_seen)
 
     async def episode(request: Request) -> Response:
         wanted = request.path_params["episode_id"]
@@ -164,7 +200,9 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         shown = {i for t in record.turns for i in t.retrieved_ids + (t.left_out_ids or [])}
         entries = bank.entries(sorted(shown))
         group = [e for e in episodes_all() if record.group_id and e.group_id == record.group_id]
-        return render(request, "episode.html", episode=record, entries=entries, group=group)
+        return render(request, "episode.html", episode=record, entries=entries, group=group,
+                      origin=origins.origins().get(record.episode_id),
+                      agent=portable_agent(record.agent, config.runs_dir))  # fmt: skip
 
     async def skills(request: Request) -> Response:
         q = request.query_params.get("q", "").lower()
@@ -289,9 +327,13 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         if phase is None:
             raise HTTPException(404, f"run {name} has no rollout of cycle {cycle}")
         dynamic = saved.dynamic_sampling if saved is not None else True
+        grpo = saved_grpo_config(files)
+        # A run saved without a config.json predates the estimator setting: it trained GRPO.
+        estimator = grpo.estimator if grpo is not None else "grpo"
         views = cycle_groups(phase, record, dynamic_sampling=dynamic)
         return render(request, "groups.html", run_name=name, cycle=cycle, groups=views,
-                      phase=phase, record=record)  # fmt: skip
+                      phase=phase, record=record, estimator=estimator,
+                      dynamic_sampling=dynamic)  # fmt: skip
 
     async def refused(request: Request, exc: Exception) -> Response:
         if isinstance(exc, HTTPException):
