@@ -12,7 +12,7 @@ import difflib
 import json
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ from skillrl_core.records import EpisodeRecord
 from trainers.checkpoint_choice import RunChoice
 from trainers.run_files import RunFiles
 from trainers.run_settings import saved_cycle_config, saved_grpo_config
+from trainers.runs import SFT_RUN, RunSummary, read_run
 
 if TYPE_CHECKING:
     from memory import SkillBank
@@ -82,10 +83,19 @@ class EpisodeRow:
 
 def _templates() -> Environment:
     # Autoescape every template: entries, pages and model output are untrusted text.
-    return Environment(
+    env = Environment(
         loader=PackageLoader("skillrl_cli.view", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
+    env.filters["utc"] = _utc
+    return env
+
+
+def _utc(seconds: float) -> str:
+    """Return a file time (seconds since the epoch) as a UTC minute; "" for none."""
+    if not seconds:
+        return ""
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
 def _diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -93,6 +103,51 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     before = json.dumps(old, indent=1, sort_keys=True, default=str).splitlines()
     after = json.dumps(new, indent=1, sort_keys=True, default=str).splitlines()
     return list(difflib.unified_diff(before, after, lineterm="", n=1))[2:]
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """Where a run's metrics are and what their rows count."""
+
+    path: Path
+    """Its ``metrics.jsonl``."""
+    x_key: str
+    """``cycle`` for a ``skillrl train`` run, ``round`` for a ``skillrl sft`` run."""
+
+
+def _run_metrics(folder: Path) -> RunMetrics | None:
+    """Return a run folder's metrics (a train run's own before a cold start's); None: none."""
+    if (folder / "metrics.jsonl").is_file():
+        return RunMetrics(folder / "metrics.jsonl", "cycle")
+    if (folder / SFT_RUN / "metrics.jsonl").is_file():
+        return RunMetrics(folder / SFT_RUN / "metrics.jsonl", "round")
+    return None
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run of the runs page."""
+
+    name: str
+    """Its folder name."""
+    summary: RunSummary | None
+    """What ``skillrl runs`` says of it (None: no ``state.json``, or a damaged one)."""
+    has_page: bool
+    """Whether it has metrics to draw (a run page)."""
+
+
+def _run_rows(runs_dir: Path | None) -> list[RunRow]:
+    """Every run folder with metrics or a state (``skillrl runs``' runs), newest first."""
+    if runs_dir is None or not runs_dir.is_dir():
+        return []
+    rows = []
+    for folder in runs_dir.iterdir():
+        if not folder.is_dir() or folder.name.startswith("."):
+            continue
+        summary, has_page = read_run(folder), _run_metrics(folder) is not None
+        if summary is not None or has_page:
+            rows.append(RunRow(folder.name, summary, has_page))
+    return sorted(rows, key=lambda r: (-(r.summary.updated if r.summary else 0.0), r.name))
 
 
 def _read_choice(files: RunFiles) -> RunChoice | str | None:
@@ -292,28 +347,33 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         return render(request, "retrieve.html", task=task, page=page, results=results)
 
     async def runs(request: Request) -> Response:
-        found = []
-        if config.runs_dir and config.runs_dir.is_dir():
-            found = sorted(p.parent.name for p in config.runs_dir.glob("*/metrics.jsonl"))
-        return render(request, "runs.html", runs=found)
+        return render(request, "runs.html", runs=_run_rows(config.runs_dir))
+
+    def run_folder_or_404(name: str) -> tuple[RunFiles, RunMetrics]:
+        folder = (config.runs_dir or Path("/nonexistent")) / name
+        metrics = _run_metrics(folder) if "/" not in name and ".." not in name else None
+        if metrics is None:
+            raise HTTPException(404, f"no run {name}")
+        return RunFiles(folder), metrics
 
     def run_files_or_404(name: str) -> RunFiles:
-        folder = (config.runs_dir or Path("/nonexistent")) / name
-        if "/" in name or ".." in name or not (folder / "metrics.jsonl").is_file():
-            raise HTTPException(404, f"no run {name}")
-        return RunFiles(folder)
+        return run_folder_or_404(name)[0]
 
     async def run(request: Request) -> Response:
         names = [n for n in request.path_params["names"].split("+") if n]
-        found = [(name, run_files_or_404(name)) for name in names]
-        runs = [(name, _read_metrics(files.metrics_path)) for name, files in found]
-        cycles = [(name, files.rollout_cycles()) for name, files in found]
-        choices = [(name, _read_choice(files)) for name, files in found]
+        found = [(name, *run_folder_or_404(name)) for name in names]
+        x_keys = {metrics.x_key for _, _, metrics in found}
+        if len(x_keys) > 1:
+            raise HTTPException(400, "compare runs of one kind: sft rounds and train cycles "
+                                     "are not one axis")  # fmt: skip
+        runs = [(name, _read_metrics(metrics.path)) for name, _, metrics in found]
+        cycles = [(name, files.rollout_cycles()) for name, files, _ in found]
+        choices = [(name, _read_choice(files)) for name, files, _ in found]
         return render(
             request,
             "run.html",
             names=names,
-            charts=run_charts(runs),
+            charts=run_charts(runs, x_keys.pop() if x_keys else "cycle"),
             cycles=cycles,
             choices=choices,
         )

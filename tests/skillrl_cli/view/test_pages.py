@@ -101,3 +101,59 @@ def test_the_groups_page_of_a_grpo_run_says_grpo_and_of_an_rft_run_says_rft(
 )  # fmt: skip
 def test_an_agents_model_is_named_portably(agent, shown):
     assert portable_agent(agent, Path("/ws/runs")) == shown
+
+
+def _figures(html: str) -> list[str]:
+    return [part.split('"')[0] for part in html.split('<figure class="chart" id="chart-')[1:]]
+
+
+def test_a_run_page_leads_with_the_charts_that_matter_and_folds_the_rest(client):
+    page = client.get("/runs/r1").text
+    main = page.split('<div id="main-charts">')[1].split("</div>")[0]
+    more = page.split('<details id="more-charts">')[1].split("</details>")[0]
+    assert _figures(main) == ["eval.success_rate", "eval.mean_score", "update.loss"]
+    assert _figures(more) == ["groups.kept", "cycle.seconds"]
+    assert "<summary>2 more metrics" in more
+    for figure in page.split('<figure class="chart"')[1:]:
+        assert ">cycle</text>" in figure and 'class="axis-label y-label"' in figure
+        assert 'width="100%"' in figure  # the page's full width, not a fixed 520 px
+        ticks = re.findall(r'class="tick y-tick"[^>]*>([^<]*)</text>', figure)
+        assert len(ticks) == len(set(ticks)) >= 3  # never 0.01, 0.01
+        cycles = [int(t) for t in re.findall(r'class="tick x-tick"[^>]*>([^<]*)</text>', figure)]
+        assert cycles == list(range(cycles[0], 4))  # whole cycles, up to the last one run
+    assert 'href="/episodes?run=r1"' in page
+
+
+def _sft_run(folder: Path) -> None:
+    import json
+
+    sft = folder / "sft"
+    sft.mkdir(parents=True)
+    (sft / "state.json").write_text(json.dumps({"history": [{"round": 0}], "done": True}))
+    (sft / "config.json").write_text(json.dumps({"cold_start": {"env_id": "webshop",
+                                                                "dagger_rounds": 1}}))  # fmt: skip
+    rows = [{"round": 0, "train.loss": 1.5}, {"round": 1, "train.loss": 0.75}]
+    (sft / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_the_runs_list_has_sft_runs_too_with_env_kind_status_and_progress(view_workspace, tmp_path):
+    import shutil
+
+    copy = tmp_path / "runs"
+    shutil.copytree(view_workspace.root / "runs", copy)
+    _sft_run(copy / "<i>cold")
+    app = build_app(view_workspace.bank, ViewConfig(runs_dir=copy), ViewSecurity())
+    listed = TestClient(app, base_url=LOCAL).get("/runs").text
+    rows = listed.split('<tr class="run-row">')[1:]
+    (sft,) = [r for r in rows if "cold" in r]
+    assert "<i>cold" not in listed and "&lt;i&gt;cold" in sft
+    assert "<td>webshop</td><td>sft</td><td>1/2 rounds</td>" in sft
+    assert '<td class="ok">done</td>' in sft
+    (r1,) = [r for r in rows if 'href="/runs/r1"' in r]
+    assert "no state.json" in r1
+    page = TestClient(app, base_url=LOCAL).get("/runs/%3Ci%3Ecold")
+    assert page.status_code == 200 and "<i>cold" not in page.text
+    assert 'id="chart-train.loss"' in page.text and ">round</text>" in page.text
+    mixed = TestClient(app, base_url=LOCAL).get("/runs/r1+%3Ci%3Ecold")
+    assert mixed.status_code == 400 and "one kind" in mixed.text
+
