@@ -26,6 +26,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from memory.stats import ScopeTotals, entry_utility
 from skillrl_cli.view.charts import run_charts
 from skillrl_cli.view.forms import form_revision, read_form
 from skillrl_cli.view.groups import cycle_groups
@@ -265,7 +266,10 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         rows = bank.list(status=None if status == "any" else status)
         if q:
             rows = [e for e in rows if q in f"{e.title} {e.principle} {e.when_to_apply}".lower()]
-        return render(request, "skills.html", entries=rows, q=q, status=status or "any")
+        totals = ScopeTotals(bank)  # the utility `skillrl skills list` shows, computed as it does
+        utility = {e.id: entry_utility(e, totals.of(e)) for e in rows}
+        return render(request, "skills.html", entries=rows, q=q, status=status or "any",
+                      utility=utility)  # fmt: skip
 
     async def skill(request: Request) -> Response:
         entry = entry_or_404(request.path_params["entry_id"])
@@ -344,7 +348,8 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         if task:
             query = RetrievalQuery(instruction=task, observation=page, env=env_id)
             results = bank.retrieve([query], record=False)[0]
-        return render(request, "retrieve.html", task=task, page=page, results=results)
+        return render(request, "retrieve.html", task=task, page=page, env_id=env_id,
+                      results=results)  # fmt: skip
 
     async def runs(request: Request) -> Response:
         return render(request, "runs.html", runs=_run_rows(config.runs_dir))

@@ -157,3 +157,22 @@ def test_the_runs_list_has_sft_runs_too_with_env_kind_status_and_progress(view_w
     mixed = TestClient(app, base_url=LOCAL).get("/runs/r1+%3Ci%3Ecold")
     assert mixed.status_code == 400 and "one kind" in mixed.text
 
+
+def test_the_bank_shows_each_entrys_utility_as_skills_list_computes_it(client, view_workspace):
+    from memory.stats import ScopeTotals, entry_utility
+
+    bank = view_workspace.bank
+    entry = bank.get(view_workspace.size_id)
+    expected = entry_utility(entry, ScopeTotals(bank).of(entry))
+    page = client.get("/skills").text
+    assert ">utility</th>" in page
+    row = page.split(f'href="/skills/{entry.id}"')[1].split("</tr>")[0]
+    assert f'<td class="utility">{expected:+.3f}</td>' in row
+
+
+def test_the_retrieve_box_keeps_its_environment_and_every_page_has_a_favicon(client):
+    page = client.get("/retrieve?task=buy+shoes&page=&env=%3Cwebshop%3E").text
+    assert '<input name="env" value="&lt;webshop&gt;">' in page
+    assert '<link rel="icon" type="image/svg+xml" href="/static/favicon.svg">' in page
+    icon = client.get("/static/favicon.svg")
+    assert icon.status_code == 200 and icon.text.startswith("<svg")
