@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import bindparam, case, func, select, update
 
@@ -125,6 +125,12 @@ class TrajectoryStore:
             query = query.limit(limit)
         with read_session(self._store.engine) as session:
             return [EpisodeRecord.from_dict(r) for r in session.scalars(query)]
+
+    def stored_at(self) -> dict[str, datetime]:
+        """Return when each stored episode was saved, by episode id (UTC)."""
+        query = select(TrajectoryRow.episode_id, TrajectoryRow.created_at)
+        with read_session(self._store.engine) as session:
+            return {episode_id: at for episode_id, at in session.execute(query)}
 
     def mark_distilled(self, episode_ids: list[str], *, distiller: str) -> None:
         """Flag episodes as distilled by ``distiller``; unknown ids raise and change nothing."""

@@ -13,11 +13,13 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from skillrl_core.errors import CheckpointError
 from trainers.config import CycleConfig, GRPOConfig
 from trainers.run_files import RunFiles, RunState
+
+_Config = TypeVar("_Config", CycleConfig, GRPOConfig)
 
 _ADDED_SINCE: dict[str, dict[str, Any]] = {
     "cycle": {
@@ -206,10 +208,23 @@ def saved_cycle_config(files: RunFiles) -> CycleConfig | None:
     Settings the run predates take the value runs without them had; renamed ones are read under
     their current name, and ones since removed are left out.
     """
+    return _saved_part(files, "cycle", CycleConfig)
+
+
+def saved_grpo_config(files: RunFiles) -> GRPOConfig | None:
+    """Return the :class:`GRPOConfig` a run saved (None: it has no ``config.json``).
+
+    Read as :func:`saved_cycle_config` reads the cycle's: a run saved before ``estimator``
+    trained plain GRPO advantages.
+    """
+    return _saved_part(files, "grpo", GRPOConfig)
+
+
+def _saved_part(files: RunFiles, part: str, kind: type[_Config]) -> _Config | None:
     if not files.config_path.is_file():
         return None
-    saved = files.load_config().get("cycle", {})
-    renamed = _RENAMED_SINCE.get("cycle", {})
-    values = {**_ADDED_SINCE.get("cycle", {}), **{renamed.get(k, k): v for k, v in saved.items()}}
-    known = {f.name for f in fields(CycleConfig)}
-    return CycleConfig(**{k: v for k, v in values.items() if k in known})
+    saved = files.load_config().get(part, {})
+    renamed = _RENAMED_SINCE.get(part, {})
+    values = {**_ADDED_SINCE.get(part, {}), **{renamed.get(k, k): v for k, v in saved.items()}}
+    known = {f.name for f in fields(kind)}
+    return kind(**{k: v for k, v in values.items() if k in known})

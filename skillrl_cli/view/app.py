@@ -12,6 +12,7 @@ import difflib
 import json
 import logging
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +26,11 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from memory.stats import ScopeTotals, entry_utility
 from skillrl_cli.view.charts import run_charts
 from skillrl_cli.view.forms import form_revision, read_form
 from skillrl_cli.view.groups import cycle_groups
+from skillrl_cli.view.origins import EpisodeOrigin, OriginIndex, portable_agent
 from skillrl_cli.view.security import SAFE_METHODS, ViewSecurity
 from skillrl_core.errors import (
     CheckpointError,
@@ -37,9 +40,11 @@ from skillrl_core.errors import (
     SkillRLError,
     StaleRevisionError,
 )
+from skillrl_core.records import EpisodeRecord
 from trainers.checkpoint_choice import RunChoice
 from trainers.run_files import RunFiles
-from trainers.run_settings import saved_cycle_config
+from trainers.run_settings import saved_cycle_config, saved_grpo_config
+from trainers.runs import SFT_RUN, RunSummary, read_run
 
 if TYPE_CHECKING:
     from memory import SkillBank
@@ -63,12 +68,35 @@ class ViewConfig:
     """Author recorded on revisions made through the view."""
 
 
+@dataclass(frozen=True)
+class EpisodeRow:
+    """One row of the episodes page: the episode, where it came from, its model's name."""
+
+    episode: EpisodeRecord
+    """The stored episode."""
+    origin: EpisodeOrigin | None
+    """The run and cycle whose rollout played it (None: not a training rollout of a run here)."""
+    stored_at: datetime | None
+    """When the bank stored it."""
+    agent: str
+    """The agent that played it, its model named portably (:func:`portable_agent`)."""
+
+
 def _templates() -> Environment:
     # Autoescape every template: entries, pages and model output are untrusted text.
-    return Environment(
+    env = Environment(
         loader=PackageLoader("skillrl_cli.view", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
+    env.filters["utc"] = _utc
+    return env
+
+
+def _utc(seconds: float) -> str:
+    """Return a file time (seconds since the epoch) as a UTC minute; "" for none."""
+    if not seconds:
+        return ""
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
 def _diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -76,6 +104,51 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     before = json.dumps(old, indent=1, sort_keys=True, default=str).splitlines()
     after = json.dumps(new, indent=1, sort_keys=True, default=str).splitlines()
     return list(difflib.unified_diff(before, after, lineterm="", n=1))[2:]
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """Where a run's metrics are and what their rows count."""
+
+    path: Path
+    """Its ``metrics.jsonl``."""
+    x_key: str
+    """``cycle`` for a ``skillrl train`` run, ``round`` for a ``skillrl sft`` run."""
+
+
+def _run_metrics(folder: Path) -> RunMetrics | None:
+    """Return a run folder's metrics (a train run's own before a cold start's); None: none."""
+    if (folder / "metrics.jsonl").is_file():
+        return RunMetrics(folder / "metrics.jsonl", "cycle")
+    if (folder / SFT_RUN / "metrics.jsonl").is_file():
+        return RunMetrics(folder / SFT_RUN / "metrics.jsonl", "round")
+    return None
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run of the runs page."""
+
+    name: str
+    """Its folder name."""
+    summary: RunSummary | None
+    """What ``skillrl runs`` says of it (None: no ``state.json``, or a damaged one)."""
+    has_page: bool
+    """Whether it has metrics to draw (a run page)."""
+
+
+def _run_rows(runs_dir: Path | None) -> list[RunRow]:
+    """Every run folder with metrics or a state (``skillrl runs``' runs), newest first."""
+    if runs_dir is None or not runs_dir.is_dir():
+        return []
+    rows = []
+    for folder in runs_dir.iterdir():
+        if not folder.is_dir() or folder.name.startswith("."):
+            continue
+        summary, has_page = read_run(folder), _run_metrics(folder) is not None
+        if summary is not None or has_page:
+            rows.append(RunRow(folder.name, summary, has_page))
+    return sorted(rows, key=lambda r: (-(r.summary.updated if r.summary else 0.0), r.name))
 
 
 def _read_choice(files: RunFiles) -> RunChoice | str | None:
@@ -136,6 +209,8 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         except SkillNotFoundError as error:
             raise HTTPException(404, f"no entry {entry_id}") from error
 
+    origins = OriginIndex(config.runs_dir)
+
     def episodes_all() -> list[Any]:
         return bank.trajectories.episodes()
 
@@ -144,16 +219,33 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
 
     async def episodes(request: Request) -> Response:
         q = request.query_params
-        rows = episodes_all()
+        found = origins.origins()
+        times = bank.trajectories.stored_at()
+        rows = [
+            EpisodeRow(
+                e, found.get(e.episode_id), times.get(e.episode_id),
+                portable_agent(e.agent, config.runs_dir),
+            )
+            for e in episodes_all()
+        ]  # fmt: skip
+        runs_seen = sorted({r.origin.run for r in rows if r.origin is not None})
         if q.get("split"):
-            rows = [e for e in rows if e.split == q["split"]]
+            rows = [r for r in rows if r.episode.split == q["split"]]
         if q.get("goal"):
-            rows = [e for e in rows if q["goal"] in e.goal_id or q["goal"] in e.instruction]
+            rows = [r for r in rows if q["goal"] in r.episode.goal_id
+                    or q["goal"] in r.episode.instruction]  # fmt: skip
         if q.get("outcome") in ("success", "failure"):
-            rows = [e for e in rows if e.success == (q["outcome"] == "success")]
+            rows = [r for r in rows if r.episode.success == (q["outcome"] == "success")]
         if q.get("agent"):
-            rows = [e for e in rows if q["agent"] in e.agent]
-        return render(request, "episodes.html", episodes=rows, query=q)
+            rows = [r for r in rows if q["agent"] in r.agent or q["agent"] in r.episode.agent]
+        if q.get("run"):
+            rows = [r for r in rows if r.origin is not None and r.origin.run == q["run"]]
+        if q.get("cycle"):
+            cycle = q["cycle"].strip()
+            if not cycle.isdecimal() or not cycle.isascii():
+                raise HTTPException(400, f"cycle ({cycle[:20]!r}) must be a cycle number")
+            rows = [r for r in rows if r.origin is not None and r.origin.cycle == int(cycle)]
+        return render(request, "episodes.html", rows=rows, query=q, runs_seen=runs_seen)
 
     async def episode(request: Request) -> Response:
         wanted = request.path_params["episode_id"]
@@ -164,7 +256,9 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         shown = {i for t in record.turns for i in t.retrieved_ids + (t.left_out_ids or [])}
         entries = bank.entries(sorted(shown))
         group = [e for e in episodes_all() if record.group_id and e.group_id == record.group_id]
-        return render(request, "episode.html", episode=record, entries=entries, group=group)
+        return render(request, "episode.html", episode=record, entries=entries, group=group,
+                      origin=origins.origins().get(record.episode_id),
+                      agent=portable_agent(record.agent, config.runs_dir))  # fmt: skip
 
     async def skills(request: Request) -> Response:
         q = request.query_params.get("q", "").lower()
@@ -172,7 +266,10 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         rows = bank.list(status=None if status == "any" else status)
         if q:
             rows = [e for e in rows if q in f"{e.title} {e.principle} {e.when_to_apply}".lower()]
-        return render(request, "skills.html", entries=rows, q=q, status=status or "any")
+        totals = ScopeTotals(bank)  # the utility `skillrl skills list` shows, computed as it does
+        utility = {e.id: entry_utility(e, totals.of(e)) for e in rows}
+        return render(request, "skills.html", entries=rows, q=q, status=status or "any",
+                      utility=utility)  # fmt: skip
 
     async def skill(request: Request) -> Response:
         entry = entry_or_404(request.path_params["entry_id"])
@@ -251,31 +348,37 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         if task:
             query = RetrievalQuery(instruction=task, observation=page, env=env_id)
             results = bank.retrieve([query], record=False)[0]
-        return render(request, "retrieve.html", task=task, page=page, results=results)
+        return render(request, "retrieve.html", task=task, page=page, env_id=env_id,
+                      results=results)  # fmt: skip
 
     async def runs(request: Request) -> Response:
-        found = []
-        if config.runs_dir and config.runs_dir.is_dir():
-            found = sorted(p.parent.name for p in config.runs_dir.glob("*/metrics.jsonl"))
-        return render(request, "runs.html", runs=found)
+        return render(request, "runs.html", runs=_run_rows(config.runs_dir))
+
+    def run_folder_or_404(name: str) -> tuple[RunFiles, RunMetrics]:
+        folder = (config.runs_dir or Path("/nonexistent")) / name
+        metrics = _run_metrics(folder) if "/" not in name and ".." not in name else None
+        if metrics is None:
+            raise HTTPException(404, f"no run {name}")
+        return RunFiles(folder), metrics
 
     def run_files_or_404(name: str) -> RunFiles:
-        folder = (config.runs_dir or Path("/nonexistent")) / name
-        if "/" in name or ".." in name or not (folder / "metrics.jsonl").is_file():
-            raise HTTPException(404, f"no run {name}")
-        return RunFiles(folder)
+        return run_folder_or_404(name)[0]
 
     async def run(request: Request) -> Response:
         names = [n for n in request.path_params["names"].split("+") if n]
-        found = [(name, run_files_or_404(name)) for name in names]
-        runs = [(name, _read_metrics(files.metrics_path)) for name, files in found]
-        cycles = [(name, files.rollout_cycles()) for name, files in found]
-        choices = [(name, _read_choice(files)) for name, files in found]
+        found = [(name, *run_folder_or_404(name)) for name in names]
+        x_keys = {metrics.x_key for _, _, metrics in found}
+        if len(x_keys) > 1:
+            raise HTTPException(400, "compare runs of one kind: sft rounds and train cycles "
+                                     "are not one axis")  # fmt: skip
+        runs = [(name, _read_metrics(metrics.path)) for name, _, metrics in found]
+        cycles = [(name, files.rollout_cycles()) for name, files, _ in found]
+        choices = [(name, _read_choice(files)) for name, files, _ in found]
         return render(
             request,
             "run.html",
             names=names,
-            charts=run_charts(runs),
+            charts=run_charts(runs, x_keys.pop() if x_keys else "cycle"),
             cycles=cycles,
             choices=choices,
         )
@@ -289,9 +392,13 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
         if phase is None:
             raise HTTPException(404, f"run {name} has no rollout of cycle {cycle}")
         dynamic = saved.dynamic_sampling if saved is not None else True
+        grpo = saved_grpo_config(files)
+        # A run saved without a config.json predates the estimator setting: it trained GRPO.
+        estimator = grpo.estimator if grpo is not None else "grpo"
         views = cycle_groups(phase, record, dynamic_sampling=dynamic)
         return render(request, "groups.html", run_name=name, cycle=cycle, groups=views,
-                      phase=phase, record=record)  # fmt: skip
+                      phase=phase, record=record, estimator=estimator,
+                      dynamic_sampling=dynamic)  # fmt: skip
 
     async def refused(request: Request, exc: Exception) -> Response:
         if isinstance(exc, HTTPException):

@@ -87,8 +87,9 @@ def view_workspace(tmp_path_factory) -> Iterator[ViewWorkspace]:
     turns[1].candidate_scores = {"click[<b>b0002</b>]": -1.25, "click[b0001]": -0.5,
                                  "click[next >]": -2.0}  # fmt: skip
     winner = EpisodeRecord("webshop", "goal-7", "buy red shoes size 9", "footwear", turns=turns,
-                           success=True, score=1.0, reward_breakdown={"r_att": 1.0}, split="test",
-                           group_id="grp-1", agent="expert")  # fmt: skip
+                           success=True, score=1.0, split="test", group_id="grp-1",
+                           reward_breakdown={"r_att": 1.0, "attributes": {"<b>size</b>": 0.5}},
+                           agent=f"transformers:{root}/runs/r1/checkpoints/cycle-0001")  # fmt: skip
     loser = EpisodeRecord("webshop", "goal-7", "buy red shoes size 9", "footwear",
                           turns=turns[:1], success=False, score=0.0, split="test",
                           group_id="grp-1", agent="expert")  # fmt: skip

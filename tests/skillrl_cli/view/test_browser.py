@@ -152,3 +152,42 @@ def test_a_run_page_leads_to_its_cycles_grpo_groups_side_by_side(page, server, s
     assert kept.locator(".turn-advantage").first.inner_text() == "A +1.000"
     assert page.evaluate("window.pwned") is None
     _shot(page, shots, "groups")
+
+
+def test_a_run_page_shows_its_main_charts_full_width_and_folds_the_rest(page, server, shots):
+    page.goto(f"{server}/runs/r1")
+    main = page.locator("#main-charts figure.chart")
+    assert main.count() == 3
+    assert page.locator("#more-charts figure.chart").count() == 2
+    assert not page.locator("#chart-groups\\.kept").is_visible()  # folded until opened
+    success = page.locator("#chart-eval\\.success_rate")
+    labels = success.locator(".axis-label")
+    assert labels.all_text_contents() == ["cycle", "success rate"]
+    chart_width = success.locator("svg").bounding_box()["width"]
+    main_width = page.locator("main").bounding_box()["width"]
+    assert chart_width > 0.85 * main_width  # the axes span the page, not 40% of it
+    _shot(page, shots, "run")
+    page.click("#more-charts summary")
+    assert page.locator("#chart-groups\\.kept").is_visible()
+
+
+def test_episodes_filter_by_run_and_cycle_and_link_to_their_run_and_group(
+    page, server, view_workspace
+):
+    page.goto(f"{server}/episodes")
+    page.select_option("select[name=run]", "r1")
+    page.fill("input[name=cycle]", "1")
+    page.click("#episode-filters button")
+    page.wait_for_url("**/episodes?run=r1&cycle=1*")
+    assert page.locator("a.episode-link").count() == 2
+    page.fill("input[name=cycle]", "2")
+    page.click("#episode-filters button")
+    page.wait_for_url("**cycle=2*")
+    assert page.locator("a.episode-link").count() == 0
+    page.goto(f"{server}/episodes/{view_workspace.episode_id}")
+    page.click("#origin a.cycle-link")
+    page.wait_for_url(f"{server}/runs/r1/cycles/1#group-grp-1")
+    assert page.locator("section#group-grp-1").is_visible()
+    page.click("h1 a.run-link")
+    page.wait_for_url(f"{server}/runs/r1")
+    assert page.locator("#main-charts figure.chart").count() == 3

@@ -117,7 +117,7 @@ def test_a_run_page_draws_success_with_its_interval_band_and_labelled_axes(clien
     assert success.count('class="band"') == 1  # the 95% Wilson interval, shaded
     assert ">cycle</text>" in success and ">success rate</text>" in success
     assert "Evaluation success rate (band: 95% Wilson interval)</figcaption>" in success
-    assert '<text class="tick y-tick"' in success and ">1</text>" in success
+    assert '<text class="tick y-tick"' in success and ">1.0</text>" in success
     assert "cycle 3: eval.success_rate = 0.500 (95% interval 0.24-0.76)" in success
     minutes = run.split('id="chart-cycle.seconds"')[1].split("</figure>")[0]
     assert ">wall minutes</text>" in minutes and 'class="band"' not in minutes
