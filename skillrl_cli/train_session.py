@@ -278,6 +278,18 @@ PHASE_WORDS = {
 """What the progress line says while a cycle's phase runs (by ``CyclePhase`` value)."""
 
 
+def evaluation_words(cycle: CycleConfig, index: int) -> str:
+    """What cycle ``index``'s evaluation phase plays, for its progress line: the evaluation goals
+    and, where the run plays them in that phase too, the test goals (cycle 0, ``--test-goals``)
+    or the evaluation goals again with the cycle-0 bank (``--compare-starting-bank``)."""
+    words = f"evaluating {cycle.eval_goals} {cycle.eval_split} goals"
+    if index == 0 and cycle.test_goals:
+        words += f", then {cycle.test_goals} test goals (played now and by the chosen cycle only)"
+    if index > 0 and cycle.compare_starting_bank:
+        words += ", then the same goals with the cycle-0 bank"
+    return words
+
+
 def run_with_progress(settings: TrainSettings, processes: Processes | None = None) -> RunState:
     """Run :func:`~skillrl_cli.library.train` under rich progress bars, saying what it does.
 
@@ -306,7 +318,10 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
         estimator = ESTIMATOR_WORDS[settings.grpo.estimator][0]
 
         def started(event: PhaseStarted) -> None:
-            words = PHASE_WORDS[event.phase].format(estimator=estimator)
+            if event.phase == "eval":
+                words = evaluation_words(cycle, event.index)
+            else:
+                words = PHASE_WORDS[event.phase].format(estimator=estimator)
             bars.phase(f"cycle {event.index}: {words}")
 
         events = RunEvents().on(PhaseStarted, started).on(PhaseEnded, lambda _: bars.advance())

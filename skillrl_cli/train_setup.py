@@ -182,8 +182,14 @@ def settle_training(ctx: click.Context, values: dict[str, Any]) -> TrainSettings
     check_tracker_installed(cycle.report_to)  # a missing extra fails before a model is read
     prompt = build(PROMPT_OPTIONS, values)
     initialised = launch.init_checkpoint is not None
+    # The run's opening lines name the model; resolving says it too only for 'auto', where it
+    # also says why that model was chosen.
     model = resolve_training_model(
-        launch.model, launch.backend, values["workspace"], env_id, quiet=initialised
+        launch.model,
+        launch.backend,
+        values["workspace"],
+        env_id,
+        quiet=initialised or launch.model != AUTO_MODEL,
     )
     # Saved as given ("shipped", not the package's path), so a resume after the package moved
     # (another venv, a reinstall) resolves it again and finds the same adapter; "auto" is saved

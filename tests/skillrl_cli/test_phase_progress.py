@@ -117,3 +117,18 @@ def test_an_update_counts_its_turns_inside_each_optimizer_step():
     ]
     assert out[2][1] == "optimizer steps 1/2 6/8"
     assert screen.getvalue() == ""
+
+
+def test_the_evaluation_phase_says_what_it_plays_besides_the_evaluation_goals():
+    from skillrl_cli.train_session import evaluation_words
+    from trainers.config import CycleConfig
+
+    plain = CycleConfig(eval_goals=10)
+    assert evaluation_words(plain, 0) == "evaluating 10 test goals"
+    recipe = CycleConfig(eval_goals=100, eval_split="eval", test_goals=300,
+                         compare_starting_bank=True)  # fmt: skip
+    assert "then 300 test goals" in evaluation_words(recipe, 0)
+    assert "cycle-0 bank" not in evaluation_words(recipe, 0)  # cycle 0's bank is the start
+    later = evaluation_words(recipe, 2)
+    assert later.startswith("evaluating 100 eval goals") and "cycle-0 bank" in later
+    assert "test goals" not in later
