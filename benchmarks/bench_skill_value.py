@@ -278,12 +278,15 @@ def sensitivity(policy: Any, bank: Any, placebo: Any, args: argparse.Namespace) 
     """Play the first ``--sensitivity-goals`` goals with the bank, every open turn re-scored with
     placebo entries; the share of turns whose greedy action changes and the mean KL, overall and
     per page type."""
+    from skillrl.agents.expert import ExpertAgent
     from skillrl.sensitivity import SensitivityProbe
 
     probes: list[SensitivityProbe] = []
 
     def wrap(agent: Any) -> SensitivityProbe:
-        probes.append(SensitivityProbe(agent, placebo))
+        # The scripted expert watches: a changed turn is a win for the entries when only their
+        # action is the expert's.
+        probes.append(SensitivityProbe(agent, placebo, reference=ExpertAgent(args.max_turns)))
         return probes[-1]
 
     runner = eval_runner(policy, bank, args)
@@ -414,13 +417,18 @@ def report(results: dict) -> str:
             f"Skill sensitivity (test goals 0-{sense['goals'] - 1}, arm (a)'s states): every turn "
             "whose choice is open, re-scored with placebo entries.",
             "",
-            "| page | open turns | greedy action changed | mean KL(own, placebo) |",
-            "| --- | ---: | ---: | ---: |",
+            "| page | open turns | greedy action changed | mean KL(own, placebo) "
+            "| changes won / lost (the expert's action) |",
+            "| --- | ---: | ---: | ---: | ---: |",
         ]
         pages = {"all": sense["overall"], **sense["by_page"]}
         for page, f in pages.items():
+            verdict = (
+                f"{f['changes_won']} / {f['changes_lost']}" if "changes_won" in f else "-"
+            )
             lines.append(
-                f"| {page} | {f['turns']} | {f['changed_share']:.2f} | {f['mean_kl']:.3f} |"
+                f"| {page} | {f['turns']} | {f['changed_share']:.2f} | {f['mean_kl']:.3f} "
+                f"| {verdict} |"
             )
     for key, which in (("paired_known", "known"), ("paired_novel", "novel")):
         p = results.get(key)

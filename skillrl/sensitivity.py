@@ -8,7 +8,9 @@ again with the entries swapped for a placebo draw (as many entries, retrieved fo
 KL divergence between the two distributions over the candidates (each a softmax of the scores
 the policy ranks them by). A policy that ignores its entries scores 0 on both ("template
 collapse", RAGEN-2's name for outputs that do not depend on their input); one that acts on them
-does not. Turns are grouped by the page type the environment names (``info["page"]``).
+does not. Turns are grouped by the page type the environment names (``info["page"]``). With a
+reference agent watching (the scripted expert), a changed turn is a win for the entries when only
+their action is the reference's, and a loss when only the placebo's is.
 
 :class:`SensitivityProbe` wraps the agent that plays: the episode goes on with the agent's own
 decisions (the probe never changes what is played), so the figures come from the states the
@@ -26,7 +28,7 @@ from memory.types import RetrievalQuery
 
 if TYPE_CHECKING:
     from memory.placebo import PlaceboRetrieval
-    from skillrl.agents.base import AgentDecision, AgentState
+    from skillrl.agents.base import Agent, AgentDecision, AgentState
     from skillrl.agents.llm import LLMAgent
 
 
@@ -41,6 +43,19 @@ class TurnSensitivity:
     """KL(own || placebo) between the softmax distributions over the same candidates."""
     own_action: str
     placebo_action: str
+    reference_action: str | None = None
+    """What a reference agent (the environment's scripted expert) does in the same state; None:
+    no reference watched."""
+
+    @property
+    def verdict(self) -> int:
+        """+1: the change is a win (only the own-entries action is the reference's), -1: a loss
+        (only the placebo action is), 0: neither, or no change, or no reference."""
+        if not self.changed or self.reference_action is None:
+            return 0
+        return (self.own_action == self.reference_action) - (
+            self.placebo_action == self.reference_action
+        )
 
 
 @dataclass(frozen=True)
@@ -50,6 +65,10 @@ class SensitivityFigures:
     turns: int
     changed_share: float
     mean_kl: float
+    changes_won: int = 0
+    """Changed turns where the own entries' action is the reference's and the placebo's is not."""
+    changes_lost: int = 0
+    """Changed turns where the placebo's action is the reference's and the own entries' is not."""
 
 
 @dataclass
@@ -83,7 +102,13 @@ def _figures(turns: list[TurnSensitivity]) -> SensitivityFigures:
     n = len(turns)
     if not n:
         return SensitivityFigures(0, 0.0, 0.0)
-    return SensitivityFigures(n, sum(t.changed for t in turns) / n, sum(t.kl for t in turns) / n)
+    return SensitivityFigures(
+        n,
+        sum(t.changed for t in turns) / n,
+        sum(t.kl for t in turns) / n,
+        changes_won=sum(t.verdict > 0 for t in turns),
+        changes_lost=sum(t.verdict < 0 for t in turns),
+    )
 
 
 def softmax(scores: dict[str, float]) -> dict[str, float]:
@@ -118,27 +143,39 @@ def compare_turn(page: str, own: AgentDecision, placebo: AgentDecision) -> TurnS
 class SensitivityProbe:
     """Plays with ``agent`` and scores every open turn again with placebo entries.
 
-    ``placebo``: where the swapped entries come from. The probe records into :attr:`report`;
-    the decisions returned are the agent's own.
+    ``placebo``: where the swapped entries come from. ``reference``: an agent asked what it
+    would do in every state (the environment's scripted expert), so that a changed turn can be
+    called a win or a loss for the own entries; it only watches. The probe records into
+    :attr:`report`; the decisions returned are the agent's own.
     """
 
-    def __init__(self, agent: LLMAgent, placebo: PlaceboRetrieval) -> None:
-        self.agent, self.placebo = agent, placebo
+    def __init__(
+        self, agent: LLMAgent, placebo: PlaceboRetrieval, reference: Agent | None = None
+    ) -> None:
+        self.agent, self.placebo, self.reference = agent, placebo, reference
         self.name = getattr(agent, "name", "llm")
         self.uses_skills = True
         self.report = SensitivityReport()
 
     def begin_episode(self, episode_id: str, reset_info: dict[str, Any]) -> None:
-        """Begin the episode for the wrapped agent."""
+        """Begin the episode for the wrapped agent (and the reference)."""
         self.agent.begin_episode(episode_id, reset_info)
+        if self.reference is not None:
+            self.reference.begin_episode(episode_id, reset_info)
 
     def end_episode(self, episode_id: str) -> None:
-        """End the episode for the wrapped agent."""
+        """End the episode for the wrapped agent (and the reference)."""
         self.agent.end_episode(episode_id)
+        if self.reference is not None:
+            self.reference.end_episode(episode_id)
 
     def act(self, states: list[AgentState]) -> list[AgentDecision]:
         """Return the agent's decisions; score the states that held entries again with placebo."""
         decisions = self.agent.act(states)
+        # The reference sees every state the policy reaches (an expert may keep track of them).
+        references = (
+            [d.action for d in self.reference.act(states)] if self.reference is not None else None
+        )
         # Only open choices are compared: a free-text turn (a search) is not played again.
         probed = [
             i
@@ -166,5 +203,7 @@ class SensitivityProbe:
             page = str(states[i].info.get("page") or "any")
             turn = compare_turn(page, decisions[i], placebo_decision)
             if turn is not None:
+                if references is not None:
+                    turn = replace(turn, reference_action=references[i])
                 self.report.turns.append(turn)
         return decisions

@@ -410,7 +410,7 @@ class TrainingRun:
         )
         sensitivity = played.get("sensitivity")
         figures: dict[str, Any] = (
-            {"sensitivity": SkillSensitivity(**sensitivity)} if sensitivity else {}
+            {"sensitivity": SkillSensitivity.of(sensitivity)} if sensitivity else {}
         )
         if self.config.compare_starting_bank and cycle > 0 and self.bank is not None:
             starting = self._played(

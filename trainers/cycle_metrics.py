@@ -131,6 +131,12 @@ class SkillSensitivity:
     mean_kl: float
     """Mean KL divergence between the two distributions over the candidates."""
 
+    @classmethod
+    def of(cls, figures: dict[str, Any]) -> SkillSensitivity:
+        """The section from a probe's overall figures (``skillrl.sensitivity``), which may hold
+        more than a cycle records (win/loss counts against a reference the cycle has not)."""
+        return cls(**{f.name: figures[f.name] for f in fields(cls)})
+
 
 @dataclass(frozen=True)
 class BankWorth:

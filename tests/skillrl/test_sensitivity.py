@@ -89,6 +89,40 @@ def test_a_policy_that_acts_on_its_entries_changes_and_diverges():
     assert {t.placebo_action for t in sensed.report.turns} == {f"click[{PRODUCTS[1]}]"}
 
 
+class Reference:
+    """Always does one thing (a stand-in for the scripted expert), and sees every state."""
+
+    def __init__(self, action: str) -> None:
+        self.action, self.seen, self.episodes = action, 0, []
+
+    def begin_episode(self, episode_id, reset_info):
+        self.episodes.append(episode_id)
+
+    def end_episode(self, episode_id):
+        pass
+
+    def act(self, states):
+        from skillrl.agents.base import AgentDecision
+
+        self.seen += len(states)
+        return [AgentDecision(action=self.action, model_output=self.action) for _ in states]
+
+
+def test_a_reference_calls_each_changed_turn_a_win_or_a_loss_for_the_entries():
+    for right, won, lost in ((PRODUCTS[2], 3, 0), (PRODUCTS[1], 0, 3), (PRODUCTS[0], 0, 0)):
+        reference = Reference(f"click[{right}]")
+        agent = LLMAgent(ScoringPolicy(copies=True), constrained=True)
+        sensed = SensitivityProbe(agent, FixedPlacebo(PRODUCTS[1]), reference=reference)
+        sensed.begin_episode("e0", {})
+        decisions = sensed.act(states())
+        assert [d.action for d in decisions] == [f"click[{PRODUCTS[2]}]"] * 3  # never the reference's
+        figures = sensed.report.overall
+        assert (figures.changes_won, figures.changes_lost) == (won, lost)
+        assert reference.seen == 3 and reference.episodes == ["e0"]
+    ignoring, _ = probe(copies=False)
+    assert ignoring.report.overall.changes_won == ignoring.report.overall.changes_lost == 0
+
+
 def test_kl_of_a_distribution_with_itself_is_zero_and_positive_otherwise():
     p = softmax({"a": 1.0, "b": 0.0})
     assert kl_divergence(p, p) == 0.0
