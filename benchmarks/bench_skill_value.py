@@ -165,7 +165,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--workspace", default=None, help="bank folder (default: a fresh one)")
     parser.add_argument("--evolved-workspace", default=None,
-                        help="arm (h): a training run's workspace, whose bank is played")  # fmt: skip
+                        help="arm (h): a training run's workspace (its bank)")  # fmt: skip
     parser.add_argument("--out", required=True, help="results JSON (written after each arm)")
     parser.add_argument("--resume", action="store_true", help="skip the arms --out holds")
     parser.add_argument("--sensitivity-goals", type=int, default=100,
@@ -423,9 +423,7 @@ def report(results: dict) -> str:
         ]
         pages = {"all": sense["overall"], **sense["by_page"]}
         for page, f in pages.items():
-            verdict = (
-                f"{f['changes_won']} / {f['changes_lost']}" if "changes_won" in f else "-"
-            )
+            verdict = f"{f['changes_won']} / {f['changes_lost']}" if "changes_won" in f else "-"
             lines.append(
                 f"| {page} | {f['turns']} | {f['changed_share']:.2f} | {f['mean_kl']:.3f} "
                 f"| {verdict} |"

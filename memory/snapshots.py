@@ -68,7 +68,7 @@ class SnapshotStore:
         return [SnapshotInfo(name=n, created_at=iso(c), entries=k) for n, c, k in rows]
 
     def entries(self, name: str) -> list[Entry]:
-        """The entries snapshot ``name`` holds: content, status, id and revision as they were.
+        """Return the entries snapshot ``name`` holds: content, status, id and revision.
 
         Snapshots keep no usage statistics, so these entries carry none.
         """
@@ -77,8 +77,9 @@ class SnapshotStore:
         return [Entry(**record) for record in data]
 
     def restore_into(self, name: str, target: BankStore) -> int:
-        """Insert snapshot ``name``'s entries into the empty bank behind ``target``, in one
-        transaction (ids, status and revisions kept; the active ones indexed); return how many.
+        """Insert snapshot ``name``'s entries into the empty bank ``target``; return how many.
+
+        One transaction; ids, status and revisions are kept, and the active entries indexed.
 
         How a run plays its evaluation goals with the bank as it was at its start: the live bank
         keeps evolving, the copy does not.

@@ -49,8 +49,10 @@ class TurnSensitivity:
 
     @property
     def verdict(self) -> int:
-        """+1: the change is a win (only the own-entries action is the reference's), -1: a loss
-        (only the placebo action is), 0: neither, or no change, or no reference."""
+        """Return +1 for a win, -1 for a loss, 0 for neither, no change or no reference.
+
+        A win: only the own-entries action is the reference's; a loss: only the placebo's is.
+        """
         if not self.changed or self.reference_action is None:
             return 0
         return (self.own_action == self.reference_action) - (

@@ -279,9 +279,12 @@ PHASE_WORDS = {
 
 
 def evaluation_words(cycle: CycleConfig, index: int) -> str:
-    """What cycle ``index``'s evaluation phase plays, for its progress line: the evaluation goals
-    and, where the run plays them in that phase too, the test goals (cycle 0, ``--test-goals``)
-    or the evaluation goals again with the cycle-0 bank (``--compare-starting-bank``)."""
+    """Return what cycle ``index``'s evaluation phase plays, for its progress line.
+
+    The evaluation goals and, where the run plays them in that phase too, the test goals (cycle
+    0, ``--test-goals``) or the evaluation goals again with the cycle-0 bank
+    (``--compare-starting-bank``).
+    """
     words = f"evaluating {cycle.eval_goals} {cycle.eval_split} goals"
     if index == 0 and cycle.test_goals:
         words += f", then {cycle.test_goals} test goals (played now and by the chosen cycle only)"
@@ -404,7 +407,7 @@ def print_cycle(console: Any, metrics: CycleMetrics) -> None:
 
 
 def bank_worth_text(worth: BankWorth) -> str:
-    """The evolved bank against the cycle-0 bank on the same evaluation goals, in words."""
+    """Return the evolved bank against the cycle-0 bank on the same evaluation goals, in words."""
     return (
         f"evolved bank {worth.evolved_successes}/{worth.goals} vs cycle-0 bank "
         f"{worth.starting_successes}/{worth.goals} ({worth.won} won, {worth.lost} lost, "

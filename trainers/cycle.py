@@ -120,7 +120,7 @@ STARTING_BANK_EPISODES = "eval-starting-bank"
 
 
 def snapshot_name(run_name: str, cycle: int) -> str:
-    """The bank snapshot a run saves at the end of ``cycle``."""
+    """Return the name of the bank snapshot a run saves at the end of ``cycle``."""
     return f"{run_name}-cycle-{cycle:04d}"
 
 
@@ -487,7 +487,7 @@ class TrainingRun:
         return {**payload, "episodes": episodes}
 
     def _starting_bank_runner(self) -> PolicyRollouts:
-        """The evaluation runner over a copy of the bank as it was at cycle 0.
+        """Return the evaluation runner over a copy of the bank as it was at cycle 0.
 
         The copy (``starting_bank/`` in the run folder, SQLite and an embedded index whatever
         the live bank's backend) is restored from cycle 0's snapshot once, in a temporary
@@ -495,7 +495,7 @@ class TrainingRun:
         """
         if self._starting_bank is None:
             assert self.bank is not None
-            from memory import BankConfig, SkillBank
+            from memory import SkillBank
 
             folder = self.files.starting_bank
             config = dataclasses.replace(

@@ -133,16 +133,20 @@ class SkillSensitivity:
 
     @classmethod
     def of(cls, figures: dict[str, Any]) -> SkillSensitivity:
-        """The section from a probe's overall figures (``skillrl.sensitivity``), which may hold
-        more than a cycle records (win/loss counts against a reference the cycle has not)."""
+        """Return the section from a probe's overall figures (``skillrl.sensitivity``).
+
+        Those may hold more than a cycle records (win/loss counts against a reference).
+        """
         return cls(**{f.name: figures[f.name] for f in fields(cls)})
 
 
 @dataclass(frozen=True)
 class BankWorth:
-    """The evaluation goals played twice by the same weights, with the bank as it was at cycle 0
-    and with the bank the run has distilled into and evolved, paired goal by goal: what the
-    run's changes to the bank are worth to the policy being trained."""
+    """The evaluation goals played twice by the same weights, paired goal by goal.
+
+    Once with the bank as it was at cycle 0, once with the bank the run has distilled into and
+    evolved: what the run's changes to the bank are worth to the policy being trained.
+    """
 
     goals: int
     starting_successes: int

@@ -1,5 +1,6 @@
-"""First-run seeding: a workspace bank gets an environment's shipped starting bank the first time
-that environment plays in it.
+"""First-run seeding: a workspace bank gets an environment's shipped starting bank.
+
+It does so the first time that environment plays in the workspace.
 
 The starting bank (``skillrl/distill/data/<env>_starting_bank.json``) is what ``skillrl bootstrap
 --env <env> --export`` writes: drafts distilled from the scripted expert's training-goal episodes.

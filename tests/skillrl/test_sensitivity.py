@@ -115,7 +115,8 @@ def test_a_reference_calls_each_changed_turn_a_win_or_a_loss_for_the_entries():
         sensed = SensitivityProbe(agent, FixedPlacebo(PRODUCTS[1]), reference=reference)
         sensed.begin_episode("e0", {})
         decisions = sensed.act(states())
-        assert [d.action for d in decisions] == [f"click[{PRODUCTS[2]}]"] * 3  # never the reference's
+        played = [d.action for d in decisions]
+        assert played == [f"click[{PRODUCTS[2]}]"] * 3  # the agent's, never the reference's
         figures = sensed.report.overall
         assert (figures.changes_won, figures.changes_lost) == (won, lost)
         assert reference.seen == 3 and reference.episodes == ["e0"]
