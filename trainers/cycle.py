@@ -482,7 +482,10 @@ class TrainingRun:
         )
         payload: dict[str, Any] = {"episodes": [e.to_dict() for e in episodes]}
         if probes:
-            payload["sensitivity"] = vars(probes[0].report.overall)
+            # What a cycle records: no reference watches its probe, so no win/loss counts.
+            payload["sensitivity"] = dataclasses.asdict(
+                SkillSensitivity.of(vars(probes[0].report.overall))
+            )
         self.files.save_episodes(cycle, name, payload)
         return {**payload, "episodes": episodes}
 
