@@ -58,7 +58,10 @@ def open_bank(
     seed: bool = True,
     console: Console | None = None,
 ) -> SkillBank:
-    """Open the workspace's bank for playing ``env_id``, seeding it first if it is empty.
+    """Open the workspace's bank for playing ``env_id``, seeding ``env_id``'s entries if needed.
+
+    Seeding happens when the bank holds none of them
+    (:func:`skillrl.distill.seeding.seed_bank_if_empty`).
 
     A read-only bank (files the user may not write) is opened as it is and never seeded; the
     caller decides whether it can do its job with one. With ``console``, opening and seeding
@@ -84,12 +87,12 @@ def _seed(bank: SkillBank, env_id: str, console: Console | None) -> None:
 
     from skillrl.distill.seeding import seed_bank_if_empty
 
-    status = "the skill bank is empty: seeding it with the starting skills"
+    status = f"checking the skill bank for {env_id}'s starting skills"
     with console.status(status) if console else nullcontext():
         report = seed_bank_if_empty(bank, env_id)
     if report is not None and console is not None:
         console.print(
-            f"[cyan]seeded the empty skill bank with {report.added} entries "
+            f"[cyan]seeded the skill bank with {env_id}'s {report.added} starting entries "
             f"({report.merged} merged) from {escape(str(report.source))} in {report.seconds:.1f}s "
             "(skip with --no-seed-bank)[/]"
         )

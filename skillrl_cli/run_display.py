@@ -63,6 +63,9 @@ def turn_panel(
     end = ""
     if event.done:
         end = "  [bold green]success[/]" if event.record.success else "  [bold red]no success[/]"
+        reason = event.turn.info.get("end_reason")  # why the environment ended it, if it says
+        if reason and not event.record.success:
+            end += f" ({escape(str(reason))})"
     title = (
         f"episode {event.slot + 1} · turn {event.turn.turn + 1} · "
         f"reward {event.turn.reward:.2f}{end}"
@@ -81,8 +84,10 @@ def skills_table(skills: list[Any], in_prompt: set[str] | None = None) -> Table:
     table.add_column("score", justify="right")
     for retrieved in sorted(skills, key=lambda r: -r.similarity):
         shown = in_prompt is None or retrieved.entry.id in in_prompt
+        # Struck through on a terminal; the words say it where styles do not show (a pipe, a log).
+        title = visible(retrieved.entry.title) + ("" if shown else " (cut: not in the prompt)")
         table.add_row(
-            Text(visible(retrieved.entry.title), style="" if shown else "dim strike"),
+            Text(title, style="" if shown else "dim strike"),
             Text(visible(retrieved.entry.kind)),
             f"{retrieved.similarity:.2f}",
         )

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from skillrl_cli.config_options import config_options
 from skillrl_cli.options import env_option, json_option, workspace_option
 from skillrl_cli.train_config import config_option
-from skillrl_cli.train_session import interrupted_line, run_with_progress
+from skillrl_cli.train_session import interrupted_line, run_folder, run_with_progress
 from skillrl_cli.train_setup import TRAIN_OPTIONS, settle_training
 
 
@@ -45,22 +45,30 @@ def train(**options: Any) -> None:
     (--config runs/<name>/config.json repeats it).
     """
     ctx = click.get_current_context()
-    # Every check, the run folder's claim, and a --cold-start, before GRPO loads.
-    settings = settle_training(ctx, options)
     from trainers.processes import Processes
 
     processes = Processes.current()  # under accelerate launch / torchrun: which process this is
     try:
+        # Every check, the run folder's claim, and a --cold-start, before GRPO loads.
+        settings = settle_training(ctx, options)
+    except KeyboardInterrupt:
+        # Only a --cold-start takes long here; what it saved is in the run folder's sft/.
+        folder = run_folder(options["workspace"], options["run_name"] or options["env_id"])
+        _interrupted(processes.is_main, (folder / "sft" / "state.json").exists())
+    try:
         state = run_with_progress(settings, processes)
     except KeyboardInterrupt:
-        if processes.is_main:
-            from rich.console import Console
+        from trainers.run_files import RunFiles
 
-            from trainers.run_files import RunFiles
-
-            started = RunFiles(settings.folder).exists()
-            line = interrupted_line(sys.argv[1:], started)
-            Console(stderr=True).print(line, soft_wrap=True)
-        raise click.exceptions.Exit(130) from None  # 128 + SIGINT, as a shell reports it
+        _interrupted(processes.is_main, RunFiles(settings.folder).exists())
     if settings.as_json and processes.is_main:
         click.echo(json.dumps(state.history, indent=2, sort_keys=True))
+
+
+def _interrupted(is_main: bool, started: bool) -> NoReturn:
+    """End a Ctrl-C'd ``train`` with the command that continues it (or word that nothing can)."""
+    if is_main:
+        from rich.console import Console
+
+        Console(stderr=True).print(interrupted_line(sys.argv[1:], started), soft_wrap=True)
+    raise click.exceptions.Exit(130) from None  # 128 + SIGINT, as a shell reports it

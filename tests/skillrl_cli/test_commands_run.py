@@ -285,7 +285,7 @@ def test_subprocess_expert_run_records_into_a_seeded_bank(workspace):
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["summary"]["successes"] == 2
-    assert "seeded the empty skill bank" in done.stderr
+    assert "seeded the skill bank with webshop's" in done.stderr
     from memory import BankConfig, SkillBank
 
     with SkillBank.open(BankConfig(workspace=workspace)) as bank:
@@ -420,6 +420,9 @@ def test_retrieved_skills_show_the_highest_score_first():
     console.print(skills_table(skills.all, {"mid task"}))
     lines = [line for line in console.export_text().splitlines() if "0." in line]
     assert [line.split()[0] for line in lines] == ["top", "mid", "low"]
+    # Without styles (a pipe, a log) the words mark what the prompt left out.
+    cut = [line for line in lines if "(cut: not in the prompt)" in line]
+    assert [line.split()[0] for line in cut] == ["top", "low"]
     state = AgentState("e", "webshop", "buy tea", "grocery", "a page", ["click[buy now]"], 0,
                        history=[], skills=skills, info={})  # fmt: skip
     show_page(console, state)
@@ -558,3 +561,24 @@ def test_the_end_of_input_ends_human_play_like_q(workspace):
     )  # no input at all: Ctrl-D at the first prompt
     assert result.exit_code == 0 and "Aborted" not in result.output, result.output
     assert "quit: the episode in progress is dropped" in result.output
+
+
+def test_a_failed_episodes_last_panel_says_why_the_environment_ended_it():
+    from rich.console import Console
+
+    from skillrl.agents.base import AgentDecision
+    from skillrl.rollout import TurnEvent
+    from skillrl_cli.run_display import turn_panel
+    from skillrl_core.records import EpisodeRecord, TurnRecord
+
+    reason = "deadlock: a box off target in a corner"
+    turn = TurnRecord(turn=3, observation="a room", available_actions=["up"], action="up",
+                      action_valid=True, reward=-0.1, terminated=True, truncated=False,
+                      info={"end_reason": reason})  # fmt: skip
+    record = EpisodeRecord(env_id="sokoban", goal_id="g", instruction="push", category="c",
+                           turns=[turn], success=False, score=0.0)  # fmt: skip
+    event = TurnEvent(0, record, turn, None, AgentDecision(action="up", model_output="up"),
+                      "a room", True)  # fmt: skip
+    console = Console(width=120, record=True)
+    console.print(turn_panel(event))
+    assert f"no success ({reason})" in console.export_text()

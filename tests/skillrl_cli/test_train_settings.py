@@ -609,6 +609,25 @@ def test_ctrl_c_ends_with_the_exact_resume_command(workspace, monkeypatch):
     assert "continue with skillrl train --run-name 'my run' --cycles 2 --resume" in said, said
 
 
+def test_ctrl_c_during_the_cold_start_ends_with_the_resume_command(workspace, monkeypatch):
+    import sys
+
+    args = ["--run-name", "cs", "--cold-start"]
+    monkeypatch.setattr(sys, "argv", ["skillrl", "train", *args])
+    sft_state = workspace / "runs" / "cs" / "sft" / "state.json"
+
+    def cold_start_interrupted(ctx, values):
+        sft_state.parent.mkdir(parents=True)
+        sft_state.write_text("{}")  # the cold start saved a round before Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_command, "settle_training", cold_start_interrupted)
+    result = train(*args)
+    assert result.exit_code == 130 and "Aborted" not in result.output, result.output
+    said = " ".join(result.output.split())
+    assert "continue with skillrl train --run-name cs --cold-start --resume" in said, said
+
+
 def test_the_resume_command_keeps_the_options_and_adds_resume_once():
     from skillrl_cli.train_session import resume_command
 
