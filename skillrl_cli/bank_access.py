@@ -75,6 +75,9 @@ def open_bank(
     opening = console.status("opening the skill bank (loading the embedder)") if console else None
     with opening or nullcontext():
         bank = SkillBank.open(config)
+        # Playing retrieves every turn: the embedder loads here, under this status, so the
+        # first turn's retrieval time is retrieval, not the model's load.
+        bank.store.embedder.embed(["warm up"])
     if seed and not bank.read_only:
         _seed(bank, env_id, console)
     return bank
