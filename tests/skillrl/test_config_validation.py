@@ -29,6 +29,7 @@ from skillrl.policies.config import PolicyConfig
 from skillrl.policies.model_settings import ModelSettings  # noqa: E402
 from skillrl.prompts.builder import PromptConfig
 from skillrl.rollout import RolloutConfig
+from skillrl_cli.library import EvalSettings
 from skillrl_core.errors import ConfigError
 from skillrl_core.validation import check_number, float_fields
 from trainers.config import CycleConfig, GRPOConfig
@@ -45,6 +46,7 @@ CONFIGS: dict[type, dict] = {
     LLMJudgeReward: {"policy": None, "sampling": None}, WebShopConfig: {}, SokobanConfig: {},
     ColdStartConfig: {}, Processes: {}, PairedUtilityConfig: {},
     ModelSettings: {"env_id": "webshop", "skills": True, "max_prompt_tokens": 512},
+    EvalSettings: {"policy": PolicyConfig(), "config": EvalConfig()},
 }  # fmt: skip
 CASES = [
     (cls, f.name, value)

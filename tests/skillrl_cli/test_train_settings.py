@@ -324,7 +324,7 @@ def test_the_shipped_adapter_trains_under_the_settings_it_records(workspace, sta
     cycle, _, settings = started[2]
     assert settings.policy.model.endswith("adapters/sokoban")
     assert cycle.env_config == {"categories": "6x6-1box", "observation_mode": "positions"}
-    assert cycle.skills is False
+    assert cycle.skills is ModelSettings.load(shipped_adapter("sokoban")).skills
 
 
 def test_shipped_is_refused_for_an_environment_no_adapter_ships_for(
