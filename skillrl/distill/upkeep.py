@@ -20,8 +20,10 @@ Two measures of an entry's worth decide:
   rate defaults to 0.5, so while the policy fails everything every retrieved entry would look
   harmful ("0/12 with it, 0/0 without") and be retired for what is only the policy's weakness.
 
-Then each kind of each env/category but cases (one per request solved: that memory grows with
-experience) keeps at most its cap of entries, best utility first: the
+Cases are retired on paired evidence only (their observational lift measures how hard their
+request is, not whether they are right). Then each kind of each env/category but cases (one per
+request solved: that memory grows with experience), and the general skills of each env, keep at
+most their cap of entries, best utility first: the
 paired utility of an entry shown to help, else the observational one once measured on both
 sides, else neutral (0). Retiring goes through ``bank.retire``: the entry stays in SQL with its
 history and ``bank.restore`` (or ``skillrl skills revert``) brings it back.
@@ -182,12 +184,17 @@ def _rank_utility(u: Utility, config: UpkeepConfig) -> float:
     return u.utility if u.measured(config) else 0.0
 
 
-def _retire_reason(u: Utility, config: UpkeepConfig) -> str | None:
-    """Why upkeep retires an entry on its utility (None: it stays); paired evidence first."""
+def _retire_reason(entry: Entry, u: Utility, config: UpkeepConfig) -> str | None:
+    """Why upkeep retires an entry on its utility (None: it stays); paired evidence first.
+
+    A case is retired on paired evidence only: it records what solved one request, so the
+    episodes that retrieve it are that request's, and its observational lift measures how hard
+    that request is for the policy, not whether the case is right.
+    """
     verdict = paired_verdict(u.paired, config)
     if verdict == "does not help":
         return f"does not help in paired rollouts ({_why_paired(u.paired)})"
-    if verdict == "helps":
+    if verdict == "helps" or entry.kind == "case":
         return None  # causal evidence outweighs the episodes that happened to retrieve it
     if u.measured(config) and u.utility < config.retire_below:
         return f"low utility after {u.n_with} episodes ({_why(u)})"
@@ -205,17 +212,18 @@ def upkeep(
     for entry in entries:
         u = measure(entry, totals.of(entry), config)
         report.utilities[entry.id] = u
-        reason = _retire_reason(u, config)
+        reason = _retire_reason(entry, u, config)
         if reason is not None:
             report.retired[entry.id] = reason
     groups: dict[tuple[str, str | None, str | None], list[Entry]] = {}
     for entry in entries:
         # Cases are not capped: one per request solved, the memory grows with experience.
         if entry.id not in report.retired and entry.kind != "case":
+            # General skills are capped per environment (those for every env count apart).
             group = (
                 (entry.kind, entry.env, entry.category)
                 if entry.kind != "general"
-                else ("general", None, None)
+                else ("general", entry.env, None)
             )
             groups.setdefault(group, []).append(entry)
     for (kind, _, _), members in groups.items():

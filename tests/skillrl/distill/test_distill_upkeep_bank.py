@@ -53,6 +53,28 @@ def test_low_utility_entry_is_retired_after_enough_evidence_then_restored(bank):
     assert bank.restore(bad, author="person", reason="give it another chance").status == "active"
 
 
+def test_a_case_is_never_retired_on_the_episodes_that_happened_to_retrieve_it(bank):
+    case = bank.add(
+        EntryDraft(
+            kind="case",
+            title="A request like this was solved by click[b0aaaaaaaa]",
+            principle="search the request's words; open b0aaaaaaaa; choose large, navy; buy",
+            when_to_apply="i need a large navy dress shirt",
+            env="webshop",
+            category="fashion",
+        ),
+        author="test",
+    ).entry.id
+    good = _note(bank, "Select the requested size", "Click the size the instruction names.")
+    # The case's request is a hard one: every episode that retrieved it failed.
+    bank.trajectories.save_episodes(
+        [_played(False, [case]) for _ in range(9)] + [_played(True, [good]) for _ in range(10)]
+    )
+    report = upkeep(bank)
+    assert report.utilities[case].utility < UpkeepConfig().retire_below  # it looks harmful
+    assert case not in report.retired and bank.get(case).status == "active"
+
+
 def test_retired_entry_comes_back_by_reverting_to_its_last_active_revision(bank):
     bad = _note(bank, "Always click the first result", "Open the first result and buy it.")
     bank.trajectories.save_episodes(
