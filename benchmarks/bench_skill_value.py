@@ -401,11 +401,12 @@ def report(results: dict) -> str:
             f"| {r['seconds_per_turn']:.2f} / {r['cpu_seconds_per_turn']:.2f} | {ratio} "
             f"| {m['matmul_gflops']:.0f}, {m['load_average']:.2f} |"
         )
-    lines += [
-        "",
-        "| goal by goal | success | lost / won | McNemar p | score difference (95%) | |",
-        "| --- | --- | ---: | ---: | ---: | --- |",
-    ]
+    if results.get("paired"):
+        lines += [
+            "",
+            "| goal by goal | success | lost / won | McNemar p | score difference (95%) | |",
+            "| --- | --- | ---: | ---: | ---: | --- |",
+        ]
     for p in results.get("paired", []):
         resolved = "resolved" if p["mcnemar_p"] < 0.05 else "not resolved"
         name = f"({LABELS[p['baseline']][1]}) -> ({LABELS[p['other']][1]})"
