@@ -45,16 +45,17 @@ def train(**options: Any) -> None:
     (--config runs/<name>/config.json repeats it).
     """
     ctx = click.get_current_context()
+    try:
+        # Every check, the run folder's claim, and a --cold-start, before GRPO loads (and before
+        # torch is imported: a refusal takes no time).
+        settings = settle_training(ctx, options)
+    except KeyboardInterrupt:
+        # Only a --cold-start takes long here (in one process); what it saved is in sft/.
+        folder = run_folder(options["workspace"], options["run_name"] or options["env_id"])
+        _interrupted(True, (folder / "sft" / "state.json").exists())
     from trainers.processes import Processes
 
     processes = Processes.current()  # under accelerate launch / torchrun: which process this is
-    try:
-        # Every check, the run folder's claim, and a --cold-start, before GRPO loads.
-        settings = settle_training(ctx, options)
-    except KeyboardInterrupt:
-        # Only a --cold-start takes long here; what it saved is in the run folder's sft/.
-        folder = run_folder(options["workspace"], options["run_name"] or options["env_id"])
-        _interrupted(processes.is_main, (folder / "sft" / "state.json").exists())
     try:
         state = run_with_progress(settings, processes)
     except KeyboardInterrupt:
