@@ -168,6 +168,10 @@ def test_the_bank_shows_each_entrys_utility_as_skills_list_computes_it(client, v
     assert ">utility</th>" in page
     row = page.split(f'href="/skills/{entry.id}"')[1].split("</tr>")[0]
     assert f'<td class="utility">{expected:+.3f}</td>' in row
+    # Its page keeps counted turns and stored episodes apart (evaluations count no turns).
+    usage = client.get(f"/skills/{entry.id}").text
+    assert f"retrieved in {entry.times_retrieved} counted turns" in usage
+    assert f"in {entry.episodes_retrieved} stored episodes, of which" in usage
 
 
 def test_the_retrieve_box_keeps_its_environment_and_every_page_has_a_favicon(client):
