@@ -183,6 +183,7 @@ def check_goals_fit(config: ColdStartConfig, size: int) -> None:
 def _export_adapter(job: ColdStartJob, checkpoint: Path, rank: int) -> None:
     from rich.console import Console
 
+    from skillrl_cli.train_session import PhaseBars
     from trainers.adapter_export import export_checkpoint
     from trainers.cold_start import settings_of
 
@@ -190,10 +191,18 @@ def _export_adapter(job: ColdStartJob, checkpoint: Path, rank: int) -> None:
     recipe = " ".join(["skillrl", *sys.argv[1:]])
     budget = job.prompt.max_prompt_tokens
     settings = settings_of(job.config, budget, job.env_options, recipe=recipe)
-    with console.status("writing the final model as a LoRA adapter"):
+    # A counter, not a spinner: the export factorises every changed module (minutes on a CPU).
+    with PhaseBars(console, "writing the final model as a LoRA adapter", 1) as bars:
+        bars.phase(f"exporting a rank-{rank} adapter: one SVD per changed module")
         done = export_checkpoint(
-            job.model, checkpoint, job.folder / "adapter", rank=rank, settings=settings
+            job.model,
+            checkpoint,
+            job.folder / "adapter",
+            rank=rank,
+            settings=settings,
+            on_module=bars.show("  modules:"),
         )
+        bars.advance()
     console.print(
         f"[green]adapter[/]: {done.folder} (rank {done.rank}, {done.layers} decoder layers, "
         f"{done.modules} linear modules, "

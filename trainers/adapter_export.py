@@ -18,6 +18,7 @@ is peft's own.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,11 +81,14 @@ def export_adapter(
     rank: int,
     base_name: str,
     dtype: torch.dtype = torch.float16,
+    on_module: Callable[[int, int], None] | None = None,
 ) -> AdapterExport:
     """Write ``tuned - base`` as a rank-``rank`` LoRA adapter into ``folder`` (peft's format).
 
     ``base_name`` goes into the adapter's ``base_model_name_or_path`` (``embedded`` for the
     embedded model). ``base`` is left unchanged; the factors are stored in ``dtype``.
+    ``on_module(done, total)`` is called after each changed module is factorised (the SVDs are
+    most of the time an export takes).
     """
     from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
     from safetensors.torch import save_file
@@ -108,7 +112,7 @@ def export_adapter(
     peft_model = get_peft_model(copy.deepcopy(base), config)  # it wraps the model in place
     kept, total = 0.0, 0.0
     modules = dict(peft_model.base_model.model.named_modules())
-    for name, delta in deltas.items():
+    for done, (name, delta) in enumerate(deltas.items(), start=1):
         layer = modules.get(name)
         if layer is None or not hasattr(layer, "lora_A"):
             raise ConfigError(f"{name} changed but the adapter does not cover it")
@@ -123,6 +127,8 @@ def export_adapter(
         layer.lora_B["default"].weight.data.copy_(b)
         kept += float((s[:r] ** 2).sum())
         total += float((s**2).sum())
+        if on_module is not None:
+            on_module(done, len(deltas))
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state = {k: v.to(dtype).contiguous() for k, v in get_peft_model_state_dict(peft_model).items()}
@@ -154,11 +160,13 @@ def export_checkpoint(
     *,
     rank: int,
     settings: ModelSettings | None = None,
+    on_module: Callable[[int, int], None] | None = None,
 ) -> AdapterExport:
     """Load ``base_model`` (as ``--model`` names it) and ``checkpoint``; export their difference.
 
     ``checkpoint`` may be a whole model or a LoRA adapter folder (over any chain of adapters).
 
+    ``on_module``: as :func:`export_adapter` takes it.
     ``settings`` (:class:`skillrl.policies.model_settings.ModelSettings`), when given, is saved
     beside the adapter, so that ``skillrl run --model <folder>`` plays it as it was trained.
     The folder is written whole or not at all (a temporary folder renamed into place).
@@ -182,7 +190,9 @@ def export_checkpoint(
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
     try:
-        result = export_adapter(base, tuned, tmp, rank=rank, base_name=base_model)
+        result = export_adapter(
+            base, tuned, tmp, rank=rank, base_name=base_model, on_module=on_module
+        )
         if settings is not None:
             settings.save(tmp)
         make_readable(tmp, directory=True)

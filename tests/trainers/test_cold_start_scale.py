@@ -145,8 +145,11 @@ def test_a_low_rank_change_exports_exactly_and_loads_back(three_layers, tmp_path
         want, got, plain = tuned(ids).logits, loaded(ids).logits, base(ids).logits
     assert torch.allclose(want, got, atol=1e-5)
     assert not torch.allclose(want, plain, atol=1e-3)
-    smaller = export_adapter(base, tuned, tmp_path / "r1", rank=1, base_name="x")
+    counted: list[tuple[int, int]] = []
+    smaller = export_adapter(base, tuned, tmp_path / "r1", rank=1, base_name="x",
+                             on_module=lambda *counts: counted.append(counts))  # fmt: skip
     assert smaller.kept_energy < 0.999
+    assert counted == [(1, 2), (2, 2)]  # a counter per factorised module, for the progress bar
 
 
 def test_only_lora_shaped_changes_export(three_layers, tmp_path):
