@@ -412,13 +412,14 @@ class TrainingRun:
         figures: dict[str, Any] = (
             {"sensitivity": SkillSensitivity.of(sensitivity)} if sensitivity else {}
         )
-        if self.config.compare_starting_bank and cycle > 0 and self.bank is not None:
+        bank = self.bank
+        if self.config.compare_starting_bank and cycle > 0 and bank is not None:
             starting = self._played(
                 cycle,
                 STARTING_BANK_EPISODES,
                 self.config.eval_split,
                 self.config.eval_goals,
-                runner=self._starting_bank_runner,
+                runner=lambda: self._starting_bank_runner(bank),
             )["episodes"]
             figures["bank_worth"] = BankWorth.of(starting, played["episodes"])
         self._measured(state, cycle, eval=summarise(played["episodes"]), **figures)
@@ -489,7 +490,7 @@ class TrainingRun:
         self.files.save_episodes(cycle, name, payload)
         return {**payload, "episodes": episodes}
 
-    def _starting_bank_runner(self) -> PolicyRollouts:
+    def _starting_bank_runner(self, bank: SkillBank) -> PolicyRollouts:
         """Return the evaluation runner over a copy of the bank as it was at cycle 0.
 
         The copy (``starting_bank/`` in the run folder, SQLite and an embedded index whatever
@@ -497,14 +498,13 @@ class TrainingRun:
         folder renamed into place, so a killed restore leaves nothing half written.
         """
         if self._starting_bank is None:
-            assert self.bank is not None
             from memory import SkillBank
 
             folder = self.files.starting_bank
             config = dataclasses.replace(
-                self.bank.config, workspace=folder, database_url=None, chroma_url=None
+                bank.config, workspace=folder, database_url=None, chroma_url=None
             )
-            embedder = self.bank.store.embedder
+            embedder = bank.store.embedder
             if not folder.exists():
                 building = folder.with_name(folder.name + ".tmp")
                 shutil.rmtree(building, ignore_errors=True)
@@ -512,7 +512,7 @@ class TrainingRun:
                 with SkillBank.open(
                     dataclasses.replace(config, workspace=building), embedder=embedder
                 ) as copy:
-                    restored = self.bank.snapshots.restore_into(snapshot, copy.store)
+                    restored = bank.snapshots.restore_into(snapshot, copy.store)
                 building.rename(folder)
                 logger.info("the cycle-0 bank (%d entries) copied to %s", restored, folder)
             self._starting_bank = SkillBank.open(config, embedder=embedder)
