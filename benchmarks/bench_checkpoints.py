@@ -1,0 +1,167 @@
+"""A training run's evaluated checkpoints on the same test goals, each against the one it chose.
+
+    python -m benchmarks checkpoints --run WORKSPACE/runs/NAME --goals 300 \
+        --out docs/results/checkpoints.json
+
+``skillrl train`` chooses its checkpoint on eval-split goals (``best.json``) and plays test goals
+only for that choice. This benchmark asks whether the choice held: every cycle the run evaluated
+(``eval.success_rate`` in ``metrics.jsonl``) that left a checkpoint, plus the run's starting
+model when ``--starting-model`` names it, plays test goals 0..N-1, greedy, in float32, under the
+checkpoint's recorded settings, with a fresh workspace seeded with the environment's starting
+bank (the bank a user's workspace gets). Each cycle is compared with the chosen checkpoint goal
+by goal (exact McNemar); the target is that no evaluated cycle beats the choice, resolved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import (  # noqa: E402
+    machine,
+    machine_text,
+    portable_arguments,
+    provenance,
+    run_text,
+    write_result,
+)
+
+NAME = "checkpoints"
+
+
+def evaluated_cycles(run: Path) -> dict[int, float]:
+    """Cycle -> validation success, for every cycle the run evaluated."""
+    cycles = {}
+    with (run / "metrics.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            row = json.loads(line)
+            if "eval.success_rate" in row:
+                cycles[int(row["cycle"])] = float(row["eval.success_rate"])
+    return cycles
+
+
+def main() -> None:
+    from skillrl.policies import PolicyConfig
+    from skillrl.policies.model_settings import ModelSettings
+    from skillrl.prompts import PromptConfig
+    from skillrl_cli.library import EvalSettings, evaluate_model
+    from skillrl_core.goal_range import GoalRange
+    from trainers.evaluate import EvalConfig, compare_arms
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", required=True, help="a `skillrl train` run folder")
+    parser.add_argument("--starting-model", default=None, help="the run's cycle-0 model")
+    parser.add_argument("--cycles", default=None, help="comma-separated (default: every evaluated)")
+    parser.add_argument("--goals", type=int, default=300, help="test goals 0..N-1")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", required=True, help="results JSON")
+    args = parser.parse_args()
+    run = Path(args.run)
+    config = json.loads((run / "config.json").read_text(encoding="utf-8"))["cycle"]
+    best = json.loads((run / "best.json").read_text(encoding="utf-8"))
+    chosen = int(best["cycle"])
+    validation = evaluated_cycles(run)
+    every = sorted(validation, reverse=True)
+    wanted = [int(c) for c in args.cycles.split(",")] if args.cycles else every
+    models = {}
+    for cycle in wanted:
+        folder = run / "checkpoints" / f"cycle-{cycle:04d}"
+        if folder.is_dir():
+            models[cycle] = folder
+        elif cycle == 0 and args.starting_model:
+            models[cycle] = Path(args.starting_model)
+    if chosen not in models:
+        parser.error(f"the chosen cycle {chosen} has no checkpoint under {run}/checkpoints")
+    order = [chosen] + [c for c in models if c != chosen]
+    results = {"provenance": provenance(NAME), "args": portable_arguments(vars(args))}
+    results.update(
+        chosen=chosen,
+        validation={str(c): validation.get(c) for c in order},
+        validation_goals=config["eval_goals"],
+        machine_before=machine(),
+    )
+    measured = []
+    for cycle in order:
+        recorded = ModelSettings.load(models[cycle])
+        settings = EvalSettings(
+            policy=PolicyConfig(
+                backend="transformers",
+                model=str(models[cycle]),
+                dtype="float32",
+                threads=args.threads,
+                workspace=Path(tempfile.mkdtemp(prefix="checkpoints-")),
+            ),
+            config=EvalConfig(goals=GoalRange(0, args.goals - 1)),
+            env_id=config["env_id"],
+            env_config=dict(config["env_config"]),
+            arms=("on",),
+            max_turns=config["max_turns"],
+            max_new_tokens=config["max_new_tokens"],
+            constrained=True,
+            prompt=PromptConfig(max_prompt_tokens=recorded.max_prompt_tokens)
+            if recorded
+            else PromptConfig(),
+        )
+        arm = evaluate_model(settings).arms[0]
+        measured.append(replace(arm, arm=f"cycle {cycle}"))
+        print(f"cycle {cycle}: {arm.greedy.success_rate:.3f}", flush=True)
+    results["cycles"] = [{"cycle": c, **r.to_dict()} for c, r in zip(order, measured, strict=True)]
+    results["comparisons"] = [
+        {"cycle": c, **vars(comparison)}
+        for c, comparison in zip(order[1:], compare_arms(measured), strict=True)
+    ]
+    results["machine_at_end"] = machine()
+    write_result(Path(args.out), results, name=NAME)
+    print(report(results))
+
+
+def report(results: dict) -> str:
+    """A results file as Markdown: each cycle's test figures beside its validation figure."""
+    args = results["args"]
+    goals = args["goals"]
+    lines = [
+        run_text(results),
+        "",
+        f"Test goals 0-{goals - 1}, greedy, float32, each checkpoint under its recorded settings "
+        f"with the starting bank; validation: {results['validation_goals']} eval-split goals, as "
+        f"the run measured them. Machine before: {machine_text(results['machine_before'])}.",
+        "",
+        "| cycle | validation | test success | 95% interval | mean score | vs the chosen "
+        "(won / lost) | McNemar p | |",
+        "| ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
+    ]
+    comparisons = {c["cycle"]: c for c in results["comparisons"]}
+    for row in results["cycles"]:
+        greedy, cycle = row["greedy"], row["cycle"]
+        solved = round(greedy["success_rate"] * greedy["episodes"])
+        low, high = greedy["success_interval"]
+        seen = results["validation"].get(str(cycle))
+        seen_text = "-" if seen is None else f"{seen:.2f}"
+        if cycle == results["chosen"]:
+            versus, p_text, verdict = "(chosen)", "", ""
+        else:
+            c = comparisons[cycle]
+            versus, p_text = f"{c['won']} / {c['lost']}", f"{c['p_value']:.3g}"
+            if c["p_value"] >= 0.05:
+                verdict = "not resolved"
+            else:
+                verdict = "resolved better" if c["won"] > c["lost"] else "resolved worse"
+        lines.append(
+            f"| {cycle} | {seen_text} | {solved}/{greedy['episodes']} | [{low:.2f}, {high:.2f}] "
+            f"| {greedy['mean_score']:.3f} | {versus} | {p_text} | {verdict} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
