@@ -57,6 +57,8 @@ class PhaseBars:
         self._started = time.monotonic()
         self._detail_started = self._last_line = self._started
         self._steps, self._turns_last = "", 0
+        self.rollout_label = "  rollout:"
+        """What :meth:`show_rollout`'s callback calls the episodes played (set per phase)."""
 
     def phase(self, description: str) -> None:
         """Start a phase named ``description`` (hiding the finished phase's detail bar)."""
@@ -100,8 +102,11 @@ class PhaseBars:
             rate = _rate(done, total, now - self._detail_started)
             self._line(f"{label.strip()} {done}/{total}{rate}")
 
-    def show_rollout(self, label: str) -> Callable[[RolloutProgress], None]:
+    def show_rollout(self, label: str | None = None) -> Callable[[RolloutProgress], None]:
         """Return an ``on_progress`` callback that shows a rollout's episodes and turns.
+
+        ``label`` names what is played; None reads :attr:`rollout_label` at each call, so one
+        callback says ``goals:`` while an evaluation plays and ``rollout:`` while groups do.
 
         The detail bar runs over the rollout's turn budget; its text gives the episodes and
         turns played, turns/s and at most how long is left (off a terminal: a plain line at
@@ -109,10 +114,10 @@ class PhaseBars:
         """
 
         def update(progress: RolloutProgress) -> None:
-            text = rollout_text(progress)
+            text, shown = rollout_text(progress), label or self.rollout_label
             self.progress.update(
                 self._detail,
-                description=f"{label} {text}",
+                description=f"{shown} {text}",
                 completed=progress.budget_spent,
                 total=progress.turn_budget,
                 visible=True,
@@ -120,7 +125,7 @@ class PhaseBars:
             now = time.monotonic()
             ended = progress.episodes_done == progress.episodes
             if self.plain and (now - self._last_line >= self.interval or ended):
-                self._line(f"{label.strip()} {text}")
+                self._line(f"{shown.strip()} {text}")
 
         return update
 
@@ -303,7 +308,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
     from rich.console import Console
 
     from skillrl_cli.library import TrainWatch, train
-    from trainers.phased_run import PhaseEnded, PhaseStarted, RunEvents
+    from trainers.phased_run import HeldOutPlayStarted, PhaseEnded, PhaseStarted, RunEvents
     from trainers.processes import Processes
     from trainers.run_files import RunFiles
 
@@ -325,11 +330,24 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
                 words = evaluation_words(cycle, event.index)
             else:
                 words = PHASE_WORDS[event.phase].format(estimator=estimator)
+            bars.rollout_label = "  goals:" if event.phase == "eval" else "  rollout:"
             bars.phase(f"cycle {event.index}: {words}")
 
-        events = RunEvents().on(PhaseStarted, started).on(PhaseEnded, lambda _: bars.advance())
+        def held_out(event: HeldOutPlayStarted) -> None:
+            bars.rollout_label = "  goals:"
+            bars.phase(
+                f"cycle {event.index} (chosen): playing {event.goals} test goals, paired with "
+                "cycle 0's"
+            )
+
+        events = (
+            RunEvents()
+            .on(PhaseStarted, started)
+            .on(PhaseEnded, lambda _: bars.advance())
+            .on(HeldOutPlayStarted, held_out)
+        )
         watch = TrainWatch(
-            rollout=bars.show_rollout("  rollout:"),
+            rollout=bars.show_rollout(),
             optimizer_steps=bars.optimizer_stepped,
             turns_trained=bars.turns_trained,
             cycle_saved=lambda metrics: print_cycle(console, metrics),

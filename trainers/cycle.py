@@ -87,7 +87,7 @@ from trainers.cycle_metrics import (
 from trainers.cycle_rollout import collect_rollout, training_goal_order
 from trainers.episode_metrics import summarise
 from trainers.grpo import GRPOTrainer
-from trainers.phased_run import PhaseSaved, RunEvents, StageStarted, drive
+from trainers.phased_run import HeldOutPlayStarted, PhaseSaved, RunEvents, StageStarted, drive
 from trainers.policy_rollouts import PolicyRollouts
 from trainers.processes import Processes
 from trainers.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
@@ -621,6 +621,7 @@ class TrainingRun:
             self.processes.wait()
             return
         goals = self.config.test_goals
+        self.events.emit(HeldOutPlayStarted(best.cycle, goals))
         start = self._episodes_of(0, TEST_EPISODES, TEST_SPLIT, goals)
         chosen = self._episodes_of(best.cycle, TEST_EPISODES, TEST_SPLIT, goals)
         test = PairedTest.of(start, chosen)

@@ -9,7 +9,8 @@ half-done phase finds what it already wrote.
 Whoever watches a run (progress bars, a benchmark that evaluates each round, a test that kills
 the run at a chosen point) subscribes to typed events, keyed by their type as smolagents keys
 its step callbacks: :class:`StageStarted`, :class:`PhaseStarted`, :class:`PhaseSaved` (a phase
-wrote its files, not yet committed) and :class:`PhaseEnded` (committed).
+wrote its files, not yet committed), :class:`PhaseEnded` (committed) and
+:class:`HeldOutPlayStarted` (after the last stage, the chosen one plays held-out goals).
 """
 
 from __future__ import annotations
@@ -61,8 +62,18 @@ class PhaseEnded:
     phase: Phase
 
 
-RunEvent = StageStarted | PhaseStarted | PhaseSaved | PhaseEnded
-Event = TypeVar("Event", StageStarted, PhaseStarted, PhaseSaved, PhaseEnded)
+@dataclass(frozen=True)
+class HeldOutPlayStarted:
+    """After its last stage, the run plays the stage it chose on held-out (test) goals."""
+
+    index: int
+    """The chosen stage."""
+    goals: int
+    """How many held-out goals it plays."""
+
+
+RunEvent = StageStarted | PhaseStarted | PhaseSaved | PhaseEnded | HeldOutPlayStarted
+Event = TypeVar("Event", StageStarted, PhaseStarted, PhaseSaved, PhaseEnded, HeldOutPlayStarted)
 
 
 class RunEvents:

@@ -87,6 +87,17 @@ def test_a_piped_rollout_prints_lines_within_the_phase_and_at_its_end():
     assert screen.getvalue() == ""
 
 
+def test_one_rollout_callback_names_what_each_phase_plays():
+    progress, _screen, lines = bars(terminal=False, interval=0.0)
+    with progress:
+        show = progress.show_rollout()
+        show(rollout(4, 30, 30, 15.0))
+        progress.rollout_label = "  goals:"  # an evaluation phase starts
+        show(rollout(2, 10, 10, 5.0))
+    out = lines.getvalue().splitlines()
+    assert out[0].startswith("rollout: episodes 4/4") and out[1].startswith("goals: episodes 2/4")
+
+
 def test_on_a_terminal_the_rollout_bar_carries_the_turns():
     progress, screen, lines = bars(terminal=True, interval=0.0)
     with progress:

@@ -162,11 +162,18 @@ def test_a_run_stops_on_patience_leaves_its_best_cycle_and_pairs_it_on_test_goal
         return start(split, index, **kwargs)
 
     run.eval_runner.start = run.runner.start = recording
+    from trainers.phased_run import HeldOutPlayStarted
+
+    announced = []  # (event, episodes started before it): the progress line's cue
+    run.events.on(HeldOutPlayStarted, lambda event: announced.append((event, len(splits))))
     state = run.run()
     bank.close()
     files = run.files
     # No test goal is played between cycle 0's evaluation and the chosen cycle's test play.
     assert splits[:4] == ["eval", "eval", "test", "test"] and splits[-2:] == ["test", "test"]
+    # The test play is announced once, before its episodes, naming the chosen cycle.
+    chosen_cycle = files.load_choice().cycle
+    assert announced == [(HeldOutPlayStarted(chosen_cycle, 2), len(splits) - 2)]
     assert "test" not in splits[4:-2] and splits.count("train") > 0
     # Cycle 1 is best (2 of 2); cycles 2 and 3 fall behind it: the run stops after cycle 3.
     assert state.done and state.stopped_early_after == 3 and state.tested
