@@ -496,7 +496,10 @@ def _reviewer(console: Console) -> Any:
     from skillrl_cli.run_display import ask_step
 
     def review(state: Any, decision: Any) -> Any:
-        typed = ask_step(console, state, decision).strip()
+        try:
+            typed = ask_step(console, state, decision).strip()
+        except EOFError:  # Ctrl-D, or the end of piped input: as in human play, a quit
+            typed = "q"
         if typed.lower() in QUIT_WORDS:
             _quit(console)
         if not typed:

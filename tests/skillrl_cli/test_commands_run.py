@@ -582,3 +582,11 @@ def test_a_failed_episodes_last_panel_says_why_the_environment_ended_it():
     console = Console(width=120, record=True)
     console.print(turn_panel(event))
     assert f"no success ({reason})" in console.export_text()
+
+
+def test_the_end_of_input_ends_step_mode_like_q(workspace):
+    result = CliRunner().invoke(
+        main, ["run", "--policy", "expert", "--step", "--no-record", "--max-turns", "2"]
+    )  # no input at all: Ctrl-D at the first review
+    assert result.exit_code == 0 and "Aborted" not in result.output, result.output
+    assert "quit: the episode in progress is dropped" in result.output
