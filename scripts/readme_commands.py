@@ -51,7 +51,8 @@ class Outcome:
 
     line: str
     verdict: str
-    """``passed``, ``cut`` (still working when its box ended: a pass), ``skipped`` or ``failed``."""
+    """``passed``, ``cut`` (still working when its box ended, and Ctrl-C stopped it: a pass),
+    ``skipped`` or ``failed``."""
     seconds: float = 0.0
     why: str = ""
 
@@ -127,6 +128,9 @@ def run_line(line: str, box: float) -> Outcome:
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        # A script started in the background (`nohup ... &`) has Ctrl-C ignored, and so would
+        # every line it runs: give each line the default, as a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         output, _ = process.communicate(timeout=box)
@@ -135,13 +139,17 @@ def run_line(line: str, box: float) -> Outcome:
         os.killpg(process.pid, signal.SIGINT)
         try:
             output, _ = process.communicate(timeout=60)
+            stopped = True
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             output, _ = process.communicate()
+            stopped = False
         cut = True
     seconds = time.monotonic() - started
     if "Traceback (most recent call last)" in output:
         return Outcome(line, "failed", seconds, "printed a traceback: " + output[-400:])
+    if cut and not stopped:
+        return Outcome(line, "failed", seconds, "Ctrl-C did not stop it within 60 s")
     if cut:
         return Outcome(line, "cut", seconds, f"still working after {box:.0f} s")
     if process.returncode != 0:
