@@ -222,11 +222,17 @@ def _labels(values: list[float], step: float) -> list[str]:
 
 
 def build_chart(
-    spec: ChartSpec, runs: Sequence[tuple[str, Sequence[dict[str, Any]]]], x_key: str = "cycle"
+    spec: ChartSpec,
+    runs: Sequence[tuple[str, Sequence[dict[str, Any]]]],
+    x_key: str = "cycle",
+    x_range: tuple[int, int] | None = None,
 ) -> Chart:
     """Return ``spec``'s chart over ``runs`` (name, metrics rows), all on the same axes.
 
     ``x_key`` is what the x axis counts: ``cycle`` (``train``) or ``round`` (``sft``).
+    ``x_range`` (first, last) is the x axis; by default, the cycles this metric has (a page
+    passes its runs' whole range, so a metric measured every second cycle lines up with the
+    others).
 
     The y axis runs between round ticks; a chart of one cycle has that cycle alone, in the
     middle (no second cycle is invented), and an interval of one point is drawn as a bar.
@@ -234,7 +240,7 @@ def build_chart(
     values = [(name, _values(rows, spec, x_key)) for name, rows in runs]
     every = [v for _, vs in values for v in vs]
     cycles = [v.cycle for v in every] or [0]
-    x_low, x_high = min(cycles), max(cycles)
+    x_low, x_high = x_range or (min(cycles), max(cycles))
     ys = [v.value for v in every] or [0.0]
     ys += [b for v in every for b in (v.low, v.high) if b is not None]
     # A rate's axis is [0, 1], widened only for a value outside it (an edited file).
@@ -322,9 +328,11 @@ def run_charts(
         }
     )
     more = [*FOLDED_FIRST, *(ChartSpec(key, key, key) for key in other)]
+    every_x = [x for _, rows in runs for row in rows if (x := _cycle(row.get(x_key))) is not None]
+    x_range = (min(every_x), max(every_x)) if every_x else None
 
     def drawn(specs: Sequence[ChartSpec]) -> list[Chart]:
-        charts = [build_chart(spec, runs, x_key) for spec in specs]
+        charts = [build_chart(spec, runs, x_key, x_range) for spec in specs]
         return [chart for chart in charts if any(s.points for s in chart.series)]
 
     return RunCharts(main=drawn(MAIN_CHARTS), more=drawn(more))

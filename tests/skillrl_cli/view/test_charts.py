@@ -60,6 +60,20 @@ def test_two_runs_share_one_cycle_axis():
     assert first.colour != second.colour
 
 
+def test_every_chart_of_a_page_spans_the_same_cycles():
+    # Evaluated every second cycle, trained every cycle but the first: one x axis, 0 to 4.
+    rows = [{"cycle": c, "train.success_rate": 0.5} if c else {"cycle": 0} for c in range(5)]
+    for row in rows[::2]:
+        row.update({"eval.success_rate": 0.4, "eval.episodes": 10})
+    charts = run_charts([("r", rows)])
+    every = [*charts.main, *charts.more]
+    assert len(every) >= 2
+    for chart in every:
+        assert [t.label for t in chart.x_ticks] == ["0", "1", "2", "3", "4"], chart.key
+    training = next(c for c in every if c.key == "train.success_rate")
+    assert _xs(training.series[0].line)[0] > LEFT  # its first point is cycle 1, not the edge
+
+
 def test_a_chart_appears_only_for_metrics_some_run_has():
     charts = run_charts([("r", [{"cycle": 1, "groups.kept": 2, "bank.snapshot": "s",
                                  "update.skipped": True}])])  # fmt: skip
