@@ -107,11 +107,13 @@ class TrajectoryStore:
         success: bool | None = None,
         distilled: bool | None = None,
         group_id: str | None = None,
+        episode_id: str | None = None,
         limit: int | None = None,
     ) -> list[EpisodeRecord]:
         """Return stored episodes matching every given filter, oldest first."""
         query = select(TrajectoryRow.record)
         for column, value in (
+            (TrajectoryRow.episode_id, episode_id),
             (TrajectoryRow.env, env),
             (TrajectoryRow.split, split),
             (TrajectoryRow.success, success),

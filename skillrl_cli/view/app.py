@@ -249,13 +249,13 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
 
     async def episode(request: Request) -> Response:
         wanted = request.path_params["episode_id"]
-        found = [e for e in episodes_all() if e.episode_id == wanted]
+        found = bank.trajectories.episodes(episode_id=wanted)  # one row, not every episode
         if not found:
             raise HTTPException(404, f"no episode {wanted}")
         record = found[0]
         shown = {i for t in record.turns for i in t.retrieved_ids + (t.left_out_ids or [])}
         entries = bank.entries(sorted(shown))
-        group = [e for e in episodes_all() if record.group_id and e.group_id == record.group_id]
+        group = bank.trajectories.episodes(group_id=record.group_id) if record.group_id else []
         return render(request, "episode.html", episode=record, entries=entries, group=group,
                       origin=origins.origins().get(record.episode_id),
                       agent=portable_agent(record.agent, config.runs_dir))  # fmt: skip

@@ -187,6 +187,8 @@ def test_episodes_are_stored_once_and_update_entry_stats(bank, samples):
     assert [e.episode_id for e in bank.trajectories.episodes(success=True)] == ["e1", "e3"]
     assert [e.episode_id for e in bank.trajectories.episodes(split="test")] == ["e3"]
     assert [e.episode_id for e in bank.trajectories.episodes(group_id="grp", limit=1)] == ["e1"]
+    assert [e.episode_id for e in bank.trajectories.episodes(episode_id="e2")] == ["e2"]
+    assert bank.trajectories.episodes(episode_id="missing") == []
     restored = bank.trajectories.episodes(split="test")[0]
     assert restored == episodes[2]
     assert bank.trajectories.episode_totals(env="webshop", category="footwear") == (3, 2)
