@@ -1,4 +1,4 @@
-"""The Python entry points under the commands: train a policy with its bank, evaluate a model.
+"""The Python entry points under the commands: train a policy with its bank, evaluate, play.
 
 ``skillrl train`` builds a :class:`TrainSettings` from its options, wires its progress bars to
 a :class:`TrainWatch` and the run's typed events, calls :func:`train` and prints the
@@ -8,7 +8,10 @@ without click or rich. Each does what its command does once the settings are che
 :func:`train` loads the policy (and the rollout server's, or a bf16 copy), opens the
 workspace's bank, builds the runners and the distiller, and runs (or resumes)
 :class:`~trainers.cycle.TrainingRun`; :func:`evaluate_model` loads the model and plays the same
-goals in each skills arm (:func:`trainers.evaluate.evaluate`), then compares the arms.
+goals in each skills arm (:func:`trainers.evaluate.evaluate`), then compares the arms;
+``skillrl run`` plays through :func:`play` (:class:`PlaySettings`, :class:`PlayWatch`,
+:class:`PlayResult`), which builds the agent (the model, the scripted expert or a person) and
+runs the runtime's ``RolloutEngine`` over the bank.
 
 It lives in the CLI layer because it wires every layer below it (the runtime's policies and
 bank access with the trainers); the runtime never imports it.
@@ -17,17 +20,25 @@ bank access with the trainers); the runtime never imports it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from envs.registry import DEFAULT_ENV
 from skillrl.prompts import PromptConfig
 from skillrl_cli.bank_access import open_bank
-from skillrl_core.errors import ConfigError
+from skillrl_core.errors import BankError, ConfigError
+from skillrl_core.goal_range import GoalRange
+from skillrl_core.splits import TEST_SPLIT
 
 if TYPE_CHECKING:
-    from skillrl.policies import PolicyConfig
+    from memory.bank import SkillBank
+    from skillrl.agents.base import AgentDecision, AgentState
+    from skillrl.agents.llm import LLMAgent
+    from skillrl.policies import PolicyConfig, SamplingConfig
+    from skillrl.rollout import EpisodeStart, RolloutStats, TurnEvent
+    from skillrl_core.records import EpisodeRecord
     from trainers.checkpoint_choice import RunChoice
     from trainers.config import CycleConfig, GRPOConfig
     from trainers.cycle_metrics import CycleMetrics
@@ -307,6 +318,283 @@ def evaluate_model(settings: EvalSettings, *, watch: EvalWatch | None = None) ->
         if bank is not None:
             bank.close()
     return EvalReport(arms=results, comparisons=compare_arms(results))
+
+
+def _greedy_sampling() -> SamplingConfig:
+    from skillrl.policies import SamplingConfig
+
+    return SamplingConfig(max_new_tokens=64, temperature=0.0, seed=0, stop=["</action>"])
+
+
+@dataclass(frozen=True)
+class ModelPlay:
+    """How the model plays: which policy, its prompts, its decoding and sampling."""
+
+    policy: PolicyConfig
+    """The policy to load (backend, model, server, threads, workspace)."""
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+    """How each turn's prompt is built (its token budget)."""
+    constrained: bool = True
+    """Constrained decoding (clicks chosen among the admissible ones) or free."""
+    sampling: SamplingConfig = field(default_factory=_greedy_sampling)
+    """Temperature, seed and generation budget of each turn (default: greedy, 64 tokens)."""
+
+
+PLAYERS = ("model", "expert", "human")
+"""Who may act in :func:`play`."""
+
+
+@dataclass(frozen=True)
+class PlaySettings:
+    """What :func:`play` plays: the episodes, who acts, how the model plays, the bank's use."""
+
+    env_id: str = DEFAULT_ENV
+    """The environment."""
+    env_config: dict[str, Any] = field(default_factory=dict)
+    """The environment's settings (``--env-option``), the same for every episode."""
+    split: str = TEST_SPLIT
+    """The split the goals are drawn from."""
+    goals: GoalRange | str = GoalRange(0, 0)
+    """The goals played, one episode each: a range of the split's goal indices, or one goal's
+    stable id (played ``episodes`` times, one seed each)."""
+    episodes: int = 1
+    """How many times a goal given by id is played (a range plays each of its goals once)."""
+    seed: int = 0
+    """Seed of the first episode (episode i uses ``seed + i``)."""
+    player: Literal["model", "expert", "human"] = "model"
+    """Who acts: the model, the environment's scripted expert, or a person
+    (:attr:`PlayWatch.ask`)."""
+    model: ModelPlay | None = None
+    """How the model plays; needed when it does, unused otherwise."""
+    skills: bool = True
+    """Retrieve skills into every turn (the bank opens); the expert never reads them."""
+    max_turns: int = 15
+    """Turn limit of an episode."""
+    parallel: int = 16
+    """Episodes played at once."""
+    workspace: Path | None = None
+    """The workspace folder of the skill bank (None: ``$SKILLRL_WORKSPACE``, else
+    ``./.skillrl``)."""
+    record: bool = False
+    """Save the episodes into the bank's trajectory store and count their retrievals (training
+    goals only: a test-split episode changes nothing in the bank)."""
+    seed_bank: bool = True
+    """Seed an empty bank with the environment's starting skills."""
+    step: bool = False
+    """``skillrl run --step``: a person reviews every turn (:attr:`PlayWatch.review`);
+    :func:`play` does not read it."""
+    as_json: bool = False
+    """``skillrl run --json``: the command prints JSON on stdout; :func:`play` does not read it."""
+
+    def __post_init__(self) -> None:
+        if self.player not in PLAYERS:
+            raise ConfigError(f"player ({self.player!r}) must be one of {', '.join(PLAYERS)}")
+        if self.player == "model" and self.model is None:
+            raise ConfigError("player 'model' needs model=ModelPlay(...): which model plays")
+        for name in ("episodes", "max_turns", "parallel"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be at least 1")
+        if self.seed < 0:
+            raise ConfigError(f"seed ({self.seed}) must be >= 0")
+        if isinstance(self.goals, GoalRange) and self.episodes != 1:
+            raise ConfigError(
+                f"episodes ({self.episodes}) is for a goal given by id; a range ({self.goals}) "
+                "plays each of its goals once"
+            )
+
+    @property
+    def starts(self) -> list[EpisodeStart]:
+        """The episodes to play, in order (goal, seed and environment settings of each)."""
+        from skillrl.rollout import EpisodeStart
+
+        if isinstance(self.goals, GoalRange):
+            return [
+                EpisodeStart(
+                    self.env_id,
+                    self.split,
+                    goal_index=goal,
+                    seed=self.seed + i,
+                    env_config=self.env_config,
+                )
+                for i, goal in enumerate(self.goals.indices())
+            ]
+        return [
+            EpisodeStart(
+                self.env_id,
+                self.split,
+                seed=self.seed + i,
+                env_config=self.env_config,
+                goal_id=self.goals,
+            )
+            for i in range(self.episodes)
+        ]
+
+    @property
+    def uses_skills(self) -> bool:
+        """Whether skills are retrieved into the turns (never for the expert)."""
+        return self.skills and self.player != "expert"
+
+    @property
+    def interactive(self) -> bool:
+        """Whether a person types at the terminal (playing, or reviewing every turn)."""
+        return self.step or self.player == "human"
+
+
+@dataclass(frozen=True)
+class PlayWatch:
+    """How a caller follows play, and how a person takes part in it; every callback optional."""
+
+    loading_model: Callable[[str], AbstractContextManager[Callable[[str], None] | None]] | None = (
+        None
+    )
+    """Entered around loading the model, called with its name (``PolicyConfig.model``); what
+    it gives back, when not None, receives the backend's progress lines."""
+    episode_started: Callable[[dict[str, Any]], None] | None = None
+    """Called with an episode's reset info (its ``instruction``, ``goal_id``) before anyone
+    acts in it."""
+    deciding: Callable[[str, int, int], AbstractContextManager[object]] | None = None
+    """Entered around every batched decision, called as ``(agent name, turn, episodes)`` (the
+    turn counted from 1)."""
+    turn: Callable[[TurnEvent], None] | None = None
+    """Called after every turn of every episode."""
+    review: Callable[[AgentState, AgentDecision], AgentDecision] | None = None
+    """Called before each action is sent; returns the decision to play (``--step``)."""
+    ask: Callable[[AgentState], str] | None = None
+    """Asks a person for the action to play (needed when :attr:`PlaySettings.player` is
+    ``human``)."""
+
+
+@dataclass(frozen=True)
+class PlayResult:
+    """What :func:`play` played: every episode, in the order of the settings' goals."""
+
+    episodes: list[EpisodeRecord]
+    """One typed record per episode (its turns, success, score)."""
+    stats: RolloutStats
+    """Where the time went (model, environment, retrieval) and the tokens generated."""
+
+    @property
+    def successes(self) -> int:
+        """Episodes that reached their goal."""
+        return sum(r.success for r in self.episodes)
+
+    @property
+    def success_rate(self) -> float:
+        """Share of the episodes that reached their goal."""
+        return self.successes / len(self.episodes) if self.episodes else 0.0
+
+    @property
+    def mean_score(self) -> float:
+        """Mean final score of the episodes."""
+        return sum(r.score for r in self.episodes) / len(self.episodes) if self.episodes else 0.0
+
+
+def play(
+    settings: PlaySettings, *, watch: PlayWatch | None = None, bank: SkillBank | None = None
+) -> PlayResult:
+    """Play every episode of ``settings`` and return their records.
+
+    The bank is opened (and seeded when empty, unless ``settings.seed_bank`` is off) when the
+    turns retrieve skills or the episodes are recorded; a ``bank`` given is played instead and
+    left open. A read-only bank is played as it is, but cannot record (:class:`BankError`).
+    """
+    from skillrl.rollout import RolloutConfig, RolloutEngine
+
+    watch = watch or PlayWatch()
+    if settings.player == "human" and watch.ask is None:
+        raise ConfigError("player 'human' needs PlayWatch(ask=...): where the actions come from")
+    needs_bank = settings.uses_skills or settings.record
+    opened = None
+    if bank is None and needs_bank:
+        bank = opened = open_bank(settings.workspace, settings.env_id, seed=settings.seed_bank)
+    try:
+        if bank is not None and bank.read_only and settings.record:
+            raise BankError(
+                f"the skill bank in {bank.config.workspace} is read-only, so the episodes could "
+                "not be saved: add --no-record to play with its skills without saving anything"
+            )
+        agent = _Watched(_agent(settings, watch, settings.uses_skills and bank is not None), watch)
+        engine = RolloutEngine(
+            agent,
+            bank=bank,
+            config=RolloutConfig(
+                max_turns=settings.max_turns,
+                max_parallel=settings.parallel,
+                record=settings.record and bank is not None,
+                # Unrecorded play leaves the bank as it was; the engine counts training goals only.
+                count_retrievals=settings.record,
+            ),
+            on_turn=watch.turn,
+            review=watch.review,
+        )
+        episodes = engine.run(settings.starts)
+    finally:
+        if opened is not None:
+            opened.close()
+    return PlayResult(episodes=episodes, stats=engine.stats)
+
+
+def _agent(settings: PlaySettings, watch: PlayWatch, uses_skills: bool) -> Any:
+    """Build the agent ``settings.player`` names: the scripted expert, a person, or the model."""
+    if settings.player == "expert":
+        import envs
+        from skillrl.agents.expert import ExpertAgent
+
+        if envs.adapter_for(settings.env_id).make_expert(settings.max_turns) is None:
+            raise ConfigError(f"environment {settings.env_id!r} has no scripted expert")
+        return ExpertAgent(max_turns=settings.max_turns)
+    if settings.player == "human":
+        from skillrl.agents.human import HumanAgent
+
+        assert watch.ask is not None  # play() refuses a person without it
+        return HumanAgent(watch.ask, uses_skills=uses_skills)
+    assert settings.model is not None  # PlaySettings refuses the model without it
+    return load_model_agent(settings.model, uses_skills=uses_skills, watch=watch)
+
+
+def load_model_agent(
+    model: ModelPlay, *, uses_skills: bool = True, watch: PlayWatch | None = None
+) -> LLMAgent:
+    """Load the policy ``model`` names (under ``watch.loading_model``) as a playing agent."""
+    from contextlib import nullcontext
+
+    from skillrl.agents.llm import LLMAgent, LLMAgentConfig
+    from skillrl.policies import load_policy
+
+    loading = (watch or PlayWatch()).loading_model or (lambda _name: nullcontext(None))
+    with loading(model.policy.model) as progress:
+        policy = load_policy(model.policy, progress=progress)
+    return LLMAgent(
+        policy,
+        model.prompt,
+        constrained=model.constrained,
+        config=LLMAgentConfig(sampling=model.sampling),
+        uses_skills=uses_skills,
+    )
+
+
+class _Watched:
+    """An agent whose episode starts and decisions a :class:`PlayWatch` follows."""
+
+    def __init__(self, agent: Any, watch: PlayWatch) -> None:
+        self.agent, self.watch = agent, watch
+        self.name = agent.name
+        self.uses_skills = agent.uses_skills
+
+    def begin_episode(self, episode_id: str, reset_info: dict[str, Any]) -> None:
+        # Said when the episode starts, before anyone (model or person) acts on it.
+        if self.watch.episode_started is not None:
+            self.watch.episode_started(reset_info)
+        self.agent.begin_episode(episode_id, reset_info)
+
+    def end_episode(self, episode_id: str) -> None:
+        self.agent.end_episode(episode_id)
+
+    def act(self, states: list[Any]) -> list[Any]:
+        if self.watch.deciding is None or not states:
+            return self.agent.act(states)
+        with self.watch.deciding(self.name, states[0].turn + 1, len(states)):
+            return self.agent.act(states)
 
 
 def rollout_policy_for(settings: TrainSettings, policy: Any) -> Any:

@@ -1,8 +1,10 @@
 """``skillrl run``: play episodes with a model, the scripted expert or a person, turn by turn.
 
-:func:`settle_play` turns the options into one typed :class:`PlaySettings` (the episodes, who plays,
-how the model plays, the bank's use); :func:`play` opens the bank, builds the agent and runs the
-library's ``RolloutEngine``. Everything shown on screen is rendered here with rich.
+:func:`settle_play` turns the options into one typed
+:class:`~skillrl_cli.library.PlaySettings` (the episodes, who plays, how the model plays, the
+bank's use); :func:`play_on_screen` hands it to the library's
+:func:`~skillrl_cli.library.play` with a :class:`~skillrl_cli.library.PlayWatch` that shows
+every turn. Everything shown on screen is rendered here with rich.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import click
@@ -39,13 +42,13 @@ from skillrl_cli.upfront_checks import (
     goal_range,
     split_size,
 )
-from skillrl_core.errors import BankError, ConfigError
+from skillrl_core.errors import ConfigError
 from skillrl_core.goal_range import FORMS, GoalRange
 from skillrl_core.option_fields import SEED_MAX, option
 
 if TYPE_CHECKING:
-    from skillrl.policies import PolicyConfig, SamplingConfig
-    from skillrl.rollout import EpisodeStart
+    from skillrl.agents.llm import LLMAgent
+    from skillrl_cli.library import ModelPlay, PlayResult, PlaySettings, PlayWatch
 
 
 @dataclass(frozen=True)
@@ -123,15 +126,16 @@ def run(**values: Any) -> None:
         as_json=values["as_json"],
         console=console,
     )
-    records, stats = play(settings, console)
+    played = play_on_screen(settings, console)
+    records, stats = played.episodes, played.stats
     from skillrl_cli.run_display import episode_summary, summary_table
 
     if settings.as_json:
         summary = {
             "episodes": len(records),
-            "successes": sum(r.success for r in records),
-            "success_rate": sum(r.success for r in records) / len(records),
-            "mean_score": sum(r.score for r in records) / len(records),
+            "successes": played.successes,
+            "success_rate": played.success_rate,
+            "mean_score": played.mean_score,
         }
         out = {
             "summary": summary,
@@ -146,55 +150,6 @@ def run(**values: Any) -> None:
         f"{stats.env_seconds:.1f}s, retrieval {stats.retrieval_seconds:.1f}s; "
         f"{stats.generated_tokens} tokens generated[/]"
     )
-
-
-@dataclass(frozen=True)
-class ModelPlay:
-    """How the model plays: which policy, its prompts, its decoding and sampling."""
-
-    policy: PolicyConfig
-    """The policy to load (backend, model, server, threads, workspace)."""
-    prompt: PromptConfig
-    """How each turn's prompt is built (its token budget)."""
-    constrained: bool
-    """Constrained decoding (clicks chosen among the admissible ones) or free."""
-    sampling: SamplingConfig
-    """Temperature, seed and generation budget of each turn."""
-
-
-@dataclass(frozen=True)
-class PlaySettings:
-    """Everything ``skillrl run`` plays with, settled once from its options."""
-
-    env_id: str
-    """The environment."""
-    starts: list[EpisodeStart]
-    """The episodes to play, in order (goal, seed and environment settings of each)."""
-    player: Literal["model", "expert", "human"]
-    """Who acts (``--policy``)."""
-    model: ModelPlay | None
-    """How the model plays; None when the expert or a person does."""
-    skills: bool
-    """Retrieve skills into every turn (the bank opens); the expert never reads them."""
-    max_turns: int
-    """Turn limit of an episode."""
-    parallel: int
-    """Episodes played at once (one when a person acts or reviews)."""
-    workspace: Path
-    """The workspace folder (skill bank, runs)."""
-    record: bool
-    """Save the episodes and count their retrievals (training goals only)."""
-    seed_bank: bool
-    """Seed an empty bank with the starting skills."""
-    step: bool
-    """Pause every turn for a person to accept or replace the action."""
-    as_json: bool
-    """Print the results as JSON on stdout (the screen goes to stderr)."""
-
-    @property
-    def interactive(self) -> bool:
-        """Whether a person types at the terminal (playing, or reviewing every turn)."""
-        return self.step or self.player == "human"
 
 
 def settle_play(
@@ -213,6 +168,8 @@ def settle_play(
     The goals are checked first, then the model is resolved (``--model auto``) and its recorded
     settings apply to the options left at their defaults, which may change the environment's.
     """
+    from skillrl_cli.library import PlaySettings
+
     env_config = env_config_from(choices.env_id, env_options)
     if choices.policy == "human":
         env_options = _pages_for_a_person(choices.env_id, env_options, console)
@@ -245,7 +202,11 @@ def settle_play(
     interactive = choices.step or choices.policy == "human"
     return PlaySettings(
         env_id=choices.env_id,
-        starts=_play_starts(choices, env_config, goals),
+        env_config=env_config,
+        split=choices.split,
+        goals=goals if goals is not None else choices.goal.strip(),
+        episodes=1 if goals is not None else choices.episodes,
+        seed=choices.seed,
         player=choices.policy,
         model=model,
         skills=choices.skills is not False and choices.policy != "expert",
@@ -288,6 +249,7 @@ def model_play(
     are checked here, before anything loads.
     """
     from skillrl.policies import SamplingConfig
+    from skillrl_cli.library import ModelPlay
 
     constrained = check_decoding(played.backend, played.constrained)
     check_prompt_budget(env_id, prompt.max_prompt_tokens)  # as the model's settings say
@@ -301,97 +263,99 @@ def model_play(
     )
 
 
-def play(settings: PlaySettings, console: Console) -> tuple[list[Any], Any]:
-    """Open the bank, build the agent, play every episode; returns the records and timings."""
-    from skillrl.rollout import RolloutConfig, RolloutEngine
+def play_on_screen(settings: PlaySettings, console: Console) -> PlayResult:
+    """Play every episode with the library's :func:`~skillrl_cli.library.play`, shown on screen.
+
+    The bank opens here, so that opening and seeding it show a status line.
+    """
+    from skillrl_cli.bank_access import open_bank
+    from skillrl_cli.library import play
 
     interactive = settings.interactive
     if interactive and not sys.stdin.isatty() and not os.environ.get("SKILLRL_ALLOW_PIPED_INPUT"):
         console.print("[yellow]reading actions from a non-terminal input[/]")
-    needs_bank = settings.skills or settings.record
-    bank = _open_bank(settings, console) if needs_bank else None
-    try:
-        agent = make_agent(settings, console, settings.skills and bank is not None)
-        config = RolloutConfig(
-            max_turns=settings.max_turns,
-            max_parallel=settings.parallel,
-            record=settings.record and bank is not None,
-            # --no-record leaves the bank as it was; the engine counts training goals only.
-            count_retrievals=settings.record,
-        )
-        engine = RolloutEngine(
-            _Progress(
-                agent,
-                console,
-                quiet=settings.as_json or interactive,
-                show_task=not settings.as_json,
-            ),
-            bank=bank,
-            config=config,
-            on_turn=None if settings.as_json else _show_turn(console, settings.player == "human"),
-            review=_reviewer(console) if settings.step else None,
-        )
-        records = engine.run(settings.starts)
-    finally:
-        if bank is not None:
-            bank.close()
-    return records, engine.stats
-
-
-def _open_bank(settings: PlaySettings, console: Console) -> Any:
-    from skillrl_cli.bank_access import open_bank
-
-    bank = open_bank(settings.workspace, settings.env_id, seed=settings.seed_bank, console=console)
-    if bank.read_only and settings.record:
-        bank.close()
-        raise BankError(
-            f"the skill bank in {settings.workspace} is read-only, so the episodes could not be "
-            "saved: add --no-record to play with its skills without saving anything"
-        )
-    return bank  # a read-only bank is played as it is: nothing was seeded into it
-
-
-def make_agent(settings: PlaySettings, console: Console, uses_skills: bool) -> Any:
-    """Build the agent ``--policy`` names: the scripted expert, a person, or the model."""
     if settings.player == "expert":
         import envs
-        from skillrl.agents.expert import ExpertAgent
 
         if envs.adapter_for(settings.env_id).make_expert(settings.max_turns) is None:
             raise click.UsageError(f"environment {settings.env_id!r} has no scripted expert")
-        return ExpertAgent(max_turns=settings.max_turns)
-    if settings.player == "human":
-        from skillrl.agents.human import HumanAgent
-        from skillrl_cli.run_display import show_page
-
-        def ask(state: Any) -> str:
-            show_page(console, state)
-            return _typed_action(console, state, "your action> ")
-
-        return HumanAgent(ask, uses_skills=uses_skills)
-    assert settings.model is not None  # settle_play() builds it whenever the model plays
-    return model_agent(settings.model, console, uses_skills)
+    bank = None
+    if settings.uses_skills or settings.record:
+        bank = open_bank(
+            settings.workspace, settings.env_id, seed=settings.seed_bank, console=console
+        )
+    try:
+        return play(settings, watch=screen_watch(settings, console), bank=bank)
+    finally:
+        if bank is not None:
+            bank.close()
 
 
-def model_agent(play: ModelPlay, console: Console, uses_skills: bool) -> Any:
-    """Load the policy (a status line shows its progress) and wrap it as the playing agent."""
-    from skillrl.agents.llm import LLMAgent, LLMAgentConfig
-    from skillrl.policies import load_policy
+def screen_watch(settings: PlaySettings, console: Console) -> PlayWatch:
+    """Return what ``skillrl run`` shows while playing, and how a person takes part."""
+    from skillrl_cli.library import PlayWatch
 
-    if play.policy.backend != "openai":
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # the rich status below shows progress instead
-    with console.status(f"loading model {escape(play.policy.model)}") as status:
-        policy = load_policy(play.policy, progress=lambda m: status.update(escape(m)))
-    console.print(decoding_line(play.constrained))
-    return LLMAgent(
-        policy,
-        play.prompt,
-        constrained=play.constrained,
-        config=LLMAgentConfig(sampling=play.sampling),
-        uses_skills=uses_skills,
+    human = settings.player == "human"
+    quiet = settings.as_json or settings.interactive
+    return PlayWatch(
+        loading_model=_loading_status(console, settings.model) if settings.model else None,
+        episode_started=None if settings.as_json else _show_task(console),
+        deciding=None if quiet else _deciding(console),
+        turn=None if settings.as_json else _show_turn(console, human),
+        review=_reviewer(console) if settings.step else None,
+        ask=_asker(console) if human else None,
     )
+
+
+def model_agent(play: ModelPlay, console: Console, uses_skills: bool) -> LLMAgent:
+    """Load the policy (a status line shows its progress) and wrap it as the playing agent."""
+    from skillrl_cli.library import PlayWatch, load_model_agent
+
+    watch = PlayWatch(loading_model=_loading_status(console, play))
+    return load_model_agent(play, uses_skills=uses_skills, watch=watch)
+
+
+def _loading_status(console: Console, play: ModelPlay) -> Callable[[str], Any]:
+    """Show a status line while the model loads, then the decoding it plays with."""
+
+    @contextmanager
+    def loading(model: str) -> Iterator[Callable[[str], None]]:
+        if play.policy.backend != "openai":
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # the rich status below shows progress instead
+        with console.status(f"loading model {escape(model)}") as status:
+            yield lambda message: status.update(escape(message))
+        console.print(decoding_line(play.constrained))
+
+    return loading
+
+
+def _show_task(console: Console) -> Callable[[dict[str, Any]], None]:
+    from skillrl_cli.run_display import header
+
+    def show(reset_info: dict[str, Any]) -> None:
+        goal_id = str(reset_info.get("goal_id", ""))
+        console.print(header(str(reset_info.get("instruction", "")), goal_id))
+
+    return show
+
+
+def _deciding(console: Console) -> Callable[[str, int, int], Any]:
+    def deciding(name: str, turn: int, episodes: int) -> Any:
+        return console.status(f"turn {turn}: {escape(name)} deciding for {episodes} episode(s)")
+
+    return deciding
+
+
+def _asker(console: Console) -> Callable[[Any], str]:
+    from skillrl_cli.run_display import show_page
+
+    def ask(state: Any) -> str:
+        show_page(console, state)
+        return _typed_action(console, state, "your action> ")
+
+    return ask
 
 
 def _goal_range(
@@ -428,54 +392,6 @@ def _goal_range(
 def _defaulted(ctx: click.Context, name: str) -> bool:
     source = ctx.get_parameter_source(name)
     return source is None or source == click.core.ParameterSource.DEFAULT
-
-
-def _play_starts(
-    choices: RunChoices, env_config: dict[str, Any], goals: GoalRange | None
-) -> list[EpisodeStart]:
-    from skillrl.rollout import EpisodeStart
-
-    count = goals.count if goals is not None else choices.episodes
-    starts = []
-    for i in range(count):
-        start = EpisodeStart(
-            choices.env_id, choices.split, seed=choices.seed + i, env_config=env_config
-        )
-        if goals is not None:
-            start.goal_index = goals.first + i
-        else:
-            start.goal_id = choices.goal.strip()
-        starts.append(start)
-    return starts
-
-
-class _Progress:
-    """Wraps an agent to show each episode's task as it starts and a spinner while it decides."""
-
-    def __init__(self, agent: Any, console: Console, quiet: bool, show_task: bool) -> None:
-        self.agent, self.console, self.quiet, self.show_task = agent, console, quiet, show_task
-        self.name = agent.name
-        self.uses_skills = agent.uses_skills
-
-    def begin_episode(self, episode_id: str, reset_info: dict[str, Any]) -> None:
-        # The task is shown when the episode starts, before anyone (model or person) acts on it.
-        if self.show_task:
-            from skillrl_cli.run_display import header
-
-            goal_id = str(reset_info.get("goal_id", ""))
-            self.console.print(header(str(reset_info.get("instruction", "")), goal_id))
-        self.agent.begin_episode(episode_id, reset_info)
-
-    def end_episode(self, episode_id: str) -> None:
-        self.agent.end_episode(episode_id)
-
-    def act(self, states: list[Any]) -> list[Any]:
-        if self.quiet or not states:
-            return self.agent.act(states)
-        turn = states[0].turn + 1
-        name = escape(self.name)
-        with self.console.status(f"turn {turn}: {name} deciding for {len(states)} episode(s)"):
-            return self.agent.act(states)
 
 
 def _show_turn(console: Console, human: bool) -> Any:

@@ -324,7 +324,7 @@ def _needs_bank(config: Any) -> bool:
 def _run_with_bars(run: Any, console: Any, resume: bool) -> None:
     from skillrl_cli.train_session import PhaseBars
     from trainers.cold_start import ColdStartPhase
-    from trainers.phased_run import PhaseEnded, PhaseStarted
+    from trainers.phased_run import PhaseStarted
 
     rounds = run.config.rounds
     with PhaseBars(console, "cold start (phases)", 2 * rounds) as bars:
@@ -345,12 +345,12 @@ def _run_with_bars(run: Any, console: Any, resume: bool) -> None:
 
         run.on_step, run.on_loss = stepped, logged
 
-        def started(event: PhaseStarted) -> None:
+        def described(event: PhaseStarted) -> str:
             what = "gathering examples" if event.phase is ColdStartPhase.DATA else "fine-tuning"
             kind = "behaviour cloning" if event.index == 0 else f"DAgger round {event.index}"
-            bars.phase(f"{kind}: {what}")
+            return f"{kind}: {what}"
 
-        run.events.on(PhaseStarted, started).on(PhaseEnded, lambda event: bars.advance())
+        bars.follow(run.events, described)
         if resume and run.exists():
             state = run.load_state()
             done = sum(state.completed(r, p) for r in range(rounds) for p in ColdStartPhase)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from trainers.checkpoint_choice import RunChoice
     from trainers.config import CycleConfig
     from trainers.cycle_metrics import BankWorth, CycleMetrics
+    from trainers.phased_run import PhaseStarted, RunEvents
     from trainers.policy_rollouts import RolloutProgress
     from trainers.processes import Processes
     from trainers.run_files import RunState
@@ -77,6 +78,18 @@ class PhaseBars:
         """Start the phase bar at ``done`` (a resumed run)."""
         self.progress.update(self.task, completed=done)
         self._phases_done = done
+
+    def follow(self, events: RunEvents, describe: Callable[[PhaseStarted], str]) -> RunEvents:
+        """Show a run's phases: each one started, named by ``describe``; each one ended, counted.
+
+        Every command that runs a phased run (``train``, ``sft``) wires its bars here.
+        """
+        from trainers.phased_run import PhaseEnded, PhaseStarted
+
+        def started(event: PhaseStarted) -> None:
+            self.phase(describe(event))
+
+        return events.on(PhaseStarted, started).on(PhaseEnded, lambda _event: self.advance())
 
     def show(self, label: str) -> Callable[[int, int], None]:
         """Return a ``(done, total)`` callback that shows ``label``'s progress on the detail bar."""
@@ -308,7 +321,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
     from rich.console import Console
 
     from skillrl_cli.library import TrainWatch, train
-    from trainers.phased_run import HeldOutPlayStarted, PhaseEnded, PhaseStarted, RunEvents
+    from trainers.phased_run import HeldOutPlayStarted, RunEvents
     from trainers.processes import Processes
     from trainers.run_files import RunFiles
 
@@ -325,13 +338,13 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
             bars.phases_done(phases_done(saved, cycle))
         estimator = ESTIMATOR_WORDS[settings.grpo.estimator][0]
 
-        def started(event: PhaseStarted) -> None:
+        def described(event: PhaseStarted) -> str:
             if event.phase == "eval":
                 words = evaluation_words(cycle, event.index)
             else:
                 words = PHASE_WORDS[event.phase].format(estimator=estimator)
             bars.rollout_label = "  goals:" if event.phase == "eval" else "  rollout:"
-            bars.phase(f"cycle {event.index}: {words}")
+            return f"cycle {event.index}: {words}"
 
         def held_out(event: HeldOutPlayStarted) -> None:
             bars.rollout_label = "  goals:"
@@ -340,12 +353,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
                 "cycle 0's"
             )
 
-        events = (
-            RunEvents()
-            .on(PhaseStarted, started)
-            .on(PhaseEnded, lambda _: bars.advance())
-            .on(HeldOutPlayStarted, held_out)
-        )
+        events = bars.follow(RunEvents(), described).on(HeldOutPlayStarted, held_out)
         watch = TrainWatch(
             rollout=bars.show_rollout(),
             optimizer_steps=bars.optimizer_stepped,

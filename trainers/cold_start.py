@@ -39,6 +39,7 @@ from skillrl_core.splits import TRAIN_SPLIT
 from trainers.checkpoint import save_checkpoint
 from trainers.cold_start_data import ExampleGatherer
 from trainers.phased_run import Phase, PhaseSaved, RunEvents, drive, phase_completed
+from trainers.run_settings import changed_settings
 from trainers.sft import RoundResult, train_round
 from trainers.sft_config import ColdStartConfig
 from trainers.sft_data import TurnExample, read_examples, write_examples
@@ -50,6 +51,11 @@ if TYPE_CHECKING:
     from skillrl.prompts import PromptConfig
 
 logger = logging.getLogger(__name__)
+
+
+RESUMABLE_COLD_START = {"cold_start": ("dagger_rounds",)}
+"""What a cold start's resume may change, by section of its ``config.json``: the number of
+DAgger rounds (a finished run goes on with more)."""
 
 
 class ColdStartPhase(Phase):
@@ -257,10 +263,11 @@ class ColdStartRun:
             self._save_state(state)
             return state
         saved = json.loads((self.root / "config.json").read_text(encoding="utf-8"))
-        if _identity(saved) != _identity(settings):
+        changed = changed_settings(saved, settings, ("cold_start", "prompt"), RESUMABLE_COLD_START)
+        if changed:
             raise CheckpointError(
-                f"--resume with different settings than {self.root / 'config.json'}: only "
-                "--dagger-rounds may change when resuming"
+                f"--resume with different settings than {self.root / 'config.json'} "
+                f"({'; '.join(changed[:3])}): only --dagger-rounds may change when resuming"
             )
         atomic_write_json(self.root / "config.json", settings)
         state = self.load_state()
@@ -431,10 +438,3 @@ class _StepLog:
 def _write_metrics(path: Path, history: list[dict[str, Any]]) -> None:
     lines = [json.dumps(row, sort_keys=True) for row in history]
     atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
-
-
-def _identity(settings: dict[str, Any]) -> dict[str, Any]:
-    """Return the settings that must not change on resume (all but the number of DAgger rounds)."""
-    settings = json.loads(json.dumps(settings))  # tuples and lists compare alike
-    cold = {k: v for k, v in settings.get("cold_start", {}).items() if k != "dagger_rounds"}
-    return {"cold_start": cold, "prompt": settings.get("prompt", {})}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
 from skillrl_core.errors import CheckpointError
@@ -21,53 +21,101 @@ from trainers.run_files import RunFiles, RunState
 
 _Config = TypeVar("_Config", CycleConfig, GRPOConfig)
 
-_ADDED_SINCE: dict[str, dict[str, Any]] = {
-    "cycle": {
-        "eval_every": 1,
-        "rollout_dtype": "float32",
-        "sensitivity": False,
-        "patience": 0,
-        "test_goals": 0,
-        "compare_starting_bank": False,
-    },
-    "grpo": {"whole_group_steps": False, "estimator": "grpo", "rft_weight": 0.0, "bf16": False},
+
+@dataclass(frozen=True)
+class Migration:
+    """How one section of a saved settings file reads under today's field names."""
+
+    added: Mapping[str, Any] = field(default_factory=dict)
+    """Fields added since runs could be saved, with the value a run saved without them had."""
+    renamed: Mapping[str, str] = field(default_factory=dict)
+    """Fields saved under an older name: old name -> today's."""
+    removed: tuple[str, ...] = ()
+    """Fields that are now another setting: left out."""
+
+    def read(self, saved: Mapping[str, Any]) -> dict[str, Any]:
+        """Return ``saved`` under today's names, with each field it predates at its old value."""
+        today = {self.renamed.get(k, k): v for k, v in saved.items() if k not in self.removed}
+        return {**self.added, **today}
+
+
+MIGRATIONS: dict[str, Migration] = {
+    # A run saved before whole_group_steps shuffled turns across groups (it resumes with
+    # --shuffled-turns); before eval_every it evaluated every cycle; before estimator it trained
+    # plain GRPO advantages; before rollout_dtype it rolled out in float32, and before bf16 it
+    # updated in float32; none saved before sensitivity probed its evaluation, nor before
+    # patience and test_goals stopped early or played test goals, nor before
+    # compare_starting_bank replayed its evaluation with the cycle-0 bank.
+    # cycle.train_temperature is grpo.temperature, which runs saved beside it with its value.
+    "cycle": Migration(
+        added={
+            "eval_every": 1,
+            "rollout_dtype": "float32",
+            "sensitivity": False,
+            "patience": 0,
+            "test_goals": 0,
+            "compare_starting_bank": False,
+        },
+        removed=("train_temperature",),
+    ),
+    "grpo": Migration(
+        added={"whole_group_steps": False, "estimator": "grpo", "rft_weight": 0.0, "bf16": False},
+        renamed={"step_advantage_weight": "step_weight"},
+    ),
+    # Launch options saved under their names before each took its config field's name.
+    "options": Migration(
+        renamed={
+            "env": "env-id",
+            "batch-size": "per-device-train-batch-size",
+            "grad-accum": "gradient-accumulation-steps",
+            "whole-groups": "whole-group-steps",
+            "lora": "use-peft",
+            "invalid-penalty": "invalid-action-penalty",
+            "init": "init-checkpoint",
+            "dagger-rounds": "cold-start-dagger-rounds",
+            "dagger-goals": "cold-start-dagger-goals",
+            "dagger-keep": "cold-start-dagger-keep",
+            "dagger-replay": "cold-start-dagger-replay",
+            "sft-lora-layers": "cold-start-lora-layers",
+            "sft-epochs": "cold-start-num-train-epochs",
+            "sft-learning-rate": "cold-start-learning-rate",
+        }
+    ),
+    # The cold start's config.json (trainers.cold_start): no field added or renamed yet.
+    "cold_start": Migration(),
+    "prompt": Migration(),
 }
-"""Settings added after runs could be started, with the value that runs without them had: a
-run saved before ``whole_group_steps`` shuffled turns across groups, and resumes with
-``--shuffled-turns``; one saved before ``eval_every`` evaluated every cycle; one saved before
-``estimator`` trained plain GRPO advantages; one saved before ``rollout_dtype`` rolled out in
-float32, and one saved before ``bf16`` updated in float32; none saved before ``sensitivity``
-probed its evaluation, nor before ``patience`` and ``test_goals`` stopped early or played test
-goals, nor before ``compare_starting_bank`` replayed its evaluation with the cycle-0 bank."""
+"""The one table of what changed in saved settings, by section of ``config.json``: every
+reader of a saved run (resume checks, ``saved_cycle_config``, ``--resume``'s options) reads a
+section through its entry here."""
 
 
-_RENAMED_SINCE: dict[str, dict[str, str]] = {"grpo": {"step_advantage_weight": "step_weight"}}
-"""Settings saved under an older name: read under the current one."""
+def changed_settings(
+    saved: Mapping[str, Any],
+    now: Mapping[str, Any],
+    sections: tuple[str, ...],
+    resumable: Mapping[str, tuple[str, ...]],
+) -> list[str]:
+    """Compare saved settings with today's field by field: ``section.field: saved -> now`` each.
 
-_REMOVED_SINCE: dict[str, tuple[str, ...]] = {"cycle": ("train_temperature",)}
-"""Settings that are now another setting (``cycle.train_temperature`` is ``grpo.temperature``,
-which runs saved beside it with the same value): left out of the comparison."""
+    ``saved`` is read through :data:`MIGRATIONS`; ``resumable`` names, per section, the fields
+    a resume may change. Both sides are compared as JSON holds them (a tuple as a list).
+    """
+    before, after = json.loads(json.dumps(dict(saved))), json.loads(json.dumps(dict(now)))
+    diffs = []
+    for section in sections:
+        old = MIGRATIONS[section].read(before.get(section) or {})
+        new = after.get(section) or {}
+        for key in [*new, *(k for k in old if k not in new)]:
+            if key not in resumable.get(section, ()) and old.get(key) != new.get(key):
+                diffs.append(f"{section}.{key}: {old.get(key)!r} -> {new.get(key)!r}")
+    return diffs
 
 
-OPTIONS_RENAMED_SINCE: dict[str, str] = {
-    "env": "env-id",
-    "batch-size": "per-device-train-batch-size",
-    "grad-accum": "gradient-accumulation-steps",
-    "whole-groups": "whole-group-steps",
-    "lora": "use-peft",
-    "invalid-penalty": "invalid-action-penalty",
-    "init": "init-checkpoint",
-    "dagger-rounds": "cold-start-dagger-rounds",
-    "dagger-goals": "cold-start-dagger-goals",
-    "dagger-keep": "cold-start-dagger-keep",
-    "dagger-replay": "cold-start-dagger-replay",
-    "sft-lora-layers": "cold-start-lora-layers",
-    "sft-epochs": "cold-start-num-train-epochs",
-    "sft-learning-rate": "cold-start-learning-rate",
-}
-"""Launch options saved under their names before each option took its config field's name."""
-
-RESUMABLE_OPTIONS = frozenset({"cycles", "report-to", "merged-checkpoints"})
+RESUMABLE_CYCLE = ("cycles", "report_to", "merged_checkpoints")
+"""Cycle settings a resume may change: how many cycles, where metrics go, how checkpoints are
+written (none changes what a cycle trains)."""
+RESUMABLE_OPTIONS = frozenset(name.replace("_", "-") for name in RESUMABLE_CYCLE)
 """Launch options a resume may change (every other one shapes what the run trains; how a
 checkpoint is written does not)."""
 RESUMABLE_WORDS = "only --cycles, --report-to and --merged-checkpoints may change"
@@ -98,11 +146,11 @@ def run_settings(
 
 
 def saved_options(files: RunFiles) -> dict[str, Any] | None:
-    """Return the launch options saved in a run's ``config.json`` (None: none were saved)."""
+    """Return the launch options a run's ``config.json`` saved, under today's names (None: none)."""
     if not files.config_path.is_file():
         return None
     options = files.load_config().get("options")
-    return dict(options) if isinstance(options, dict) else None
+    return MIGRATIONS["options"].read(options) if isinstance(options, dict) else None
 
 
 def check_resume_settings(
@@ -139,7 +187,7 @@ def check_resume_settings(
             "them back, or start a new run (another --run-name; --init <its last checkpoint>)"
         )
     if isinstance(saved_options, dict) and options is not None:
-        saved_options = {OPTIONS_RENAMED_SINCE.get(k, k): v for k, v in saved_options.items()}
+        saved_options = MIGRATIONS["options"].read(saved_options)
         for key in sorted(set(saved_options) | set(options)):
             if key in RESUMABLE_OPTIONS | LOCATING_OPTIONS or key not in saved_options:
                 continue
@@ -150,11 +198,13 @@ def check_resume_settings(
                     f"to {options.get(key)!r} (from {source}): {RESUMABLE_WORDS} when "
                     "resuming; start a new run (another --run-name) to change it"
                 )
-    before, now = _identity(saved), _identity(run_settings(config, grpo))
-    if before != now:
-        changed = _changed(before, now)
+    changed = changed_settings(
+        saved, run_settings(config, grpo), ("cycle", "grpo"), {"cycle": RESUMABLE_CYCLE}
+    )
+    if changed:
         raise CheckpointError(
-            f"--resume with different settings than {where} ({changed}; left: its cycle/grpo "
+            f"--resume with different settings than {where} ({'; '.join(changed[:3])}; left: "
+            "its cycle/grpo "
             "sections, right: what the options on the command line and in its options block "
             f"give): {RESUMABLE_WORDS} when resuming"
         )
@@ -173,33 +223,6 @@ def check_saved_cycle(files: RunFiles, state: RunState) -> None:
             f"{files.state_path} is damaged: its cycle ({state.cycle}) is beyond the run's "
             f"{cycles} cycles (saved in {files.config_path}); start a new run (another --run-name)"
         )
-
-
-def _changed(saved: dict[str, Any], now: dict[str, Any]) -> str:
-    diffs = [
-        f"{part}.{key}: {saved.get(part, {}).get(key)!r} -> {value!r}"
-        for part in ("cycle", "grpo")
-        for key, value in now.get(part, {}).items()
-        if saved.get(part, {}).get(key) != value
-    ]
-    return "; ".join(diffs[:3]) or "settings differ"
-
-
-def _identity(settings: dict[str, Any]) -> dict[str, Any]:
-    """Return the settings that must not change on resume (all but the resumable three)."""
-    parts = {}
-    for part in ("cycle", "grpo"):
-        renamed = _RENAMED_SINCE.get(part, {})
-        removed = _REMOVED_SINCE.get(part, ())
-        parts[part] = {
-            renamed.get(k, k): v for k, v in settings.get(part, {}).items() if k not in removed
-        }
-    parts["cycle"].pop("cycles", None)
-    parts["cycle"].pop("report_to", None)  # where metrics go changes no result
-    parts["cycle"].pop("merged_checkpoints", None)  # nor how checkpoints are written
-    for part, added in _ADDED_SINCE.items():
-        parts[part] = {**added, **parts[part]}
-    return parts
 
 
 def saved_cycle_config(files: RunFiles) -> CycleConfig | None:
@@ -223,8 +246,6 @@ def saved_grpo_config(files: RunFiles) -> GRPOConfig | None:
 def _saved_part(files: RunFiles, part: str, kind: type[_Config]) -> _Config | None:
     if not files.config_path.is_file():
         return None
-    saved = files.load_config().get(part, {})
-    renamed = _RENAMED_SINCE.get(part, {})
-    values = {**_ADDED_SINCE.get(part, {}), **{renamed.get(k, k): v for k, v in saved.items()}}
+    values = MIGRATIONS[part].read(files.load_config().get(part, {}))
     known = {f.name for f in fields(kind)}
     return kind(**{k: v for k, v in values.items() if k in known})

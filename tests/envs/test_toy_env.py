@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
 from pathlib import Path
@@ -170,3 +171,56 @@ def test_the_engine_hands_its_turn_limit_to_an_environment_that_keeps_one(monkey
     own = EpisodeStart("counter", "test", goal_index=4, env_config={"max_turns": 1})
     (named,) = engine.run([own])
     assert made[-1] == {"max_turns": 1} and named.num_turns == 1  # the episode's own wins
+
+
+def test_the_library_plays_it_as_skillrl_run_does_without_the_command(monkeypatch):
+    """The entry point under ``skillrl run``: typed settings in, episode records out."""
+    import skillrl.policies
+    from skillrl.policies import PolicyConfig
+    from skillrl_cli.library import ModelPlay, PlaySettings, PlayWatch, play
+    from skillrl_core.goal_range import GoalRange
+
+    loaded = []
+
+    def load(config, progress=None):
+        loaded.append(config.model)
+        return CounterPolicy()
+
+    monkeypatch.setattr(skillrl.policies, "load_policy", load)
+    started, turns, decided = [], [], []
+
+    def deciding(name, turn, episodes):
+        decided.append((name, turn, episodes))
+        return contextlib.nullcontext()
+
+    watch = PlayWatch(
+        episode_started=lambda info: started.append(info["goal_id"]),
+        turn=turns.append,
+        deciding=deciding,
+    )
+    model = ModelPlay(PolicyConfig(model="counter-model"), constrained=False)
+    settings = PlaySettings(env_id="counter", goals=GoalRange(0, 4), model=model, skills=False)
+    result = play(settings, watch=watch)
+    assert loaded == ["counter-model"]
+    assert [r.success for r in result.episodes] == [True] * 5
+    assert [r.num_turns for r in result.episodes] == [1, 2, 3, 4, 5]  # targets 1..5
+    assert (result.successes, result.success_rate, result.mean_score) == (5, 1.0, 1.0)
+    assert result.stats.turns == len(turns) == 15
+    assert started == [f"counter-{target}" for target in range(1, 6)]
+    assert decided[0] == ("counter-policy", 1, 5) and decided[-1] == ("counter-policy", 5, 1)
+
+
+def test_the_library_lets_the_expert_and_a_person_play_it():
+    from skillrl_cli.library import PlaySettings, PlayWatch, play
+    from skillrl_core.goal_range import GoalRange
+
+    expert = play(PlaySettings(env_id="counter", goals=GoalRange(2, 2), player="expert"))
+    assert [t.action for t in expert.episodes[0].turns] == ["add"] * 3  # no bank: none opened
+    typed = iter(["add", "ADD"])
+    person = PlaySettings(env_id="counter", goals=GoalRange(1, 1), player="human", skills=False)
+    (played,) = play(person, watch=PlayWatch(ask=lambda state: next(typed))).episodes
+    assert played.success and [t.action for t in played.turns] == ["add", "add"]
+    with pytest.raises(ConfigError, match="PlayWatch\\(ask="):
+        play(person)  # a person's actions must come from somewhere
+    with pytest.raises(ConfigError, match="needs model=ModelPlay"):
+        PlaySettings(env_id="counter")

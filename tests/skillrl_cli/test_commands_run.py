@@ -229,7 +229,7 @@ def test_run_skills_default_is_the_models_recorded_setting_as_its_help_says(work
         settled.append(settings.skills)
         raise Evaluated()
 
-    monkeypatch.setattr(skillrl_cli.run, "play", capture)
+    monkeypatch.setattr(skillrl_cli.run, "play_on_screen", capture)
     for args in ([], ["--model", "base"], ["--skills"], ["--no-skills"]):
         result = CliRunner().invoke(main, ["run", "--no-record", *args])
         assert isinstance(result.exception, Evaluated), result.output

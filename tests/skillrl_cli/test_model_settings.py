@@ -123,7 +123,7 @@ def env_config_seen(monkeypatch):
         seen["eval"] = dict(kwargs["env_config"])
         raise Built()
 
-    monkeypatch.setattr(run_command, "play", play)
+    monkeypatch.setattr(run_command, "play_on_screen", play)
     monkeypatch.setattr(skillrl.policies, "load_policy", lambda *a, **k: object())
     monkeypatch.setattr(trainers.policy_rollouts, "PolicyRollouts", rollouts)
     return seen

@@ -197,7 +197,7 @@ def test_a_train_checkpoint_records_its_settings_and_run_replays_them(
         played.append(settings)
         raise KeyboardInterrupt  # stop before playing
 
-    monkeypatch.setattr(skillrl_cli.run, "play", capture)
+    monkeypatch.setattr(skillrl_cli.run, "play_on_screen", capture)
     result = CliRunner().invoke(main, ["run", "--model", str(checkpoint), "--workspace", ws])
     said = " ".join(result.output.split())
     assert "settings the model was trained under: no skills, 700-token prompts, constrained " \
