@@ -83,6 +83,29 @@ class PlaceboRetrieval:
         drawn = self.bank.retrieve(donor_queries, wide, record=False)
         return [self._match(mine, theirs) for mine, theirs in zip(own, drawn, strict=True)]
 
+    @staticmethod
+    def possible(donors: list[DonorTask]) -> bool:
+        """Whether an environment's training goals (``donors``) hold two tasks that differ.
+
+        With one task (Sokoban's one instruction in one category), every episode of that
+        environment would be its own donor. Checked by the callers that play an environment's
+        own goals, before any episode.
+        """
+        return len({(d.instruction, d.category) for d in donors}) > 1
+
+    @classmethod
+    def check(cls, donors: list[DonorTask]) -> None:
+        """Refuse an environment's training goals that a placebo cannot draw from."""
+        if not donors:
+            raise ConfigError("placebo retrieval needs at least one donor task")
+        if not cls.possible(donors):  # every query would be its own donor
+            only = donors[0]
+            raise ConfigError(
+                "placebo entries need training goals that differ in instruction or category, "
+                f"and every one here reads {only.instruction!r} in category {only.category!r}: "
+                "entries retrieved for another goal would be the episode's own"
+            )
+
     def donor_for(self, query: RetrievalQuery) -> DonorTask:
         """Return ``query``'s donor: another category's task when there is one, else another."""
         others = [d for d in self.donors if d.category != query.category] or [

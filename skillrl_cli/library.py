@@ -280,6 +280,7 @@ def evaluate_model(settings: EvalSettings, *, watch: EvalWatch | None = None) ->
     The bank is the workspace's (opened, and seeded when empty, unless every arm is ``off``);
     the placebo arm retrieves for training goals (:func:`skillrl.skill_arms.donor_tasks`).
     """
+    from memory.placebo import PlaceboRetrieval
     from skillrl.policies import load_policy
     from skillrl.skill_arms import donor_tasks, retrieval_source
     from trainers.evaluate import compare_arms, evaluate
@@ -288,6 +289,8 @@ def evaluate_model(settings: EvalSettings, *, watch: EvalWatch | None = None) ->
     watch = watch or EvalWatch()
     arms, env_config = settings.arms, dict(settings.env_config)
     donors = donor_tasks(settings.env_id, env_config) if "placebo" in arms else None
+    if donors is not None:
+        PlaceboRetrieval.check(donors)  # before the model loads and any arm plays
     policy = load_policy(settings.policy)
     bank = open_bank(settings.workspace, settings.env_id) if arms != ("off",) else None
     results = []

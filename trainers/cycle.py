@@ -165,6 +165,8 @@ class TrainingRun:
         """Plays evaluation and validation (default: ``runner``; the CLI passes one over the
         float32 weights when training rollouts play a bf16 copy)."""
         self._placebo: PlaceboRetrieval | None = None
+        self._no_placebo = False
+        """Every training goal reads the same task: the sensitivity probe has nothing to swap."""
         self._starting_bank: SkillBank | None = None
         """The cycle-0 bank's copy (``compare_starting_bank``), opened on first use."""
         self.files = RunFiles(run_dir)
@@ -433,11 +435,22 @@ class TrainingRun:
         runner = self.eval_runner
         if not self.config.sensitivity or self.bank is None or runner.bank is None:
             return None
-        if self._placebo is None:
-            self._placebo = PlaceboRetrieval(
-                self.bank, donor_tasks(runner.env_id, dict(runner.env_config))
-            )
+        if self._placebo is None and not self._no_placebo:
+            donors = donor_tasks(runner.env_id, dict(runner.env_config))
+            if not PlaceboRetrieval.possible(donors):
+                # An optional figure: the run goes on without it rather than stop at cycle 0.
+                logger.warning(
+                    "no skill sensitivity: every training goal of %s reads the same task (%r), "
+                    "so no other goal's entries exist to swap in",
+                    runner.env_id,
+                    donors[0].instruction,
+                )
+                self._no_placebo = True
+            else:
+                self._placebo = PlaceboRetrieval(self.bank, donors)
         placebo = self._placebo
+        if placebo is None:
+            return None
         return lambda agent: SensitivityProbe(agent, placebo)
 
     def _episodes_of(

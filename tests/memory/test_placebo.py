@@ -83,3 +83,9 @@ def test_no_donor_is_refused(seeded):
     lone = PlaceboRetrieval(seeded, [DonorTask(QUERIES[0].instruction, "fashion")])
     with pytest.raises(ConfigError, match="other than"):
         lone.retrieve(QUERIES[:1])
+    # An environment whose training goals are all one task (Sokoban's one instruction in one
+    # category) is refused up front: every episode of it would be its own donor.
+    one_task = [DonorTask("Push every box onto a target.", "6x6-1box")] * 3
+    assert not PlaceboRetrieval.possible(one_task) and PlaceboRetrieval.possible(DONORS)
+    with pytest.raises(ConfigError, match="differ in instruction or category"):
+        PlaceboRetrieval.check(one_task)

@@ -109,3 +109,36 @@ def test_train_runs_a_cycle_of_the_toy_environment_without_click(tmp_path):
 def test_evaluation_settings_refuse_an_unknown_arm_before_a_model_loads():
     with pytest.raises(ConfigError, match="arms"):
         EvalSettings(policy=PolicyConfig(), config=EvalConfig(), arms=("on", "sometimes"))
+
+
+def test_a_placebo_arm_without_another_task_is_refused_before_the_model_loads(tmp_path):
+    settings = EvalSettings(
+        policy=PolicyConfig(model=str(tmp_path / "no-such-model"), workspace=tmp_path / "ws"),
+        config=EvalConfig(goals=GoalRange(0, 1)),
+        env_id="sokoban",
+        env_config={"categories": "6x6-1box"},  # one instruction, one category
+        arms=("on", "placebo"),
+    )
+    with pytest.raises(ConfigError, match="differ in instruction or category"):
+        evaluate_model(settings)
+    assert not (tmp_path / "ws").exists()  # nothing opened, nothing written
+
+
+def test_a_training_run_on_one_task_goes_on_without_the_sensitivity_figure(caplog):
+    from types import SimpleNamespace
+
+    from trainers.cycle import TrainingRun
+
+    run = SimpleNamespace(
+        config=CycleConfig(sensitivity=True),
+        bank=object(),
+        eval_runner=SimpleNamespace(
+            env_id="sokoban", env_config={"categories": "6x6-1box"}, bank=object()
+        ),
+        _placebo=None,
+        _no_placebo=False,
+    )
+    with caplog.at_level("WARNING"):
+        assert TrainingRun._sensitivity_probe(run) is None
+        assert TrainingRun._sensitivity_probe(run) is None  # asked again: still none, said once
+    assert run._no_placebo and caplog.text.count("no skill sensitivity") == 1
