@@ -132,10 +132,13 @@ def run_line(line: str, box: float) -> Outcome:
         # every line it runs: give each line the default, as a terminal would.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+    before = ""  # what a cut line printed before its Ctrl-C
     try:
         output, _ = process.communicate(timeout=box)
         cut = False
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as timeout:
+        partial = timeout.output or b""
+        before = partial.decode(errors="replace") if isinstance(partial, bytes) else partial
         os.killpg(process.pid, signal.SIGINT)
         try:
             output, _ = process.communicate(timeout=60)
@@ -146,8 +149,11 @@ def run_line(line: str, box: float) -> Outcome:
             stopped = False
         cut = True
     seconds = time.monotonic() - started
-    if "Traceback (most recent call last)" in output:
-        return Outcome(line, "failed", seconds, "printed a traceback: " + output[-400:])
+    # torchrun answers Ctrl-C with its own traceback (SignalException); skillrl's commands
+    # never print one, interrupted or not.
+    checked = before if cut and line.startswith("torchrun ") else output  # output: all of it
+    if "Traceback (most recent call last)" in checked:
+        return Outcome(line, "failed", seconds, "printed a traceback: " + checked[-400:])
     if cut and not stopped:
         return Outcome(line, "failed", seconds, "Ctrl-C did not stop it within 60 s")
     if cut:
