@@ -411,6 +411,18 @@ def report(results: dict) -> str:
         resolved = "resolved" if p["mcnemar_p"] < 0.05 else "not resolved"
         name = f"({LABELS[p['baseline']][1]}) -> ({LABELS[p['other']][1]})"
         lines.append(f"| {name} {paired_cells(p)} {resolved} |")
+    for key, which in (("paired_known", "known"), ("paired_novel", "novel")):
+        p = results.get(key)
+        if p is None:
+            continue
+        resolved = "resolved" if p["mcnemar_p"] < 0.05 else "not resolved"
+        label = (
+            f"(b) -> (a), the {results['novel_goals']} goals whose product no training goal "
+            "asks for"
+            if which == "novel"
+            else "(b) -> (a), the goals whose product some training goal asks for"
+        )
+        lines.append(f"| {label} {paired_cells(p)} {resolved} |")
     sense = results.get("sensitivity")
     if sense:
         lines += [
@@ -429,18 +441,6 @@ def report(results: dict) -> str:
                 f"| {page} | {f['turns']} | {f['changed_share']:.2f} | {f['mean_kl']:.3f} "
                 f"| {verdict} |"
             )
-    for key, which in (("paired_known", "known"), ("paired_novel", "novel")):
-        p = results.get(key)
-        if p is None:
-            continue
-        resolved = "resolved" if p["mcnemar_p"] < 0.05 else "not resolved"
-        label = (
-            f"(b) -> (a), the {results['novel_goals']} goals whose product no training goal "
-            "asks for"
-            if which == "novel"
-            else "(b) -> (a), the goals whose product some training goal asks for"
-        )
-        lines.append(f"| {label} {paired_cells(p)} {resolved} |")
     return "\n".join(lines)
 
 
