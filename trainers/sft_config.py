@@ -195,42 +195,16 @@ class ColdStartConfig:
     )
 
     def __post_init__(self) -> None:
-        check_finite_fields(self)
+        check_finite_fields(self)  # and the bounds and choices each option declares
         if self.split != TRAIN_SPLIT:
             raise ConfigError(
                 f"split ({self.split!r}) must be {TRAIN_SPLIT!r}: only training goals may become "
                 "fine-tuning examples (test and eval goals measure the policy)"
             )
-        unknown = [s for s in self.sources if s not in SOURCES]
-        if unknown or not self.sources:
+        if not self.sources:
             raise ConfigError(f"sources ({self.sources!r}) must be a non-empty subset of {SOURCES}")
-        for name in (
-            "max_turns",
-            "max_new_tokens",
-            "max_parallel",
-            "per_device_train_batch_size",
-            "gradient_accumulation_steps",
-            "lora_r",
-            "save_steps",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 1")
-        for name in ("goals", "bank_episodes", "dagger_rounds", "dagger_goals"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 0")
-        if self.num_train_epochs <= 0 or self.learning_rate <= 0:
-            raise ConfigError(
-                f"num_train_epochs ({self.num_train_epochs}) and learning_rate "
-                f"({self.learning_rate}) must be > 0"
-            )
-        if self.dagger_keep not in DAGGER_KEEP:
-            raise ConfigError(f"dagger_keep ({self.dagger_keep!r}) must be one of {DAGGER_KEEP}")
-        if self.dagger_replay is not None and not self.dagger_replay >= 0:
-            raise ConfigError(f"dagger_replay ({self.dagger_replay}) must be >= 0 or None")
-        if self.lora_layers is not None and self.lora_layers < 1:
-            raise ConfigError(f"lora_layers ({self.lora_layers}) must be >= 1 or None")
-        if not 0.0 <= self.skill_withhold < 1.0:
-            raise ConfigError(f"skill_withhold ({self.skill_withhold}) must be in [0, 1)")
+        if self.max_parallel < 1:
+            raise ConfigError(f"max_parallel ({self.max_parallel}) must be >= 1")
         if self.skill_withhold and not self.skills:
             raise ConfigError("skill_withhold needs skills: without them no entry is withheld")
         if (self.skill_placebo or self.skill_withhold_episodes) and not self.skills:
@@ -243,19 +217,12 @@ class ColdStartConfig:
                 f"skill_placebo ({self.skill_placebo}) + skill_withhold_episodes "
                 f"({self.skill_withhold_episodes}) must be below 1"
             )
-        if self.dagger_temperature < 0:
-            raise ConfigError(f"dagger_temperature ({self.dagger_temperature}) must be >= 0")
         if not 0 <= self.lora_dropout < 1:
             raise ConfigError(f"lora_dropout ({self.lora_dropout}) must be in [0, 1)")
         playing = [s for s in self.sources if s in ("expert", "teacher")]
         if playing and self.goals < 1:
             raise ConfigError(
                 f"goals ({self.goals}) must be >= 1: source {playing[0]!r} plays training goals"
-            )
-        if self.dagger_rounds and self.dagger_goals < 1:
-            raise ConfigError(
-                f"dagger_goals ({self.dagger_goals}) must be >= 1 with dagger_rounds "
-                f"({self.dagger_rounds})"
             )
 
     @property
