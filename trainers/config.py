@@ -31,8 +31,31 @@ SCALE_REWARDS: tuple[str, ...] = ("group", "none")
 
 
 @dataclass
-class GRPOConfig:
-    """How one GRPO update is computed and applied."""
+class LoraSettings:
+    """The shape of a LoRA adapter (peft's ``LoraConfig``): one declaration for every trainer.
+
+    :class:`GRPOConfig` and :class:`trainers.sft_config.ColdStartConfig` both train adapters, so
+    both take these fields from here; a field keeps its name in their options and saved
+    ``config.json`` files. (As a base dataclass, its fields come first in theirs.)
+    """
+
+    lora_r: int = option(16, help="LoRA rank.", low=1)
+    lora_alpha: int = 32
+    """LoRA scaling alpha (``skillrl train`` and ``skillrl sft`` set twice the rank)."""
+    lora_dropout: float = 0.0
+    """LoRA dropout."""
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
+    """Module names that get LoRA adapters."""
+
+    def __post_init__(self) -> None:
+        check_number("lora_dropout", self.lora_dropout, low=0.0, high=1.0, high_open=True)
+
+
+@dataclass
+class GRPOConfig(LoraSettings):
+    """How one GRPO update is computed and applied (its LoRA fields: :class:`LoraSettings`)."""
 
     learning_rate: float = option(
         1e-5, help="AdamW learning rate.", low=0, low_open=True, aliases=("--lr",)
@@ -135,15 +158,6 @@ class GRPOConfig:
         negative="--full",
         aliases=("--lora",),
     )
-    lora_r: int = option(16, help="LoRA rank.", low=1)
-    lora_alpha: int = 32
-    """LoRA scaling alpha (``skillrl train`` sets twice the rank)."""
-    lora_dropout: float = 0.0
-    """LoRA dropout."""
-    lora_target_modules: list[str] = field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
-    )
-    """Module names that get LoRA adapters."""
     logprob_gap_warn: float = 0.5
     """Warn when the mean |old - recomputed| log-prob gap on generated tokens exceeds this."""
     share_prompt_prefix: bool = True
@@ -184,6 +198,7 @@ class GRPOConfig:
 
     def __post_init__(self) -> None:
         check_finite_fields(self)  # and the bounds and choices each option declares
+        super().__post_init__()
         if self.scale_rewards not in SCALE_REWARDS:
             raise ConfigError(
                 f"scale_rewards ({self.scale_rewards!r}) must be one of {SCALE_REWARDS}"
@@ -194,7 +209,6 @@ class GRPOConfig:
         if self.max_grad_norm < 0:
             raise ConfigError(f"max_grad_norm ({self.max_grad_norm}) must be >= 0")
         check_number("weight_decay", self.weight_decay, low=0.0)
-        check_number("lora_dropout", self.lora_dropout, low=0.0, high=1.0, high_open=True)
         check_number("logprob_gap_warn", self.logprob_gap_warn, low=0.0)
 
     def _check_estimator_weights(self) -> None:

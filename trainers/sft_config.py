@@ -2,7 +2,8 @@
 
 Field names follow TRL's ``SFTConfig`` where the meaning is the same (``learning_rate``,
 ``num_train_epochs``, ``per_device_train_batch_size``, ``gradient_accumulation_steps``,
-``packing``, ``save_steps``) and :class:`trainers.config.GRPOConfig` for LoRA.
+``packing``, ``save_steps``); the LoRA fields are :class:`trainers.config.LoraSettings`, as in
+:class:`trainers.config.GRPOConfig`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.splits import TRAIN_SPLIT
 from skillrl_core.validation import check_finite_fields
+from trainers.config import LoraSettings
 
 SOURCES: tuple[str, ...] = ("expert", "bank", "teacher")
 """Where behaviour-cloning turns come from: the scripted expert on training goals, successful
@@ -35,8 +37,11 @@ DAGGER_KEEP: tuple[str, ...] = ("all", "mistakes")
 
 
 @dataclass
-class ColdStartConfig:
-    """One cold-start run: which examples, how many DAgger rounds, how to fine-tune."""
+class ColdStartConfig(LoraSettings):
+    """One cold-start run: which examples, how many DAgger rounds, how to fine-tune.
+
+    Its LoRA fields are :class:`trainers.config.LoraSettings`; it adapts the MLP projections too.
+    """
 
     env_id: str = option(
         DEFAULT_ENV,
@@ -166,11 +171,6 @@ class ColdStartConfig:
         negative="--full",
         aliases=("--lora",),
     )
-    lora_r: int = option(16, help="LoRA rank.", low=1)
-    lora_alpha: int = 32
-    """LoRA scaling alpha (the commands set twice the rank)."""
-    lora_dropout: float = 0.0
-    """LoRA dropout."""
     lora_layers: int | None = option(
         None,
         help="Adapt only the top N decoder layers (default: all): no gradient flows below the "
@@ -178,7 +178,8 @@ class ColdStartConfig:
         low=1,
     )
     lora_target_modules: list[str] = field(default_factory=lambda: list(LORA_MODULES))
-    """Module names that get LoRA adapters."""
+    """Module names that get LoRA adapters: attention and MLP (the GRPO update's default is
+    attention only); redeclared from :class:`trainers.config.LoraSettings` for this default."""
     head_only_loss: bool = True
     """Run the LM head only on target positions (``trainers.head_loss``); False keeps TRL's
     head, which on CPU projects every prompt position too. Same loss and gradients."""
@@ -196,6 +197,7 @@ class ColdStartConfig:
 
     def __post_init__(self) -> None:
         check_finite_fields(self)  # and the bounds and choices each option declares
+        super().__post_init__()
         if self.split != TRAIN_SPLIT:
             raise ConfigError(
                 f"split ({self.split!r}) must be {TRAIN_SPLIT!r}: only training goals may become "
@@ -217,8 +219,6 @@ class ColdStartConfig:
                 f"skill_placebo ({self.skill_placebo}) + skill_withhold_episodes "
                 f"({self.skill_withhold_episodes}) must be below 1"
             )
-        if not 0 <= self.lora_dropout < 1:
-            raise ConfigError(f"lora_dropout ({self.lora_dropout}) must be in [0, 1)")
         playing = [s for s in self.sources if s in ("expert", "teacher")]
         if playing and self.goals < 1:
             raise ConfigError(

@@ -35,7 +35,7 @@ from skillrl_cli.library import EvalSettings
 from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import option_spec
 from skillrl_core.validation import check_number, float_fields
-from trainers.config import CycleConfig, GRPOConfig
+from trainers.config import CycleConfig, GRPOConfig, LoraSettings
 from trainers.evaluate import EvalConfig
 from trainers.processes import Processes
 from trainers.rewards import InvalidActionPenalty, LLMJudgeReward, TurnCost
@@ -47,7 +47,7 @@ CONFIGS: dict[type, dict] = {
     UpkeepConfig: {}, SamplingConfig: {}, PolicyConfig: {}, PromptConfig: {}, RolloutConfig: {},
     CycleConfig: {}, GRPOConfig: {}, EvalConfig: {}, InvalidActionPenalty: {}, TurnCost: {},
     LLMJudgeReward: {"policy": None, "sampling": None}, WebShopConfig: {}, SokobanConfig: {},
-    ColdStartConfig: {}, Processes: {}, PairedUtilityConfig: {},
+    ColdStartConfig: {}, Processes: {}, PairedUtilityConfig: {}, LoraSettings: {},
     ModelSettings: {"env_id": "webshop", "skills": True, "max_prompt_tokens": 512},
     EvalSettings: {"policy": PolicyConfig(), "config": EvalConfig()},
 }  # fmt: skip
@@ -114,6 +114,7 @@ def test_defaults_are_valid(cls):
         (UpkeepConfig, "retire_below", 0.5, "retire_below (0.5) must be in (-1, 0]"),
         (BootstrapConfig, "episodes", 0, "episodes (0) must be >= 1"),
         (GRPOConfig, "lora_dropout", 1.0, "lora_dropout (1.0) must be in [0, 1)"),
+        (ColdStartConfig, "lora_dropout", 1.0, "lora_dropout (1.0) must be in [0, 1)"),
         (GRPOConfig, "weight_decay", -0.1, "weight_decay (-0.1) must be >= 0"),
         (GRPOConfig, "learning_rate", "fast", "learning_rate ('fast') must be a number"),
         (EvalConfig, "temperature", -0.5, "temperature (-0.5) must be >= 0"),
