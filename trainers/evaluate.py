@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from skillrl.rollout import RolloutStats
 from skillrl_core.errors import ConfigError
 from skillrl_core.goal_range import GoalRange
 from skillrl_core.option_fields import SEED_MAX, option
@@ -25,7 +26,7 @@ from skillrl_core.significance import mcnemar_exact
 from skillrl_core.splits import TEST_SPLIT
 from skillrl_core.validation import check_finite_fields
 from trainers.episode_metrics import EpisodeSummary, pass_at_k_t, summarise
-from trainers.policy_rollouts import PolicyRollouts, Timings
+from trainers.policy_rollouts import PolicyRollouts
 
 EVAL_DTYPE = "float32"
 """The number format ``skillrl eval`` plays in unless told otherwise. In bf16, left-padding a
@@ -108,7 +109,7 @@ def evaluate(runner: PolicyRollouts, config: EvalConfig, arm: str | None = None)
 
     ``arm``: the name of the runner's skills setting (default: ``on`` with a bank, else ``off``).
     """
-    runner.timings = Timings()
+    runner.timings = RolloutStats()
     started = time.perf_counter()
     # Goal i's seed is seed + i wherever it falls in the range: a goal plays alike in any range.
     starts = [runner.start(config.split, i, seed=config.seed + i) for i in config.goals.indices()]
