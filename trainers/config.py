@@ -50,6 +50,8 @@ class LoraSettings:
     """Module names that get LoRA adapters."""
 
     def __post_init__(self) -> None:
+        # A subclass's __post_init__ calls this first: every field of the subclass gets checked.
+        check_finite_fields(self)  # and the bounds and choices each option declares
         check_number("lora_dropout", self.lora_dropout, low=0.0, high=1.0, high_open=True)
 
 
@@ -197,8 +199,7 @@ class GRPOConfig(LoraSettings):
     )
 
     def __post_init__(self) -> None:
-        check_finite_fields(self)  # and the bounds and choices each option declares
-        super().__post_init__()
+        super().__post_init__()  # every field's declaration, then the LoRA fields
         if self.scale_rewards not in SCALE_REWARDS:
             raise ConfigError(
                 f"scale_rewards ({self.scale_rewards!r}) must be one of {SCALE_REWARDS}"

@@ -14,7 +14,6 @@ from envs.registry import DEFAULT_ENV, ENV_HELP
 from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.splits import TRAIN_SPLIT
-from skillrl_core.validation import check_finite_fields
 from trainers.config import LoraSettings
 
 SOURCES: tuple[str, ...] = ("expert", "bank", "teacher")
@@ -196,8 +195,7 @@ class ColdStartConfig(LoraSettings):
     )
 
     def __post_init__(self) -> None:
-        check_finite_fields(self)  # and the bounds and choices each option declares
-        super().__post_init__()
+        super().__post_init__()  # every field's declaration, then the LoRA fields
         if self.split != TRAIN_SPLIT:
             raise ConfigError(
                 f"split ({self.split!r}) must be {TRAIN_SPLIT!r}: only training goals may become "
