@@ -101,7 +101,11 @@ class RolloutConfig:
 
 @dataclass
 class RolloutStats:
-    """Where the time of a run went, and how much was generated."""
+    """Where the time of a run went, and how much was generated.
+
+    The one timing record: an engine fills it for one run, and a caller that plays many runs
+    sums them with :meth:`add` (``trainers.policy_rollouts.PolicyRollouts.timings``).
+    """
 
     episodes: int = 0
     turns: int = 0
@@ -130,6 +134,26 @@ class RolloutStats:
         data.update(episodes_per_minute=self.episodes_per_minute)
         data.update(tokens_per_second=self.tokens_per_second)
         return data
+
+    def add(self, other: RolloutStats) -> None:
+        """Add another run's figures to these (every field is a sum)."""
+        for name, value in vars(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+    def per_batch(self) -> dict[str, float]:
+        """Mean seconds per batched agent call, by cause (``model``, ``env``, ``retrieval``)."""
+        return self._per(max(self.agent_calls, 1))
+
+    def per_turn(self) -> dict[str, float]:
+        """Mean seconds per episode turn, by cause (``model``, ``env``, ``retrieval``)."""
+        return self._per(max(self.turns, 1))
+
+    def _per(self, n: int) -> dict[str, float]:
+        return {
+            "model": self.model_seconds / n,
+            "env": self.env_seconds / n,
+            "retrieval": self.retrieval_seconds / n,
+        }
 
 
 @dataclass

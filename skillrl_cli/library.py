@@ -135,9 +135,10 @@ def train(
     bank), the others after it. The policy and the bank are closed on the way out.
     """
     from skillrl.policies import load_policy
+    from skillrl.rollout import RolloutStats
     from trainers.cycle import TrainingRun
     from trainers.phased_run import PhaseEnded, RunEvents
-    from trainers.policy_rollouts import PolicyRollouts, Timings
+    from trainers.policy_rollouts import PolicyRollouts
     from trainers.processes import Processes
     from trainers.run_files import CyclePhase
 
@@ -164,7 +165,7 @@ def train(
         # Evaluation and validation play the trained float32 weights, whatever the rollouts
         # play in (a server's own rollouts evaluate there, as they always have).
         eval_runner = (
-            replace(runner, policy=policy, timings=Timings())
+            replace(runner, policy=policy, timings=RolloutStats())
             if cycle.rollout_dtype != "float32"
             else runner
         )

@@ -35,7 +35,8 @@ class OptionSpec:
     choices: tuple[str, ...] | None = None
     """The values allowed, for a string field."""
     low: float | None = None
-    """Smallest value allowed (the config's ``__post_init__`` checks it too)."""
+    """Smallest value allowed (checked on the command line and when the config is constructed:
+    :func:`skillrl_core.validation.check_finite_fields`)."""
     high: float | None = None
     """Largest value allowed."""
     low_open: bool = False

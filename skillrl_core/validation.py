@@ -3,6 +3,12 @@
 A NaN passes every comparison-based check (``nan <= 0`` and ``nan > 0`` are both False), so a
 config that only compares would accept ``--lr nan`` and fail much later inside torch; every float
 field is therefore checked with :func:`math.isfinite` first, in one place.
+
+A field made with :func:`skillrl_core.option_fields.option` declares its bounds and choices once,
+in its option spec: the command line turns them into click's ranges and choices, and
+:func:`check_finite_fields` checks them when the config is constructed, so a library caller or a
+settings file meets the same limits and a ``__post_init__`` only checks what the spec cannot say
+(one field against another, fields that are not options).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import re
 from typing import Any
 
 from skillrl_core.errors import ConfigError
+from skillrl_core.option_fields import option_spec
 
 _FLOAT_TYPE = re.compile(r"(float|float \| None|None \| float|Optional\[float\])")
 _INT_TYPE = re.compile(r"(int|int \| None|None \| int|Optional\[int\])")
@@ -61,12 +68,18 @@ def check_number(
 
 def _describe(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
     if low is not None and high is not None:
-        return f" in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        opening, closing = "(" if low_open else "[", ")" if high_open else "]"
+        return f" in {opening}{_bound(low)}, {_bound(high)}{closing}"
     if low is not None:
-        return f" {'>' if low_open else '>='} {low:g}"
+        return f" {'>' if low_open else '>='} {_bound(low)}"
     if high is not None:
-        return f" {'<' if high_open else '<='} {high:g}"
+        return f" {'<' if high_open else '<='} {_bound(high)}"
     return ""
+
+
+def _bound(value: float) -> str:
+    """Write a bound as a reader would: ``0``, ``0.5``, ``4294967295`` (not ``4.29497e+09``)."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
 
 
 def int_fields(config_class: type) -> list[dataclasses.Field[Any]]:
@@ -75,11 +88,13 @@ def int_fields(config_class: type) -> list[dataclasses.Field[Any]]:
 
 
 def check_finite_fields(config: Any) -> None:
-    """Check that every number field of ``config`` holds a number of its type (or None if typed so).
+    """Check every field of ``config`` against its declaration; raise :class:`ConfigError`.
 
     A float field holds a finite number; an int field an integer (not a bool, not 1.5, not
-    text such as a ``--env-option shuffle_seed=abc``); a bool field true or false. Call it
-    first in ``__post_init__``; range checks then only need to compare.
+    text such as a ``--env-option shuffle_seed=abc``); a bool field true or false (or None
+    where typed so). An option field then lies within the bounds and choices its option spec
+    declares (:func:`check_declared_options`). Call it first in ``__post_init__``, which then
+    only checks what no single field's declaration says.
     """
     for f in float_fields(type(config)):
         value = getattr(config, f.name)
@@ -95,3 +110,35 @@ def check_finite_fields(config: Any) -> None:
     for f in dataclasses.fields(config):
         if str(f.type).strip() == "bool" and not isinstance(getattr(config, f.name), bool):
             raise ConfigError(f"{f.name} ({getattr(config, f.name)!r}) must be true or false")
+    check_declared_options(config)
+
+
+def check_declared_options(config: Any) -> None:
+    """Check each option field of ``config`` against the bounds and choices its spec declares.
+
+    None passes where the field allows it (an option left open); a repeated field's every item
+    must be one of the choices. The message names the field, the value and what is allowed, as
+    ``gamma (1.5) must be in [0, 1]`` or ``loss_type ('x') must be one of dapo, bnpo``.
+    """
+    for f in dataclasses.fields(config):
+        spec = option_spec(f)
+        value = getattr(config, f.name)
+        if spec is None or value is None:
+            continue
+        allowed = ", ".join(spec.choices or ())
+        if isinstance(value, (tuple, list)):  # a repeated option: --source expert --source bank
+            if spec.choices is not None and any(item not in spec.choices for item in value):
+                raise ConfigError(f"{f.name} ({value!r}) may hold only {allowed}")
+        elif spec.choices is not None and value not in spec.choices:
+            raise ConfigError(f"{f.name} ({value!r}) must be one of {allowed}")
+        if spec.low is None and spec.high is None:
+            continue
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            check_number(
+                f.name,
+                item,
+                low=spec.low,
+                high=spec.high,
+                low_open=spec.low_open,
+                high_open=spec.high_open,
+            )

@@ -31,10 +31,37 @@ SCALE_REWARDS: tuple[str, ...] = ("group", "none")
 
 
 @dataclass
-class GRPOConfig:
-    """How one GRPO update is computed and applied."""
+class LoraSettings:
+    """The shape of a LoRA adapter (peft's ``LoraConfig``): one declaration for every trainer.
 
-    learning_rate: float = option(1e-5, help="AdamW learning rate.", aliases=("--lr",))
+    :class:`GRPOConfig` and :class:`trainers.sft_config.ColdStartConfig` both train adapters, so
+    both take these fields from here; a field keeps its name in their options and saved
+    ``config.json`` files. (As a base dataclass, its fields come first in theirs.)
+    """
+
+    lora_r: int = option(16, help="LoRA rank.", low=1)
+    lora_alpha: int = 32
+    """LoRA scaling alpha (``skillrl train`` and ``skillrl sft`` set twice the rank)."""
+    lora_dropout: float = 0.0
+    """LoRA dropout."""
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
+    """Module names that get LoRA adapters."""
+
+    def __post_init__(self) -> None:
+        # A subclass's __post_init__ calls this first: every field of the subclass gets checked.
+        check_finite_fields(self)  # and the bounds and choices each option declares
+        check_number("lora_dropout", self.lora_dropout, low=0.0, high=1.0, high_open=True)
+
+
+@dataclass
+class GRPOConfig(LoraSettings):
+    """How one GRPO update is computed and applied (its LoRA fields: :class:`LoraSettings`)."""
+
+    learning_rate: float = option(
+        1e-5, help="AdamW learning rate.", low=0, low_open=True, aliases=("--lr",)
+    )
     weight_decay: float = 0.0
     """AdamW weight decay."""
     beta: float = option(
@@ -42,11 +69,18 @@ class GRPOConfig:
         help="KL coefficient to the reference model (k3 estimator); 0 loads no reference model.",
         low=0,
     )
-    epsilon: float = option(0.2, help="Lower clip: the ratio is clipped below at 1 - epsilon.")
+    epsilon: float = option(
+        0.2,
+        help="Lower clip: the ratio is clipped below at 1 - epsilon.",
+        low=0,
+        high=1,
+        high_open=True,
+    )
     # None, which only a library caller can pass, clips above at 1 + epsilon, as TRL does.
     epsilon_high: float | None = option(
         0.28,
         help="Upper clip (DAPO's clip-higher): the ratio is clipped above at 1 + epsilon_high.",
+        low=0,
     )
     loss_type: str = option(
         "dapo",
@@ -126,15 +160,6 @@ class GRPOConfig:
         negative="--full",
         aliases=("--lora",),
     )
-    lora_r: int = option(16, help="LoRA rank.", low=1)
-    lora_alpha: int = 32
-    """LoRA scaling alpha (``skillrl train`` sets twice the rank)."""
-    lora_dropout: float = 0.0
-    """LoRA dropout."""
-    lora_target_modules: list[str] = field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
-    )
-    """Module names that get LoRA adapters."""
     logprob_gap_warn: float = 0.5
     """Warn when the mean |old - recomputed| log-prob gap on generated tokens exceeds this."""
     share_prompt_prefix: bool = True
@@ -174,44 +199,17 @@ class GRPOConfig:
     )
 
     def __post_init__(self) -> None:
-        check_finite_fields(self)
-        if self.loss_type not in LOSS_TYPES:
-            raise ConfigError(f"loss_type ({self.loss_type!r}) must be one of {LOSS_TYPES}")
+        super().__post_init__()  # every field's declaration, then the LoRA fields
         if self.scale_rewards not in SCALE_REWARDS:
             raise ConfigError(
                 f"scale_rewards ({self.scale_rewards!r}) must be one of {SCALE_REWARDS}"
             )
-        if self.learning_rate <= 0:
-            raise ConfigError(f"learning_rate ({self.learning_rate}) must be > 0")
-        if not 0 <= self.epsilon < 1:
-            raise ConfigError(f"epsilon ({self.epsilon}) must be in [0, 1)")
-        if self.epsilon_high is not None and self.epsilon_high < 0:
-            raise ConfigError(f"epsilon_high ({self.epsilon_high}) must be >= 0")
-        if self.beta < 0:
-            raise ConfigError(f"beta ({self.beta}) must be >= 0")
-        if not 0 <= self.gamma <= 1:
-            raise ConfigError(f"gamma ({self.gamma}) must be in [0, 1]")
-        if self.estimator not in ESTIMATORS:
-            raise ConfigError(f"estimator ({self.estimator!r}) must be one of {ESTIMATORS}")
-        check_number("rft_weight", self.rft_weight, low=0.0)
-        if self.step_weight < 0:
-            raise ConfigError(f"step_weight ({self.step_weight}) must be >= 0")
         self._check_estimator_weights()
-        if self.temperature <= 0:
-            raise ConfigError(f"temperature ({self.temperature}) must be > 0")
-        for name in (
-            "num_iterations",
-            "per_device_train_batch_size",
-            "gradient_accumulation_steps",
-            "max_completion_length",
-            "lora_r",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 1")
+        if self.max_completion_length < 1:
+            raise ConfigError(f"max_completion_length ({self.max_completion_length}) must be >= 1")
         if self.max_grad_norm < 0:
             raise ConfigError(f"max_grad_norm ({self.max_grad_norm}) must be >= 0")
         check_number("weight_decay", self.weight_decay, low=0.0)
-        check_number("lora_dropout", self.lora_dropout, low=0.0, high=1.0, high_open=True)
         check_number("logprob_gap_warn", self.logprob_gap_warn, low=0.0)
 
     def _check_estimator_weights(self) -> None:
@@ -401,28 +399,7 @@ class CycleConfig:
     )
 
     def __post_init__(self) -> None:
-        check_finite_fields(self)
-        if self.report_to not in REPORT_TO:
-            raise ConfigError(
-                f"report_to ({self.report_to!r}) must be one of {', '.join(REPORT_TO)}"
-            )
-        for name in ("cycles", "goals_per_cycle", "group_size", "max_turns", "max_new_tokens"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 1")
-        if self.group_size < 2:
-            raise ConfigError(
-                f"group_size ({self.group_size}) must be >= 2: GRPO compares episodes of a group"
-            )
-        for name in ("eval_goals", "validation_goals", "max_topup_rounds"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 0")
-        if self.invalid_action_penalty < 0 or self.turn_cost < 0:
-            raise ConfigError(
-                f"invalid_action_penalty ({self.invalid_action_penalty}) and turn_cost "
-                f"({self.turn_cost}) must be >= 0"
-            )
-        if self.eval_every < 1:
-            raise ConfigError(f"eval_every ({self.eval_every}) must be >= 1")
+        check_finite_fields(self)  # and the bounds and choices each option declares
         if self.checkpoint_every < 1:
             raise ConfigError(f"checkpoint_every ({self.checkpoint_every}) must be >= 1")
         if self.eval_temperature < 0:
@@ -440,7 +417,7 @@ class CycleConfig:
                 f"needs skills (skills is {self.skills}) and evaluation goals (eval_goals "
                 f"{self.eval_goals})"
             )
-        if self.rollout_dtype not in ROLLOUT_DTYPES:
+        if self.rollout_dtype not in ROLLOUT_DTYPES:  # the command resolves "auto" before
             raise ConfigError(
                 f"rollout_dtype ({self.rollout_dtype!r}) must be one of {', '.join(ROLLOUT_DTYPES)}"
             )

@@ -6,6 +6,11 @@ whole as one row of ``metrics.jsonl`` and ``state.json``'s history (:meth:`Cycle
 ``section.field`` keys, the file format trackers and ``skillrl view`` read), and the CLI prints
 the same object from memory. A cycle in progress keeps its sections in ``state.json``'s
 ``current`` (the same row form), so a resumed cycle picks them up with :meth:`from_row`.
+
+Readers that take single figures from rows (the learning curve, run listings, ``skillrl view``'s
+charts) name them by the key constants below, not by strings of their own. Light on purpose:
+no torch (``StepMetrics`` is imported only where an update is read back), so those readers can
+import it.
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.significance import discordant, mcnemar_exact
 from trainers.episode_metrics import EpisodeSummary
-from trainers.grpo import StepMetrics
+
+if TYPE_CHECKING:
+    from trainers.grpo import StepMetrics
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,9 @@ class UpdateFigures:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> UpdateFigures | None:
         """Read the ``update.*`` keys back (None: the row has no update)."""
-        if "update.loss" not in row:
+        from trainers.grpo import StepMetrics  # the trainer's record: torch, only when read back
+
+        if UPDATE_LOSS not in row:
             return None
         step = StepMetrics(
             **{
@@ -184,6 +193,24 @@ _SECTIONS: dict[str, type] = {
 }
 """Sections whose fields are all present or all absent, by row prefix."""
 
+EVAL_SUCCESS_RATE = "eval.success_rate"
+EVAL_EPISODES = "eval.episodes"
+EVAL_MEAN_SCORE = "eval.mean_score"
+TRAIN_SUCCESS_RATE = "train.success_rate"
+TRAIN_EPISODES = "train.episodes"
+GROUPS_KEPT = "groups.kept"
+UPDATE_LOSS = "update.loss"
+UPDATE_KL = "update.kl"
+UPDATE_CLIP_HIGH_FRACTION = "update.clip_high_fraction"
+UPDATE_TOKENS_PER_SECOND = "update.tokens_per_second"
+BANK_SIZE = "bank.size"
+SENSITIVITY_CHANGED_SHARE = "sensitivity.changed_share"
+BANK_WORTH_WON = "bank_worth.won"
+BANK_WORTH_LOST = "bank_worth.lost"
+BANK_WORTH_P_VALUE = "bank_worth.p_value"
+CYCLE_SECONDS = "cycle.seconds"
+"""Row keys readers name, each once (a test checks that :meth:`CycleMetrics.to_row` writes it)."""
+
 
 @dataclass(frozen=True)
 class CycleMetrics:
@@ -225,7 +252,7 @@ class CycleMetrics:
             row.update(self.update.to_row())
         row.update({f"bank.{k}": v for k, v in asdict(self.bank).items() if v is not None})
         if self.seconds is not None:
-            row["cycle.seconds"] = self.seconds
+            row[CYCLE_SECONDS] = self.seconds
         if self.checkpoint is not None:
             row["checkpoint"] = self.checkpoint
         return row
@@ -243,7 +270,7 @@ class CycleMetrics:
             cycle=int(row["cycle"]),
             update=UpdateFigures.from_row(row),
             bank=BankChanges(**bank),
-            seconds=row.get("cycle.seconds"),
+            seconds=row.get(CYCLE_SECONDS),
             checkpoint=row.get("checkpoint"),
             **sections,
         )

@@ -17,15 +17,16 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from skillrl.rollout import RolloutStats
 from skillrl_core.errors import ConfigError
 from skillrl_core.goal_range import GoalRange
 from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.significance import mcnemar_exact
 from skillrl_core.splits import TEST_SPLIT
-from skillrl_core.validation import check_finite_fields, check_number
+from skillrl_core.validation import check_finite_fields
 from trainers.episode_metrics import EpisodeSummary, pass_at_k_t, summarise
-from trainers.policy_rollouts import PolicyRollouts, Timings
+from trainers.policy_rollouts import PolicyRollouts
 
 EVAL_DTYPE = "float32"
 """The number format ``skillrl eval`` plays in unless told otherwise. In bf16, left-padding a
@@ -55,18 +56,15 @@ class EvalConfig:
     seed: int = option(0, help="Env and sampling seed.", low=0, high=SEED_MAX)
 
     def __post_init__(self) -> None:
-        check_finite_fields(self)
+        check_finite_fields(self)  # and the bounds each option declares
         if not isinstance(self.goals, GoalRange):
             raise ConfigError(f"goals ({self.goals!r}) must be a GoalRange (e.g. goals 0-19)")
-        if self.samples < 1:
-            raise ConfigError(f"samples ({self.samples}) must be >= 1")
         if not self.ks or not self.ts or min(self.ks) < 1 or min(self.ts) < 1:
             raise ConfigError(f"K values {self.ks} and T values {self.ts} must be >= 1")
         if max(self.ks) > self.samples:
             raise ConfigError(
                 f"K ({max(self.ks)}) must not exceed samples per goal ({self.samples})"
             )
-        check_number("temperature", self.temperature, low=0.0)
         if self.samples > 1 and self.temperature <= 0:
             raise ConfigError(f"sampling {self.samples} episodes needs temperature > 0")
 
@@ -111,7 +109,7 @@ def evaluate(runner: PolicyRollouts, config: EvalConfig, arm: str | None = None)
 
     ``arm``: the name of the runner's skills setting (default: ``on`` with a bank, else ``off``).
     """
-    runner.timings = Timings()
+    runner.timings = RolloutStats()
     started = time.perf_counter()
     # Goal i's seed is seed + i wherever it falls in the range: a goal plays alike in any range.
     starts = [runner.start(config.split, i, seed=config.seed + i) for i in config.goals.indices()]

@@ -4,8 +4,8 @@
 (``skillrl.agents.llm.LLMAgent``, ``skillrl.rollout.RolloutEngine``): it holds the policy and the
 settings of play (bank or none, turn limit, decoding), builds the agent and runs the engine on
 ``EpisodeStart``s of its environment (:meth:`PolicyRollouts.start` makes them). It also
-accumulates where the time goes (the engine's model / environment / retrieval seconds), per
-batched turn and per episode turn.
+accumulates where the time goes: the engines' :class:`~skillrl.rollout.RolloutStats`, summed
+(model / environment / retrieval seconds, per batched turn and per episode turn).
 """
 
 from __future__ import annotations
@@ -28,47 +28,6 @@ if TYPE_CHECKING:
     from skillrl.agents.llm import LLMAgent
     from skillrl.policies.base import ChatPolicy
     from skillrl.prompts import PromptConfig
-
-
-@dataclass
-class Timings:
-    """Accumulated wall time of played episodes, split by cause (from the engine's stats).
-
-    Each field keeps the name it has in :class:`~skillrl.rollout.RolloutStats`, summed over runs.
-    """
-
-    model_seconds: float = 0.0
-    env_seconds: float = 0.0
-    retrieval_seconds: float = 0.0
-    wall_seconds: float = 0.0
-    batches: int = 0
-    """Batched agent calls (one per engine turn)."""
-    turns: int = 0
-    """Episode turns played."""
-
-    def add(self, stats: RolloutStats) -> None:
-        """Add one rollout's ``RolloutStats``."""
-        self.model_seconds += stats.model_seconds
-        self.env_seconds += stats.env_seconds
-        self.retrieval_seconds += stats.retrieval_seconds
-        self.wall_seconds += stats.wall_seconds
-        self.batches += stats.agent_calls
-        self.turns += stats.turns
-
-    def per_batch(self) -> dict[str, float]:
-        """Mean seconds per batched turn, by cause."""
-        return self._per(max(self.batches, 1))
-
-    def per_turn(self) -> dict[str, float]:
-        """Mean seconds per episode turn, by cause."""
-        return self._per(max(self.turns, 1))
-
-    def _per(self, n: int) -> dict[str, float]:
-        return {
-            "model": self.model_seconds / n,
-            "env": self.env_seconds / n,
-            "retrieval": self.retrieval_seconds / n,
-        }
 
 
 @dataclass(frozen=True)
@@ -136,7 +95,8 @@ class PolicyRollouts:
     skip_no_op_repeats: bool = True
     """Constrained decoding: leave out an action already taken at the same observation that
     changed nothing (``skillrl.agents.llm.LLMAgentConfig.skip_no_op_repeats``)."""
-    timings: Timings = field(default_factory=Timings)
+    timings: RolloutStats = field(default_factory=RolloutStats)
+    """Every ``run``'s engine figures, summed (a caller may swap in a fresh one to start over)."""
     on_episode: Callable[[int, int], None] | None = None
     """Called as ``on_episode(finished, total)`` whenever an episode of a ``run`` ends."""
     on_progress: Callable[[RolloutProgress], None] | None = None

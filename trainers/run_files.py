@@ -330,27 +330,29 @@ def learning_curve_figure(history: list[dict[str, Any]], title: str = "") -> Any
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
+    from trainers.cycle_metrics import CYCLE_SECONDS, EVAL_EPISODES, EVAL_MEAN_SCORE
+    from trainers.cycle_metrics import EVAL_SUCCESS_RATE as SUCCESS
     from trainers.episode_metrics import wilson_interval
 
     minutes, spent = {}, 0.0
     for row in history:
-        spent += float(row.get("cycle.seconds", 0.0))
+        spent += float(row.get(CYCLE_SECONDS, 0.0))
         minutes[row["cycle"]] = spent / 60
-    evaluated = [row for row in history if "eval.success_rate" in row]  # --eval-every skips
+    evaluated = [row for row in history if SUCCESS in row]  # --eval-every skips
     cycles = [row["cycle"] for row in evaluated]
-    success = [row["eval.success_rate"] for row in evaluated]
+    success = [row[SUCCESS] for row in evaluated]
     figure, axis = plt.subplots(figsize=(6, 4))
     bands = [
-        wilson_interval(round(rate * row["eval.episodes"]), int(row["eval.episodes"]))
+        wilson_interval(round(rate * row[EVAL_EPISODES]), int(row[EVAL_EPISODES]))
         for rate, row in zip(success, evaluated, strict=True)
-        if row.get("eval.episodes")
+        if row.get(EVAL_EPISODES)
     ]
     if len(bands) == len(evaluated):
         axis.fill_between(
             cycles, [b[0] for b in bands], [b[1] for b in bands], alpha=0.2,
             color="C0", label="success, 95% interval", zorder=1,
         )  # fmt: skip
-    scores = [row.get("eval.mean_score", 0.0) for row in evaluated]
+    scores = [row.get(EVAL_MEAN_SCORE, 0.0) for row in evaluated]
     # The success line above the score line (it is the figure's point), markers never clipped.
     axis.plot(cycles, scores, "s--", color="C1", label="score", zorder=2, clip_on=False)
     axis.plot(cycles, success, "o-", color="C0", label="success", zorder=3, clip_on=False)

@@ -23,6 +23,7 @@ from typing import Any
 from skillrl.policies.model_folders import check_model_folder
 from skillrl_core.errors import CheckpointError, DataFileError, ModelLoadError
 from skillrl_core.files import read_json_object
+from trainers.cycle_metrics import EVAL_SUCCESS_RATE
 from trainers.run_files import RunFiles
 
 logger = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ def read_run(folder: Path) -> RunSummary | None:
     except (CheckpointError, OSError) as error:
         logger.warning("skipping run %s: %s", folder.name, error)
         return None
-    scored = [(row["eval.success_rate"], row["cycle"]) for row in state.history if _scored(row)]
+    scored = [(row[EVAL_SUCCESS_RATE], row["cycle"]) for row in state.history if _scored(row)]
     best = max(scored, key=lambda pair: (pair[0], pair[1]), default=None)
     return RunSummary(
         name=folder.name,
@@ -251,7 +252,7 @@ def _env_of(config: dict[str, Any], part: str) -> str | None:
 
 
 def _scored(row: dict[str, Any]) -> bool:
-    value = row.get("eval.success_rate")
+    value = row.get(EVAL_SUCCESS_RATE)
     return isinstance(value, int | float) and isinstance(row.get("cycle"), int)
 
 

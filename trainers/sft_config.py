@@ -2,7 +2,8 @@
 
 Field names follow TRL's ``SFTConfig`` where the meaning is the same (``learning_rate``,
 ``num_train_epochs``, ``per_device_train_batch_size``, ``gradient_accumulation_steps``,
-``packing``, ``save_steps``) and :class:`trainers.config.GRPOConfig` for LoRA.
+``packing``, ``save_steps``); the LoRA fields are :class:`trainers.config.LoraSettings`, as in
+:class:`trainers.config.GRPOConfig`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from envs.registry import DEFAULT_ENV, ENV_HELP
 from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.splits import TRAIN_SPLIT
-from skillrl_core.validation import check_finite_fields
+from trainers.config import LoraSettings
 
 SOURCES: tuple[str, ...] = ("expert", "bank", "teacher")
 """Where behaviour-cloning turns come from: the scripted expert on training goals, successful
@@ -35,8 +36,11 @@ DAGGER_KEEP: tuple[str, ...] = ("all", "mistakes")
 
 
 @dataclass
-class ColdStartConfig:
-    """One cold-start run: which examples, how many DAgger rounds, how to fine-tune."""
+class ColdStartConfig(LoraSettings):
+    """One cold-start run: which examples, how many DAgger rounds, how to fine-tune.
+
+    Its LoRA fields are :class:`trainers.config.LoraSettings`; it adapts the MLP projections too.
+    """
 
     env_id: str = option(
         DEFAULT_ENV,
@@ -166,11 +170,6 @@ class ColdStartConfig:
         negative="--full",
         aliases=("--lora",),
     )
-    lora_r: int = option(16, help="LoRA rank.", low=1)
-    lora_alpha: int = 32
-    """LoRA scaling alpha (the commands set twice the rank)."""
-    lora_dropout: float = 0.0
-    """LoRA dropout."""
     lora_layers: int | None = option(
         None,
         help="Adapt only the top N decoder layers (default: all): no gradient flows below the "
@@ -178,7 +177,8 @@ class ColdStartConfig:
         low=1,
     )
     lora_target_modules: list[str] = field(default_factory=lambda: list(LORA_MODULES))
-    """Module names that get LoRA adapters."""
+    """Module names that get LoRA adapters: attention and MLP (the GRPO update's default is
+    attention only); redeclared from :class:`trainers.config.LoraSettings` for this default."""
     head_only_loss: bool = True
     """Run the LM head only on target positions (``trainers.head_loss``); False keeps TRL's
     head, which on CPU projects every prompt position too. Same loss and gradients."""
@@ -195,42 +195,16 @@ class ColdStartConfig:
     )
 
     def __post_init__(self) -> None:
-        check_finite_fields(self)
+        super().__post_init__()  # every field's declaration, then the LoRA fields
         if self.split != TRAIN_SPLIT:
             raise ConfigError(
                 f"split ({self.split!r}) must be {TRAIN_SPLIT!r}: only training goals may become "
                 "fine-tuning examples (test and eval goals measure the policy)"
             )
-        unknown = [s for s in self.sources if s not in SOURCES]
-        if unknown or not self.sources:
+        if not self.sources:
             raise ConfigError(f"sources ({self.sources!r}) must be a non-empty subset of {SOURCES}")
-        for name in (
-            "max_turns",
-            "max_new_tokens",
-            "max_parallel",
-            "per_device_train_batch_size",
-            "gradient_accumulation_steps",
-            "lora_r",
-            "save_steps",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 1")
-        for name in ("goals", "bank_episodes", "dagger_rounds", "dagger_goals"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} ({getattr(self, name)}) must be >= 0")
-        if self.num_train_epochs <= 0 or self.learning_rate <= 0:
-            raise ConfigError(
-                f"num_train_epochs ({self.num_train_epochs}) and learning_rate "
-                f"({self.learning_rate}) must be > 0"
-            )
-        if self.dagger_keep not in DAGGER_KEEP:
-            raise ConfigError(f"dagger_keep ({self.dagger_keep!r}) must be one of {DAGGER_KEEP}")
-        if self.dagger_replay is not None and not self.dagger_replay >= 0:
-            raise ConfigError(f"dagger_replay ({self.dagger_replay}) must be >= 0 or None")
-        if self.lora_layers is not None and self.lora_layers < 1:
-            raise ConfigError(f"lora_layers ({self.lora_layers}) must be >= 1 or None")
-        if not 0.0 <= self.skill_withhold < 1.0:
-            raise ConfigError(f"skill_withhold ({self.skill_withhold}) must be in [0, 1)")
+        if self.max_parallel < 1:
+            raise ConfigError(f"max_parallel ({self.max_parallel}) must be >= 1")
         if self.skill_withhold and not self.skills:
             raise ConfigError("skill_withhold needs skills: without them no entry is withheld")
         if (self.skill_placebo or self.skill_withhold_episodes) and not self.skills:
@@ -243,19 +217,10 @@ class ColdStartConfig:
                 f"skill_placebo ({self.skill_placebo}) + skill_withhold_episodes "
                 f"({self.skill_withhold_episodes}) must be below 1"
             )
-        if self.dagger_temperature < 0:
-            raise ConfigError(f"dagger_temperature ({self.dagger_temperature}) must be >= 0")
-        if not 0 <= self.lora_dropout < 1:
-            raise ConfigError(f"lora_dropout ({self.lora_dropout}) must be in [0, 1)")
         playing = [s for s in self.sources if s in ("expert", "teacher")]
         if playing and self.goals < 1:
             raise ConfigError(
                 f"goals ({self.goals}) must be >= 1: source {playing[0]!r} plays training goals"
-            )
-        if self.dagger_rounds and self.dagger_goals < 1:
-            raise ConfigError(
-                f"dagger_goals ({self.dagger_goals}) must be >= 1 with dagger_rounds "
-                f"({self.dagger_rounds})"
             )
 
     @property

@@ -92,11 +92,9 @@ class PromptConfig:
     """Ask for a ``<think>`` section before the action (free decoding only)."""
 
     def __post_init__(self) -> None:
-        check_finite_fields(self)
+        check_finite_fields(self)  # and max_prompt_tokens' declared bound
         if self.skill_form not in SKILL_FORMS:
             raise ConfigError(f"skill_form ({self.skill_form!r}) must be one of {SKILL_FORMS}")
-        if self.max_prompt_tokens < 16:
-            raise ConfigError(f"max_prompt_tokens ({self.max_prompt_tokens}) must be at least 16")
         for name in (
             "history_turns",
             "max_observation_tokens",

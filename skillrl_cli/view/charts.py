@@ -14,6 +14,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainers.cycle_metrics import (
+    BANK_SIZE,
+    BANK_WORTH_LOST,
+    BANK_WORTH_P_VALUE,
+    BANK_WORTH_WON,
+    CYCLE_SECONDS,
+    EVAL_EPISODES,
+    EVAL_MEAN_SCORE,
+    EVAL_SUCCESS_RATE,
+    GROUPS_KEPT,
+    SENSITIVITY_CHANGED_SHARE,
+    TRAIN_EPISODES,
+    TRAIN_SUCCESS_RATE,
+    UPDATE_CLIP_HIGH_FRACTION,
+    UPDATE_KL,
+    UPDATE_LOSS,
+    UPDATE_TOKENS_PER_SECOND,
+)
 from trainers.episode_metrics import wilson_interval
 
 WIDTH, HEIGHT = 1000, 240
@@ -45,25 +63,25 @@ class ChartSpec:
 
 
 MAIN_CHARTS: tuple[ChartSpec, ...] = (
-    ChartSpec("eval.success_rate", "Evaluation success rate (band: 95% Wilson interval)",
-              "success rate", unit_range=True, episodes_key="eval.episodes"),
-    ChartSpec("eval.mean_score", "Evaluation mean score", "mean score", unit_range=True),
-    ChartSpec("train.success_rate", "Training rollout success rate (band: 95% Wilson interval)",
-              "success rate", unit_range=True, episodes_key="train.episodes"),
-    ChartSpec("update.loss", "Update loss", "loss"),
-    ChartSpec("update.kl", "KL divergence to the reference model", "KL"),
-    ChartSpec("update.clip_high_fraction", "Share of tokens clipped above (ratio > 1 + epsilon)",
+    ChartSpec(EVAL_SUCCESS_RATE, "Evaluation success rate (band: 95% Wilson interval)",
+              "success rate", unit_range=True, episodes_key=EVAL_EPISODES),
+    ChartSpec(EVAL_MEAN_SCORE, "Evaluation mean score", "mean score", unit_range=True),
+    ChartSpec(TRAIN_SUCCESS_RATE, "Training rollout success rate (band: 95% Wilson interval)",
+              "success rate", unit_range=True, episodes_key=TRAIN_EPISODES),
+    ChartSpec(UPDATE_LOSS, "Update loss", "loss"),
+    ChartSpec(UPDATE_KL, "KL divergence to the reference model", "KL"),
+    ChartSpec(UPDATE_CLIP_HIGH_FRACTION, "Share of tokens clipped above (ratio > 1 + epsilon)",
               "clipped share"),
-    ChartSpec("update.tokens_per_second", "Update throughput", "tokens / s"),
-    ChartSpec("bank.size", "Skill bank size (end of cycle)", "entries"),
-    ChartSpec("sensitivity.changed_share",
+    ChartSpec(UPDATE_TOKENS_PER_SECOND, "Update throughput", "tokens / s"),
+    ChartSpec(BANK_SIZE, "Skill bank size (end of cycle)", "entries"),
+    ChartSpec(SENSITIVITY_CHANGED_SHARE,
               "Skill sensitivity: open turns whose action a placebo bank changes", "share changed",
               unit_range=True),
-    ChartSpec("bank_worth.won", "Evaluation goals solved only with the evolved bank "
+    ChartSpec(BANK_WORTH_WON, "Evaluation goals solved only with the evolved bank "
               "(vs the cycle-0 bank)", "goals won"),
-    ChartSpec("bank_worth.lost", "Evaluation goals solved only with the cycle-0 bank",
+    ChartSpec(BANK_WORTH_LOST, "Evaluation goals solved only with the cycle-0 bank",
               "goals lost"),
-    ChartSpec("bank_worth.p_value", "Evolved vs cycle-0 bank: exact McNemar p", "p",
+    ChartSpec(BANK_WORTH_P_VALUE, "Evolved vs cycle-0 bank: exact McNemar p", "p",
               unit_range=True),
 )  # fmt: skip
 """The curves a run page leads with (issue 50: success with its interval, score, training
@@ -71,8 +89,8 @@ success, loss, KL and clipping, throughput, bank size, skill sensitivity, what e
 bank was worth); a chart shows only when a run has its metric."""
 
 FOLDED_FIRST: tuple[ChartSpec, ...] = (
-    ChartSpec("groups.kept", "GRPO groups kept", "groups kept"),
-    ChartSpec("cycle.seconds", "Wall time per cycle", "wall minutes", scale=1 / 60),
+    ChartSpec(GROUPS_KEPT, "GRPO groups kept", "groups kept"),
+    ChartSpec(CYCLE_SECONDS, "Wall time per cycle", "wall minutes", scale=1 / 60),
 )  # fmt: skip
 """Folded with the rest but labelled (wall minutes): every other numeric metric follows them,
 its key as its label."""

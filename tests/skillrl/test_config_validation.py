@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
+import re
+import typing
 
 import pytest
 from click.testing import CliRunner
@@ -31,8 +33,9 @@ from skillrl.prompts.builder import PromptConfig
 from skillrl.rollout import RolloutConfig
 from skillrl_cli.library import EvalSettings
 from skillrl_core.errors import ConfigError
+from skillrl_core.option_fields import option_spec
 from skillrl_core.validation import check_number, float_fields
-from trainers.config import CycleConfig, GRPOConfig
+from trainers.config import CycleConfig, GRPOConfig, LoraSettings
 from trainers.evaluate import EvalConfig
 from trainers.processes import Processes
 from trainers.rewards import InvalidActionPenalty, LLMJudgeReward, TurnCost
@@ -44,7 +47,7 @@ CONFIGS: dict[type, dict] = {
     UpkeepConfig: {}, SamplingConfig: {}, PolicyConfig: {}, PromptConfig: {}, RolloutConfig: {},
     CycleConfig: {}, GRPOConfig: {}, EvalConfig: {}, InvalidActionPenalty: {}, TurnCost: {},
     LLMJudgeReward: {"policy": None, "sampling": None}, WebShopConfig: {}, SokobanConfig: {},
-    ColdStartConfig: {}, Processes: {}, PairedUtilityConfig: {},
+    ColdStartConfig: {}, Processes: {}, PairedUtilityConfig: {}, LoraSettings: {},
     ModelSettings: {"env_id": "webshop", "skills": True, "max_prompt_tokens": 512},
     EvalSettings: {"policy": PolicyConfig(), "config": EvalConfig()},
 }  # fmt: skip
@@ -111,6 +114,7 @@ def test_defaults_are_valid(cls):
         (UpkeepConfig, "retire_below", 0.5, "retire_below (0.5) must be in (-1, 0]"),
         (BootstrapConfig, "episodes", 0, "episodes (0) must be >= 1"),
         (GRPOConfig, "lora_dropout", 1.0, "lora_dropout (1.0) must be in [0, 1)"),
+        (ColdStartConfig, "lora_dropout", 1.0, "lora_dropout (1.0) must be in [0, 1)"),
         (GRPOConfig, "weight_decay", -0.1, "weight_decay (-0.1) must be >= 0"),
         (GRPOConfig, "learning_rate", "fast", "learning_rate ('fast') must be a number"),
         (EvalConfig, "temperature", -0.5, "temperature (-0.5) must be >= 0"),
@@ -148,3 +152,71 @@ def test_train_refuses_a_nan_learning_rate_in_one_line(tmp_path):
     assert result.exit_code != 0 and isinstance(result.exception, SystemExit), result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "learning_rate (nan)" in lines[0], result.output
+
+
+def _value_kind(cls: type, name: str) -> type:
+    """int, float, str or tuple: what a field holds (``X | None`` reads as X)."""
+    hint = typing.get_type_hints(cls)[name]
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) is tuple:
+        return tuple
+    return args[0] if args and typing.get_origin(hint) is not tuple else hint
+
+
+def _outside(spec, kind: type) -> list:
+    """Values just outside what ``spec`` declares (a wrong choice, each side of each bound)."""
+    if spec.choices is not None:
+        return [("bogus",)] if kind is tuple else ["bogus"]
+    step = 1 if kind is int else 1e-3
+    values = []
+    if spec.low is not None:
+        values.append(spec.low if spec.low_open else spec.low - step)
+    if spec.high is not None:
+        values.append(spec.high if spec.high_open else spec.high + step)
+    return [kind(v) for v in values]
+
+
+DECLARED = [
+    (cls, f.name, value)
+    for cls in CONFIGS
+    for f in dataclasses.fields(cls)
+    if (spec := option_spec(f)) is not None
+    for value in _outside(spec, _value_kind(cls, f.name))
+]
+
+
+def test_the_declared_bounds_cover_the_options_that_have_them():
+    names = {(cls.__name__, name) for cls, name, _ in DECLARED}
+    assert {("GRPOConfig", "gamma"), ("GRPOConfig", "loss_type"), ("CycleConfig", "seed"),
+            ("CycleConfig", "group_size"), ("ColdStartConfig", "sources"),
+            ("ColdStartConfig", "skill_placebo"), ("PromptConfig", "max_prompt_tokens"),
+            ("EvalConfig", "samples")} <= names  # fmt: skip
+
+
+@pytest.mark.parametrize(("cls", "name", "value"), DECLARED,
+                         ids=lambda v: getattr(v, "__name__", str(v)))  # fmt: skip
+def test_a_value_outside_an_options_declaration_is_refused_when_the_config_is_built(
+    cls, name, value
+):
+    # The bound lives once, in the option spec; the command line and the constructor read it.
+    with pytest.raises(ConfigError, match=rf"^{name} \({re.escape(repr(value))}\) (must|may)"):
+        cls(**CONFIGS[cls], **{name: value})
+
+
+@pytest.mark.parametrize(
+    ("cls", "name", "value", "message"),
+    [
+        (GRPOConfig, "gamma", 1.5, "gamma (1.5) must be in [0, 1]"),
+        (GRPOConfig, "temperature", 0.0, "temperature (0.0) must be > 0"),
+        (GRPOConfig, "loss_type", "x", "loss_type ('x') must be one of dapo, bnpo, grpo, dr_grpo"),
+        (CycleConfig, "seed", -1, "seed (-1) must be in [0, 4294967295]"),
+        (CycleConfig, "group_size", 1, "group_size (1) must be >= 2"),
+        (ColdStartConfig, "sources", ("expert", "x"),
+         "sources (('expert', 'x')) may hold only expert, bank, teacher"),
+        (ColdStartConfig, "skill_withhold", 1.0, "skill_withhold (1.0) must be in [0, 1)"),
+    ],
+)  # fmt: skip
+def test_a_declared_bound_is_named_with_field_value_and_range(cls, name, value, message):
+    with pytest.raises(ConfigError) as caught:
+        cls(**{name: value})
+    assert str(caught.value) == message

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from trainers.cycle_metrics import (
     BankChanges,
+    BankWorth,
     CycleMetrics,
     GroupCounts,
     RolloutCost,
+    SkillSensitivity,
     TrainingRollouts,
     UpdateFigures,
 )
@@ -71,3 +77,27 @@ def test_a_section_missing_a_key_reads_as_absent():
     assert CycleMetrics.from_row(row).eval is None
     summary = EpisodeSummary(4, 0.5, 0.5, 3.0, 0.0, 100.0, 10.0)
     assert CycleMetrics.from_row(CycleMetrics(0, eval=summary).to_row()).eval == summary
+
+
+def test_every_key_readers_name_is_one_a_full_row_holds():
+    from trainers import cycle_metrics
+
+    full = CycleMetrics.from_row(ROW).with_figures(
+        sensitivity=SkillSensitivity(turns=4, changed_share=0.25, mean_kl=0.1),
+        bank_worth=BankWorth(10, 5, 6, won=2, lost=1, p_value=1.0),
+    )
+    keys = {v for k, v in vars(cycle_metrics).items() if k.isupper() and isinstance(v, str)}
+    assert {"eval.success_rate", "update.loss", "cycle.seconds"} <= keys
+    assert keys <= set(full.to_row())
+
+
+def test_the_metric_readers_load_without_torch():
+    # The run list, the learning curve and skillrl view's charts name the keys through
+    # trainers.cycle_metrics; reading a run must not load the trainer's torch.
+    script = (
+        "import sys\nimport trainers.cycle_metrics, trainers.runs, skillrl_cli.view.charts\n"
+        "print('torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2], timeout=300)  # fmt: skip
+    assert done.stdout.strip() == "False", done.stderr
