@@ -31,7 +31,7 @@ from skillrl.policies.config import PolicyConfig
 from skillrl.policies.model_settings import ModelSettings  # noqa: E402
 from skillrl.prompts.builder import PromptConfig
 from skillrl.rollout import RolloutConfig
-from skillrl_cli.library import EvalSettings
+from skillrl_cli.library import EvalSettings, PlaySettings
 from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import option_spec
 from skillrl_core.validation import check_number, float_fields
@@ -50,6 +50,7 @@ CONFIGS: dict[type, dict] = {
     ColdStartConfig: {}, Processes: {}, PairedUtilityConfig: {}, LoraSettings: {},
     ModelSettings: {"env_id": "webshop", "skills": True, "max_prompt_tokens": 512},
     EvalSettings: {"policy": PolicyConfig(), "config": EvalConfig()},
+    PlaySettings: {"player": "expert"},
 }  # fmt: skip
 CASES = [
     (cls, f.name, value)
