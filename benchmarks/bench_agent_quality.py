@@ -33,7 +33,7 @@ from skillrl.distill.seeding import seed_bank_if_empty  # noqa: E402
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
-from trainers.episode_metrics import wilson_interval  # noqa: E402
+from trainers.common.episode_metrics import wilson_interval  # noqa: E402
 
 
 def evaluate(agent, bank, starts, max_turns: int) -> dict:

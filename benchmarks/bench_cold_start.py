@@ -43,10 +43,10 @@ from skillrl.distill.seeding import seed_bank_if_empty  # noqa: E402
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
-from trainers.cold_start import ColdStartRun  # noqa: E402
-from trainers.episode_metrics import summarise, wilson_interval  # noqa: E402
-from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
-from trainers.sft_config import ColdStartConfig  # noqa: E402
+from trainers.cold_start.cold_start import ColdStartRun  # noqa: E402
+from trainers.cold_start.sft_config import ColdStartConfig  # noqa: E402
+from trainers.common.episode_metrics import summarise, wilson_interval  # noqa: E402
+from trainers.common.policy_rollouts import PolicyRollouts  # noqa: E402
 
 SETTINGS = ("expert", "base", "base+skills", "bc", "bc+skills", "dagger", "dagger+skills")
 

@@ -45,11 +45,11 @@ from skillrl_core.errors import ConfigError  # noqa: E402
 from skillrl_core.files import atomic_write_text  # noqa: E402
 from skillrl_core.goal_range import FORMS, GoalRange, parse_goal_range  # noqa: E402
 from skillrl_core.significance import mcnemar_exact  # noqa: E402
-from trainers.cold_start import ColdStartPhase, ColdStartRun  # noqa: E402
-from trainers.episode_metrics import summarise, wilson_interval  # noqa: E402
-from trainers.phased_run import PhaseEnded  # noqa: E402
-from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
-from trainers.sft_config import ColdStartConfig  # noqa: E402
+from trainers.cold_start.cold_start import ColdStartPhase, ColdStartRun  # noqa: E402
+from trainers.cold_start.sft_config import ColdStartConfig  # noqa: E402
+from trainers.common.episode_metrics import summarise, wilson_interval  # noqa: E402
+from trainers.common.phased_run import PhaseEnded  # noqa: E402
+from trainers.common.policy_rollouts import PolicyRollouts  # noqa: E402
 
 
 def figures(episodes: list[Any]) -> dict[str, Any]:
@@ -409,8 +409,8 @@ def ship(results: dict[str, Any], folder: Path, rank: int, round_index: int) -> 
     The recipe recorded with it is the command that trains through that round (a run of
     ``round_index`` DAgger rounds is the same run stopped there).
     """
-    from trainers.adapter_export import export_checkpoint
-    from trainers.cold_start import settings_of
+    from trainers.cold_start.adapter_export import export_checkpoint
+    from trainers.cold_start.cold_start import settings_of
 
     config = {"env": "webshop", **results["config"], "dagger_rounds": round_index}
     final = results["rounds"][str(round_index)]

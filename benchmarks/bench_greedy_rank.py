@@ -37,8 +37,8 @@ from harness import Stopwatch, machine, machine_text, portable_command, provenan
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
 from skillrl_core.records import EpisodeRecord  # noqa: E402
-from trainers.episode_metrics import compare_paired, summarise, wilson_interval  # noqa: E402
-from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
+from trainers.common.episode_metrics import compare_paired, summarise, wilson_interval  # noqa: E402
+from trainers.common.policy_rollouts import PolicyRollouts  # noqa: E402
 
 NAME = "greedy_rank"
 RANKS = {"mean": True, "sum": False}

@@ -35,12 +35,12 @@ import envs  # noqa: E402
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.policies.model_settings import ModelSettings  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
-from trainers.config import CycleConfig  # noqa: E402
-from trainers.cycle_rollout import training_goal_order  # noqa: E402
-from trainers.episode_metrics import wilson_interval  # noqa: E402
-from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
-from trainers.rewards import compute_turn_rewards, default_reward_functions  # noqa: E402
-from trainers.sampling import signal_groups  # noqa: E402
+from trainers.common.episode_metrics import wilson_interval  # noqa: E402
+from trainers.common.policy_rollouts import PolicyRollouts  # noqa: E402
+from trainers.cycle.config import CycleConfig  # noqa: E402
+from trainers.cycle.cycle_rollout import training_goal_order  # noqa: E402
+from trainers.cycle.rewards import compute_turn_rewards, default_reward_functions  # noqa: E402
+from trainers.cycle.sampling import signal_groups  # noqa: E402
 
 
 def group_figures(episodes: list[Any], group_size: int) -> dict[str, Any]:

@@ -32,8 +32,8 @@ from skillrl.policies.model_settings import shipped_adapter  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
 from skillrl.prompts.builder import DEFAULT_MAX_PROMPT_TOKENS  # noqa: E402
 from skillrl_core.records import EpisodeRecord  # noqa: E402
-from trainers.episode_metrics import compare_paired, summarise, wilson_interval  # noqa: E402
-from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
+from trainers.common.episode_metrics import compare_paired, summarise, wilson_interval  # noqa: E402
+from trainers.common.policy_rollouts import PolicyRollouts  # noqa: E402
 
 NAME = "prompt_budget"
 

@@ -73,7 +73,7 @@ from skillrl.policies.model_settings import shipped_adapter  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
 from skillrl.skill_arms import donor_tasks  # noqa: E402
 from skillrl_core.records import EpisodeRecord  # noqa: E402
-from trainers.policy_rollouts import PolicyRollouts  # noqa: E402
+from trainers.common.policy_rollouts import PolicyRollouts  # noqa: E402
 
 NAME = "skill_value"
 ARMS: tuple[str, ...] = (

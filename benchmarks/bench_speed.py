@@ -24,17 +24,17 @@ on a shared machine hits both sides alike; ratios are total old time / total new
     rows (``torch.compile`` turns the trees off; its compile time, spent in the warm-up step, is
     reported beside it);
 (d) free decoding, batched against one episode at a time, is ``bench_rollout``'s measurement;
-(e) SFT trained tokens/s, LoRA and full: ``trainers.sft.build_trainer(...).train()`` for one epoch
-    over the scripted expert's turns on ``--sft-goals`` training goals (the cold start's examples).
-    Old = TRL's own fused LM head (on CPU it projects every position, prompt included), every row
-    its whole prompt; new = the head on target positions only (``ColdStartConfig.head_only_loss``)
-    and each micro-batch run as its prefix tree (``ColdStartConfig.prefix_tree``). Neither side
-    writes a checkpoint inside the timed epoch.
+(e) SFT trained tokens/s, LoRA and full: ``trainers.cold_start.sft.build_trainer(...).train()`` for
+    one epoch over the scripted expert's turns on ``--sft-goals`` training goals (the cold start's
+    examples). Old = TRL's own fused LM head (on CPU it projects every position, prompt included),
+    every row its whole prompt; new = the head on target positions only
+    (``ColdStartConfig.head_only_loss``) and each micro-batch run as its prefix tree
+    (``ColdStartConfig.prefix_tree``). Neither side writes a checkpoint inside the timed epoch.
 
 GRPO old = micro-batches in shuffled order with the LM head on the last C + 1 positions of every
 row (:class:`BaselineTrainer`, here: the baseline lives with its benchmark); new = the trainer as
-it ships: prefix trees (:class:`trainers.tree_forward.PrefixTreeForward`), the head only where a
-generated token is predicted. Trained tokens = the samples'
+it ships: prefix trees (:class:`trainers.update.tree_logprobs.PrefixTreeForward`), the head only
+where a generated token is predicted. Trained tokens = the samples'
 real (non-padding) prompt + completion tokens, a shared prefix counted once per row: the same
 work unit on both sides.
 
@@ -70,16 +70,16 @@ from harness import (  # noqa: E402
 from skillrl.agents.llm import LLMAgent, LLMAgentConfig  # noqa: E402
 from skillrl.policies import PolicyConfig, SamplingConfig, load_policy  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
-from trainers.batching import (  # noqa: E402
+from trainers.common.prefix_tree import PrefixTree, fold_short, padded_positions  # noqa: E402
+from trainers.update.batching import (  # noqa: E402
     build_samples,
     forwarded_positions,
     step_batches,
     tree_tokens,
 )
-from trainers.config import GRPOConfig  # noqa: E402
-from trainers.grpo import GRPOTrainer  # noqa: E402
-from trainers.microbatch_loss import RowForward, compute_logprobs  # noqa: E402
-from trainers.prefix_tree import PrefixTree, fold_short, padded_positions  # noqa: E402
+from trainers.update.config import GRPOConfig  # noqa: E402
+from trainers.update.grpo import GRPOTrainer  # noqa: E402
+from trainers.update.microbatch_loss import RowForward, compute_logprobs  # noqa: E402
 
 
 def body_params(model) -> int:
@@ -289,7 +289,12 @@ def forwarded_by(trainer, episodes, advantages, args) -> tuple[int, int]:
 
 def sft_examples(args, policy, agent, bank) -> list:
     """The cold start's examples: the scripted expert's turns on successful training goals."""
-    from trainers.dagger import ExpertLabeller, LabellingAgent, collect_examples, succeeded
+    from trainers.cold_start.dagger import (
+        ExpertLabeller,
+        LabellingAgent,
+        collect_examples,
+        succeeded,
+    )
 
     labelling = LabellingAgent(
         agent,
@@ -321,8 +326,8 @@ def sft_run(policy, examples, config, head_only: bool) -> tuple[float, float, li
     """
     from transformers.trainer_callback import PrinterCallback
 
-    from trainers import tree_forward
-    from trainers.sft import build_trainer
+    from trainers.cold_start.sft import build_trainer
+    from trainers.common import tree_forward
 
     config = dataclasses.replace(config, head_only_loss=head_only)
     trees: list[int] = []
@@ -347,8 +352,8 @@ def sft_run(policy, examples, config, head_only: bool) -> tuple[float, float, li
 
 
 def phase_sft(args, policy, examples, mode: str, gflops: list[float]) -> dict:
-    from trainers.sft_config import ColdStartConfig
-    from trainers.sft_data import tokenize_example
+    from trainers.cold_start.sft_config import ColdStartConfig
+    from trainers.cold_start.sft_data import tokenize_example
 
     config = ColdStartConfig(
         per_device_train_batch_size=args.batch_size,

@@ -301,7 +301,7 @@ def _train_command(
 
 def report(summary: dict) -> str:
     """A summary file as Markdown: every arm's cycles, then the goal-by-goal comparisons."""
-    from trainers.episode_metrics import wilson_interval
+    from trainers.common.episode_metrics import wilson_interval
 
     args = summary["args"]
     m = summary.get("machine_at_summary", {})
@@ -582,8 +582,8 @@ def paired_report(
     """
     from dataclasses import asdict
 
-    from trainers.episode_metrics import compare_paired
-    from trainers.run_files import RunFiles
+    from trainers.common.episode_metrics import compare_paired
+    from trainers.cycle.run_files import RunFiles
 
     def evaluation(name: str, cycle: int) -> list:
         files = RunFiles(root / name.split(":")[0] / "runs" / "bench")
@@ -632,7 +632,7 @@ def plot(results: dict[str, list[dict]], path: Path, args: argparse.Namespace) -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from trainers.episode_metrics import wilson_interval
+    from trainers.common.episode_metrics import wilson_interval
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for name, rows in results.items():

@@ -46,8 +46,8 @@ def measure(args: argparse.Namespace) -> dict:
     from transformers import AutoModelForCausalLM
 
     from skillrl_core.records import EpisodeRecord, TurnRecord
-    from trainers.config import GRPOConfig
-    from trainers.grpo import GRPOTrainer
+    from trainers.update.config import GRPOConfig
+    from trainers.update.grpo import GRPOTrainer
 
     torch.manual_seed(0)
     start_device(args.device, threads=args.threads, tf32=args.tf32)

@@ -104,7 +104,7 @@ class RolloutStats:
     """Where the time of a run went, and how much was generated.
 
     The one timing record: an engine fills it for one run, and a caller that plays many runs
-    sums them with :meth:`add` (``trainers.policy_rollouts.PolicyRollouts.timings``).
+    sums them with :meth:`add` (``trainers.common.policy_rollouts.PolicyRollouts.timings``).
     """
 
     episodes: int = 0

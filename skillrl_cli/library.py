@@ -7,8 +7,8 @@ a :class:`TrainWatch` and the run's typed events, calls :func:`train` and prints
 without click or rich. Each does what its command does once the settings are checked:
 :func:`train` loads the policy (and the rollout server's, or a bf16 copy), opens the
 workspace's bank, builds the runners and the distiller, and runs (or resumes)
-:class:`~trainers.cycle.TrainingRun`; :func:`evaluate_model` loads the model and plays the same
-goals in each skills arm (:func:`trainers.evaluate.evaluate`), then compares the arms;
+:class:`~trainers.cycle.cycle.TrainingRun`; :func:`evaluate_model` loads the model and plays the
+same goals in each skills arm (:func:`trainers.evaluate.evaluate`), then compares the arms;
 ``skillrl run`` plays through :func:`play` (:class:`PlaySettings`, :class:`PlayWatch`,
 :class:`PlayResult`), which builds the agent (the model, the scripted expert or a person) and
 runs the runtime's ``RolloutEngine`` over the bank.
@@ -39,14 +39,15 @@ if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig, SamplingConfig
     from skillrl.rollout import EpisodeStart, RolloutStats, TurnEvent
     from skillrl_core.records import EpisodeRecord
-    from trainers.checkpoint_choice import RunChoice
-    from trainers.config import CycleConfig, GRPOConfig
-    from trainers.cycle_metrics import CycleMetrics
+    from trainers.common.phased_run import RunEvents
+    from trainers.common.policy_rollouts import RolloutProgress
+    from trainers.cycle.checkpoint_choice import RunChoice
+    from trainers.cycle.config import CycleConfig
+    from trainers.cycle.cycle_metrics import CycleMetrics
+    from trainers.cycle.processes import Processes
+    from trainers.cycle.run_files import RunFiles, RunState
     from trainers.evaluate import ArmComparison, EvalConfig, EvalResult
-    from trainers.phased_run import RunEvents
-    from trainers.policy_rollouts import RolloutProgress
-    from trainers.processes import Processes
-    from trainers.run_files import RunFiles, RunState
+    from trainers.update.config import GRPOConfig
 
 
 @dataclass(frozen=True)
@@ -129,18 +130,18 @@ def train(
 ) -> TrainResult:
     """Run (or, with ``settings.resume``, continue) the improvement cycles of a training run.
 
-    ``events`` receives the run's typed phase events (:mod:`trainers.phased_run`), ``watch``
+    ``events`` receives the run's typed phase events (:mod:`trainers.common.phased_run`), ``watch``
     its finer progress. Under a launcher (``processes``, default: this process's place) the
     main process opens the model and the bank first (it may download the model or seed the
     bank), the others after it. The policy and the bank are closed on the way out.
     """
     from skillrl.policies import load_policy
     from skillrl.rollout import RolloutStats
-    from trainers.cycle import TrainingRun
-    from trainers.phased_run import PhaseEnded, RunEvents
-    from trainers.policy_rollouts import PolicyRollouts
-    from trainers.processes import Processes
-    from trainers.run_files import CyclePhase
+    from trainers.common.phased_run import PhaseEnded, RunEvents
+    from trainers.common.policy_rollouts import PolicyRollouts
+    from trainers.cycle.cycle import TrainingRun
+    from trainers.cycle.processes import Processes
+    from trainers.cycle.run_files import CyclePhase
 
     processes = processes or Processes.current()
     events = events or RunEvents()
@@ -284,8 +285,8 @@ def evaluate_model(settings: EvalSettings, *, watch: EvalWatch | None = None) ->
     from memory.placebo import PlaceboRetrieval
     from skillrl.policies import load_policy
     from skillrl.skill_arms import donor_tasks, retrieval_source
+    from trainers.common.policy_rollouts import PolicyRollouts
     from trainers.evaluate import compare_arms, evaluate
-    from trainers.policy_rollouts import PolicyRollouts
 
     watch = watch or EvalWatch()
     arms, env_config = settings.arms, dict(settings.env_config)

@@ -1,10 +1,10 @@
 """``skillrl sft``: cold-start fine-tuning (behaviour cloning + DAgger) on training goals.
 
 A thin layer: it settles the options into a typed :class:`ColdStartJob` (a
-:class:`~trainers.sft_config.ColdStartConfig` and the policy, prompt, teacher and folder it runs
-with), opens the policy (and the bank, and a teacher), and runs
-:class:`~trainers.cold_start.ColdStartRun` with rich progress bars. ``skillrl train --cold-start``
-runs its job through :func:`run_cold_start` too.
+:class:`~trainers.cold_start.sft_config.ColdStartConfig` and the policy, prompt, teacher and folder
+it runs with), opens the policy (and the bank, and a teacher), and runs
+:class:`~trainers.cold_start.cold_start.ColdStartRun` with rich progress bars.
+``skillrl train --cold-start`` runs its job through :func:`run_cold_start` too.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from skillrl_cli.options import (
 from skillrl_cli.upfront_checks import check_prompt_budget, split_size
 from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import option
-from trainers.sft_config import ColdStartConfig
+from trainers.cold_start.sft_config import ColdStartConfig
 
 if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig
@@ -184,8 +184,8 @@ def _export_adapter(job: ColdStartJob, checkpoint: Path, rank: int) -> None:
     from rich.console import Console
 
     from skillrl_cli.train_session import PhaseBars
-    from trainers.adapter_export import export_checkpoint
-    from trainers.cold_start import settings_of
+    from trainers.cold_start.adapter_export import export_checkpoint
+    from trainers.cold_start.cold_start import settings_of
 
     console = Console(stderr=job.as_json)
     recipe = " ".join(["skillrl", *sys.argv[1:]])
@@ -228,7 +228,7 @@ def run_cold_start(job: ColdStartJob) -> Path:
 
     from skillrl.policies import load_policy
     from skillrl_cli.bank_access import open_bank
-    from trainers.cold_start import ColdStartRun, finished_checkpoint
+    from trainers.cold_start.cold_start import ColdStartRun, finished_checkpoint
 
     console = Console(stderr=job.as_json)
     if not job.resume and (folder / "state.json").exists():
@@ -323,8 +323,8 @@ def _needs_bank(config: Any) -> bool:
 
 def _run_with_bars(run: Any, console: Any, resume: bool) -> None:
     from skillrl_cli.train_session import PhaseBars
-    from trainers.cold_start import ColdStartPhase
-    from trainers.phased_run import PhaseStarted
+    from trainers.cold_start.cold_start import ColdStartPhase
+    from trainers.common.phased_run import PhaseStarted
 
     rounds = run.config.rounds
     with PhaseBars(console, "cold start (phases)", 2 * rounds) as bars:

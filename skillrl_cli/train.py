@@ -53,13 +53,13 @@ def train(**options: Any) -> None:
         # Only a --cold-start takes long here (in one process); what it saved is in sft/.
         folder = run_folder(options["workspace"], options["run_name"] or options["env_id"])
         _interrupted(True, (folder / "sft" / "state.json").exists())
-    from trainers.processes import Processes
+    from trainers.cycle.processes import Processes
 
     processes = Processes.current()  # under accelerate launch / torchrun: which process this is
     try:
         state = run_with_progress(settings, processes)
     except KeyboardInterrupt:
-        from trainers.run_files import RunFiles
+        from trainers.cycle.run_files import RunFiles
 
         _interrupted(processes.is_main, RunFiles(settings.folder).exists())
     if settings.as_json and processes.is_main:

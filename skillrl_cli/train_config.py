@@ -13,7 +13,7 @@ given twice (or under two names, ``learning-rate`` and ``lr``), an unknown key a
 ``--config`` are refused in one line naming them.
 
 The resolved settings of every run (file, flags and defaults together) are saved once, by the
-run itself, as the ``options`` of ``<run folder>/config.json`` (:mod:`trainers.run_settings`,
+run itself, as the ``options`` of ``<run folder>/config.json`` (:mod:`trainers.cycle.run_settings`,
 beside the configs they became): ``--resume`` takes every option not given on its command line
 from there, and ``--config runs/<name>/config.json`` repeats a run (a YAML reader reads the
 JSON; the file's ``options`` are taken). A run saved without options (a library caller's)
@@ -281,8 +281,8 @@ def fill_from_saved(ctx: click.Context, values: dict[str, Any], folder: Path) ->
     Options given on the command line (or by ``--config``) keep their values; the run's own
     checks then refuse any that changes more than ``--cycles``. Returns whether a file was used.
     """
-    from trainers.run_files import RunFiles
-    from trainers.run_settings import saved_options
+    from trainers.cycle.run_files import RunFiles
+    from trainers.cycle.run_settings import saved_options
 
     files = RunFiles(folder)
     options = saved_options(files)

@@ -18,13 +18,13 @@ from skillrl_core.errors import ConfigError
 
 if TYPE_CHECKING:
     from skillrl_cli.library import TrainSettings
-    from trainers.checkpoint_choice import RunChoice
-    from trainers.config import CycleConfig
-    from trainers.cycle_metrics import BankWorth, CycleMetrics
-    from trainers.phased_run import PhaseStarted, RunEvents
-    from trainers.policy_rollouts import RolloutProgress
-    from trainers.processes import Processes
-    from trainers.run_files import RunState
+    from trainers.common.phased_run import PhaseStarted, RunEvents
+    from trainers.common.policy_rollouts import RolloutProgress
+    from trainers.cycle.checkpoint_choice import RunChoice
+    from trainers.cycle.config import CycleConfig
+    from trainers.cycle.cycle_metrics import BankWorth, CycleMetrics
+    from trainers.cycle.processes import Processes
+    from trainers.cycle.run_files import RunState
 
 
 class PhaseBars:
@@ -84,7 +84,7 @@ class PhaseBars:
 
         Every command that runs a phased run (``train``, ``sft``) wires its bars here.
         """
-        from trainers.phased_run import PhaseEnded, PhaseStarted
+        from trainers.common.phased_run import PhaseEnded, PhaseStarted
 
         def started(event: PhaseStarted) -> None:
             self.phase(describe(event))
@@ -316,14 +316,14 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
 
     Before: what the run will do; during: its phases and a line per cycle; after: the cycle it
     chose and where its files are. Under a launcher (``processes``,
-    :class:`trainers.processes.Processes`) only the main process shows anything.
+    :class:`trainers.cycle.processes.Processes`) only the main process shows anything.
     """
     from rich.console import Console
 
     from skillrl_cli.library import TrainWatch, train
-    from trainers.phased_run import HeldOutPlayStarted, RunEvents
-    from trainers.processes import Processes
-    from trainers.run_files import RunFiles
+    from trainers.common.phased_run import HeldOutPlayStarted, RunEvents
+    from trainers.cycle.processes import Processes
+    from trainers.cycle.run_files import RunFiles
 
     processes = processes or Processes()
     cycle = settings.cycle
@@ -371,14 +371,14 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
 
 def phases_done(state: RunState, cycle: CycleConfig) -> int:
     """Count the phases a resumed run has already completed."""
-    from trainers.run_files import run_phases
+    from trainers.cycle.run_files import run_phases
 
     return sum(state.completed(c, phase) for c, phase in run_phases(cycle))
 
 
 def phases_total(cycle: CycleConfig) -> int:
     """Count the phases of a whole run (cycle 0's two, then each cycle's)."""
-    from trainers.run_files import run_phases
+    from trainers.cycle.run_files import run_phases
 
     return len(run_phases(cycle))
 
@@ -443,7 +443,7 @@ def bank_worth_text(worth: BankWorth) -> str:
 
 def print_bank_worth(console: Any, history: list[dict[str, Any]]) -> None:
     """Say what the bank's evolution was worth at the last cycle that measured it."""
-    from trainers.cycle_metrics import CycleMetrics
+    from trainers.cycle.cycle_metrics import CycleMetrics
 
     measured = [m for m in map(CycleMetrics.from_row, history) if m.bank_worth is not None]
     if measured:

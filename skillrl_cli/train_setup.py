@@ -39,9 +39,10 @@ from skillrl_cli.upfront_checks import check_prompt_budget
 from skillrl_core.errors import CheckpointError, ConfigError, ModelLoadError
 from skillrl_core.option_fields import option
 from skillrl_core.splits import TEST_SPLIT
-from trainers.config import CycleConfig, GRPOConfig
-from trainers.sft_config import ColdStartConfig
-from trainers.trackers import check_tracker_installed
+from trainers.cold_start.sft_config import ColdStartConfig
+from trainers.cycle.config import CycleConfig
+from trainers.cycle.trackers import check_tracker_installed
+from trainers.update.config import GRPOConfig
 
 if TYPE_CHECKING:
     from skillrl.policies import PolicyConfig
@@ -234,7 +235,7 @@ def settle_training(ctx: click.Context, values: dict[str, Any]) -> TrainSettings
     }
     # The folder is claimed before a cold start writes <run>/sft/ into it. The main process
     # checks it and every process stops if it refuses (under a launcher).
-    from trainers.processes import Processes
+    from trainers.cycle.processes import Processes
 
     sources = option_sources(ctx)
     Processes.current().from_main(
@@ -284,7 +285,7 @@ def check_saved_model(ctx: click.Context, launch: TrainLaunch, folder: Path) -> 
     from click.core import ParameterSource
 
     from skillrl.policies.model_folders import check_model_path
-    from trainers.run_files import RunFiles
+    from trainers.cycle.run_files import RunFiles
 
     saved_in = RunFiles(folder).config_path
     for name, flag in (("init_checkpoint", "--init"), ("model", "--model")):
@@ -393,8 +394,8 @@ def kept_model_settings(cycle: CycleConfig, folder: Path) -> CycleConfig:
     (:func:`take_model_settings`); no option says so again on resume, so they are read back from
     the run's ``config.json`` rather than left at the config's defaults.
     """
-    from trainers.run_files import RunFiles
-    from trainers.run_settings import saved_cycle_config
+    from trainers.cycle.run_files import RunFiles
+    from trainers.cycle.run_settings import saved_cycle_config
 
     saved = saved_cycle_config(RunFiles(folder))
     if saved is None:
@@ -491,8 +492,8 @@ def check_run_folder(
     --cycles; ``sources`` says where each option came from) is refused. With ``cold_start``, a
     resume of a run whose cold start (``<run>/sft/``) began but whose cycles never did goes on.
     """
-    from trainers.run_files import RunFiles
-    from trainers.run_settings import check_resume_settings, check_saved_cycle
+    from trainers.cycle.run_files import RunFiles
+    from trainers.cycle.run_settings import check_resume_settings, check_saved_cycle
 
     files = RunFiles(folder)
     _check_writable(folder)

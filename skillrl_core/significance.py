@@ -1,6 +1,6 @@
 """Exact tests on paired outcomes, shared by every layer that compares two settings goal by goal.
 
-Evaluation (``trainers.episode_metrics``) compares two policies on the same goals; the skill
+Evaluation (``trainers.common.episode_metrics``) compares two policies on the same goals; the skill
 bank's paired utility (``memory.types.PairedEvidence``) compares one policy with and without an
 entry on the same goals and seeds. Both reduce to the discordant pairs, and both use this test.
 """

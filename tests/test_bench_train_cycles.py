@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from bench_train_cycles import SCRIPTED, first_result_with_options, report  # noqa: E402
 
-from trainers.episode_metrics import compare_paired  # noqa: E402
+from trainers.common.episode_metrics import compare_paired  # noqa: E402
 
 
 def test_the_scripted_reference_plays_the_test_goals_as_pairable_episodes():
@@ -58,7 +58,7 @@ def test_every_evaluated_cycle_is_paired_with_cycle_0_the_one_before_and_the_scr
     from bench_train_cycles import paired_report
 
     from skillrl_core.records import EpisodeRecord
-    from trainers.run_files import RunFiles
+    from trainers.cycle.run_files import RunFiles
 
     def episodes(wins: list[bool]) -> list[dict]:
         out = []
@@ -87,7 +87,7 @@ def test_a_recipe_arm_is_a_letter_a_name_and_flags_and_pairs_with_the_recipe(tmp
     from bench_train_cycles import paired_report, recipe_arm
 
     from skillrl_core.records import EpisodeRecord
-    from trainers.run_files import RunFiles
+    from trainers.cycle.run_files import RunFiles
 
     assert recipe_arm("b: bf16 rollouts=--rollout-dtype bfloat16") == (
         "b: bf16 rollouts",

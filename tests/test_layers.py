@@ -136,16 +136,16 @@ CAUGHT = [
     ("envs/x/env.py", "from memory import SkillBank", "memory"),
     ("memory/bank.py", "def f():\n    import envs.registry\n", "envs.registry"),
     ("skillrl/rollout.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-     "    from trainers.grpo import GRPOTrainer\n", "trainers.grpo"),
+     "    from trainers.update.grpo import GRPOTrainer\n", "trainers.update.grpo"),
     ("skillrl/distill/x.py", "from skillrl_cli import run", "skillrl_cli"),
     ("trainers/x.py", "def f():\n    import skillrl_cli.run\n", "skillrl_cli.run"),
-    ("trainers/cycle.py", "import cli", "cli"),
+    ("trainers/cycle/cycle.py", "import cli", "cli"),
     ("skillrl_core/errors.py", "import skillrl", "skillrl"),
-    ("skillrl/x.py", "import importlib\nimportlib.import_module('trainers.policy_rollouts')",
-     "trainers.policy_rollouts"),
+    ("skillrl/x.py", "import importlib\nimportlib.import_module('trainers.common.policy_rollouts')",
+     "trainers.common.policy_rollouts"),
 ]  # fmt: skip
 ALLOWED = [
-    ("skillrl_cli/train.py", "from trainers.cycle import TrainingRun\nimport cli"),
+    ("skillrl_cli/train.py", "from trainers.cycle.cycle import TrainingRun\nimport cli"),
     ("skillrl/rollout.py", "from memory import SkillBank\nfrom envs import make\nimport torch"),
     ("memory/bank.py", "from memory.store import BankStore\nfrom skillrl_core import errors"),
     ("skillrl/distill/x.py", "from . import pipeline\nfrom ..agent import Agent"),

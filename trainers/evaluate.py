@@ -25,8 +25,8 @@ from skillrl_core.records import EpisodeRecord
 from skillrl_core.significance import mcnemar_exact
 from skillrl_core.splits import TEST_SPLIT
 from skillrl_core.validation import check_finite_fields
-from trainers.episode_metrics import EpisodeSummary, pass_at_k_t, summarise
-from trainers.policy_rollouts import PolicyRollouts
+from trainers.common.episode_metrics import EpisodeSummary, pass_at_k_t, summarise
+from trainers.common.policy_rollouts import PolicyRollouts
 
 EVAL_DTYPE = "float32"
 """The number format ``skillrl eval`` plays in unless told otherwise. In bf16, left-padding a

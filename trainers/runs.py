@@ -1,15 +1,15 @@
 """The training runs of a workspace, read from their folders (``skillrl runs``, ``--model auto``).
 
 Only JSON files and folder names are read (no torch), so listing runs is instant. Two kinds of
-run live under ``<workspace>/runs/<name>/``: a ``skillrl train`` run (:mod:`trainers.run_files`'s
-layout: ``state.json``, ``checkpoints/cycle-NNNN``) and a ``skillrl sft`` run
-(:mod:`trainers.cold_start`'s layout in its ``sft/`` folder: ``sft/state.json``,
-``sft/checkpoints/round-NNNN``). A folder holding both is the train run (``train --cold-start``
-starts its cycles from the cold start's model). A checkpoint counts once its folder holds a
-whole model (its config, weights and tokenizer, checked from file names and safetensors
-headers): a folder a person or a crash left half-filled is never the default model. A damaged
-``state.json`` or ``config.json`` skips its run with one warning line naming it, so one damaged
-folder never stops ``skillrl runs`` or the ``--model auto`` choice.
+run live under ``<workspace>/runs/<name>/``: a ``skillrl train`` run
+(:mod:`trainers.cycle.run_files`'s layout: ``state.json``, ``checkpoints/cycle-NNNN``) and a
+``skillrl sft`` run (:mod:`trainers.cold_start.cold_start`'s layout in its ``sft/`` folder:
+``sft/state.json``, ``sft/checkpoints/round-NNNN``). A folder holding both is the train run
+(``train --cold-start`` starts its cycles from the cold start's model). A checkpoint counts once its
+folder holds a whole model (its config, weights and tokenizer, checked from file names and
+safetensors headers): a folder a person or a crash left half-filled is never the default model. A
+damaged ``state.json`` or ``config.json`` skips its run with one warning line naming it, so one
+damaged folder never stops ``skillrl runs`` or the ``--model auto`` choice.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 from skillrl.policies.model_folders import check_model_folder
 from skillrl_core.errors import CheckpointError, DataFileError, ModelLoadError
 from skillrl_core.files import read_json_object
-from trainers.cycle_metrics import EVAL_SUCCESS_RATE
-from trainers.run_files import RunFiles
+from trainers.cycle.cycle_metrics import EVAL_SUCCESS_RATE
+from trainers.cycle.run_files import RunFiles
 
 logger = logging.getLogger(__name__)
 

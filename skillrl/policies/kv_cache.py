@@ -2,8 +2,8 @@
 
 transformers renamed ``past_key_values`` to ``cache`` (5.2x) and moved a cache's tensors into
 ``cache.layers``; the fast play path (:mod:`skillrl.policies.forward_pass`, the scorer) and the
-trainer's prefix-tree forward (``trainers.tree_forward``) both read caches, through these three
-functions only.
+trainer's prefix-tree forward (``trainers.common.tree_forward``) both read caches, through these
+three functions only.
 """
 
 from __future__ import annotations

@@ -41,9 +41,9 @@ from skillrl_core.errors import (
     StaleRevisionError,
 )
 from skillrl_core.records import EpisodeRecord
-from trainers.checkpoint_choice import RunChoice
-from trainers.run_files import RunFiles
-from trainers.run_settings import saved_cycle_config, saved_grpo_config
+from trainers.cycle.checkpoint_choice import RunChoice
+from trainers.cycle.run_files import RunFiles
+from trainers.cycle.run_settings import saved_cycle_config, saved_grpo_config
 from trainers.runs import SFT_RUN, RunSummary, read_run
 
 if TYPE_CHECKING:

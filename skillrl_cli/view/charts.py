@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainers.cycle_metrics import (
+from trainers.common.episode_metrics import wilson_interval
+from trainers.cycle.cycle_metrics import (
     BANK_SIZE,
     BANK_WORTH_LOST,
     BANK_WORTH_P_VALUE,
@@ -32,7 +33,6 @@ from trainers.cycle_metrics import (
     UPDATE_LOSS,
     UPDATE_TOKENS_PER_SECOND,
 )
-from trainers.episode_metrics import wilson_interval
 
 WIDTH, HEIGHT = 1000, 240
 """Size of one chart's SVG, axes and labels included (drawn the page's full width)."""

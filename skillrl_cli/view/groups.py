@@ -2,7 +2,7 @@
 
 A cycle's ``rollout.json`` has every episode played and the groups kept; ``advantages.json``
 (written by the update since it was added) has each trained turn's advantage and its parts.
-Why a group was dropped is decided the way ``trainers.sampling.collect_groups`` decides it: a
+Why a group was dropped is decided the way ``trainers.cycle.sampling.collect_groups`` decides it: a
 group with an episode that ended on an error is dropped as failed; under dynamic sampling a
 group whose returns were all equal is dropped for carrying no signal. Nothing is recomputed: a
 cycle without ``advantages.json`` shows no advantages, and says so.
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from skillrl_core.records import EpisodeRecord, TurnRecord
-from trainers.cycle_rollout import RolloutPhase
-from trainers.update_record import EpisodeAdvantage, TurnAdvantage, UpdateRecord
+from trainers.cycle.cycle_rollout import RolloutPhase
+from trainers.update.update_record import EpisodeAdvantage, TurnAdvantage, UpdateRecord
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from skillrl_core.errors import CheckpointError
-from trainers.run_files import RunFiles
+from trainers.cycle.run_files import RunFiles
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from skillrl.agents.llm import LLMAgent
 from skillrl.policies.base import Generation, ScoredContinuation
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 from skillrl_core.errors import ConfigError
-from trainers.policy_rollouts import PolicyRollouts
+from trainers.common.policy_rollouts import PolicyRollouts
 
 
 @pytest.fixture(autouse=True)

@@ -35,11 +35,13 @@ from skillrl_cli.library import EvalSettings, PlaySettings
 from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import option_spec
 from skillrl_core.validation import check_number, float_fields
-from trainers.config import CycleConfig, GRPOConfig, LoraSettings
+from trainers.cold_start.sft_config import ColdStartConfig
+from trainers.common.lora import LoraSettings
+from trainers.cycle.config import CycleConfig
+from trainers.cycle.processes import Processes
+from trainers.cycle.rewards import InvalidActionPenalty, LLMJudgeReward, TurnCost
 from trainers.evaluate import EvalConfig
-from trainers.processes import Processes
-from trainers.rewards import InvalidActionPenalty, LLMJudgeReward, TurnCost
-from trainers.sft_config import ColdStartConfig
+from trainers.update.config import GRPOConfig
 
 CONFIGS: dict[type, dict] = {
     BankConfig: {}, RetrievalConfig: {}, LLMAgentConfig: {}, AnalyticConfig: {},

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from skillrl.policies.model_settings import SHIPPED_ADAPTERS, ModelSettings
-from trainers.episode_metrics import wilson_interval
+from trainers.common.episode_metrics import wilson_interval
 
 ROOT = Path(__file__).resolve().parents[2]
 

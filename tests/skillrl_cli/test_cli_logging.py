@@ -86,7 +86,7 @@ def test_library_warnings_stay_hidden_unless_very_verbose(monkeypatch, verbose, 
         for module in (
             "transformers.modeling_utils",
             "torch.utils.data.dataloader",
-            "trainers.sft",
+            "trainers.cold_start.sft",
         ):
             warnings.warn_explicit("noise", FutureWarning, "x.py", 1, module=module)
     shown = [w.filename for w in seen]

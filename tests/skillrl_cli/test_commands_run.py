@@ -148,8 +148,8 @@ def test_eval_skills_default_is_the_models_recorded_setting_as_its_help_says(
 ):
     import skillrl.policies
     import skillrl_cli.library
+    import trainers.common.policy_rollouts
     import trainers.evaluate
-    import trainers.policy_rollouts
 
     shown = shown_help("eval")
     assert "[default: both]" not in shown
@@ -175,7 +175,7 @@ def test_eval_skills_default_is_the_models_recorded_setting_as_its_help_says(
 
     monkeypatch.setattr(skillrl.policies, "load_policy", lambda config, *a, **k: object())
     monkeypatch.setattr(skillrl_cli.library, "open_bank", lambda *a, **k: Closed())
-    monkeypatch.setattr(trainers.policy_rollouts, "PolicyRollouts", Rollouts)
+    monkeypatch.setattr(trainers.common.policy_rollouts, "PolicyRollouts", Rollouts)
     monkeypatch.setattr(trainers.evaluate, "evaluate", lambda runner, config, arm=None: Result())
 
     def evaluated(*args: str) -> list[bool]:
@@ -194,9 +194,9 @@ def test_eval_skills_default_is_the_models_recorded_setting_as_its_help_says(
 
 def test_eval_off_a_terminal_prints_plain_progress_lines(workspace, monkeypatch):
     import skillrl.policies
+    import trainers.common.policy_rollouts
     import trainers.evaluate
-    import trainers.policy_rollouts
-    from trainers.policy_rollouts import RolloutProgress
+    from trainers.common.policy_rollouts import RolloutProgress
 
     class Rollouts:
         def __init__(self, policy, *, on_progress, **options):
@@ -207,7 +207,7 @@ def test_eval_off_a_terminal_prints_plain_progress_lines(workspace, monkeypatch)
         raise Evaluated()  # the lines came before the results
 
     monkeypatch.setattr(skillrl.policies, "load_policy", lambda config, *a, **k: object())
-    monkeypatch.setattr(trainers.policy_rollouts, "PolicyRollouts", Rollouts)
+    monkeypatch.setattr(trainers.common.policy_rollouts, "PolicyRollouts", Rollouts)
     monkeypatch.setattr(trainers.evaluate, "evaluate", evaluate)
     args = ["eval", "--goals", "3", "--model", "base", "--skills", "off"]
     result = CliRunner().invoke(main, args)

@@ -10,11 +10,12 @@ import pytest
 import torch
 from fake_policy import ScriptedPolicy
 
-from trainers.config import CycleConfig, GRPOConfig
-from trainers.cycle import TrainingRun
-from trainers.phased_run import PhaseSaved, PhaseStarted, RunEvents
-from trainers.policy_rollouts import PolicyRollouts
-from trainers.run_files import CyclePhase
+from trainers.common.phased_run import PhaseSaved, PhaseStarted, RunEvents
+from trainers.common.policy_rollouts import PolicyRollouts
+from trainers.cycle.config import CycleConfig
+from trainers.cycle.cycle import TrainingRun
+from trainers.cycle.run_files import CyclePhase
+from trainers.update.config import GRPOConfig
 
 CONFIG = CycleConfig(
     cycles=1,

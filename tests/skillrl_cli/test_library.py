@@ -27,9 +27,10 @@ from skillrl_cli.library import (
 )
 from skillrl_core.errors import ConfigError
 from skillrl_core.goal_range import GoalRange
-from trainers.config import CycleConfig, GRPOConfig
+from trainers.common.phased_run import PhaseEnded, PhaseStarted, RunEvents
+from trainers.cycle.config import CycleConfig
 from trainers.evaluate import EvalConfig
-from trainers.phased_run import PhaseEnded, PhaseStarted, RunEvents
+from trainers.update.config import GRPOConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "envs"))  # the documented toy environment
@@ -127,7 +128,7 @@ def test_a_placebo_arm_without_another_task_is_refused_before_the_model_loads(tm
 def test_a_training_run_on_one_task_goes_on_without_the_sensitivity_figure(caplog):
     from types import SimpleNamespace
 
-    from trainers.cycle import TrainingRun
+    from trainers.cycle.cycle import TrainingRun
 
     run = SimpleNamespace(
         config=CycleConfig(sensitivity=True),

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import skillrl.agents.llm
 import skillrl.policies
 import skillrl.rollout
-import trainers.policy_rollouts
+import trainers.common.policy_rollouts
 from cli import main
 from skillrl.policies.model_settings import ModelSettings, shipped_adapter
 from skillrl_core.errors import ModelLoadError
@@ -63,7 +63,7 @@ def captured(monkeypatch):
 
     monkeypatch.setattr(skillrl.policies, "load_policy", lambda *a, **k: object())
     monkeypatch.setattr(skillrl.agents.llm, "LLMAgent", agent)
-    monkeypatch.setattr(trainers.policy_rollouts, "PolicyRollouts", rollouts)
+    monkeypatch.setattr(trainers.common.policy_rollouts, "PolicyRollouts", rollouts)
     return seen
 
 
@@ -125,7 +125,7 @@ def env_config_seen(monkeypatch):
 
     monkeypatch.setattr(run_command, "play_on_screen", play)
     monkeypatch.setattr(skillrl.policies, "load_policy", lambda *a, **k: object())
-    monkeypatch.setattr(trainers.policy_rollouts, "PolicyRollouts", rollouts)
+    monkeypatch.setattr(trainers.common.policy_rollouts, "PolicyRollouts", rollouts)
     return seen
 
 

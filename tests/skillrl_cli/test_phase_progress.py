@@ -8,7 +8,7 @@ import io
 from rich.console import Console
 
 from skillrl_cli.train_session import PhaseBars, rollout_text
-from trainers.policy_rollouts import RolloutProgress
+from trainers.common.policy_rollouts import RolloutProgress
 
 
 def bars(terminal: bool, interval: float) -> tuple[PhaseBars, io.StringIO, io.StringIO]:
@@ -132,7 +132,7 @@ def test_an_update_counts_its_turns_inside_each_optimizer_step():
 
 def test_the_evaluation_phase_says_what_it_plays_besides_the_evaluation_goals():
     from skillrl_cli.train_session import evaluation_words
-    from trainers.config import CycleConfig
+    from trainers.cycle.config import CycleConfig
 
     plain = CycleConfig(eval_goals=10)
     assert evaluation_words(plain, 0) == "evaluating 10 test goals"

@@ -151,7 +151,7 @@ class Killed(Exception):
 def test_sft_killed_mid_way_and_resumed_ends_like_an_uninterrupted_run(
     tmp_path, tiny_model_dir, monkeypatch
 ):
-    import trainers.cold_start as cold_start
+    import trainers.cold_start.cold_start as cold_start
 
     args = [
         "sft",

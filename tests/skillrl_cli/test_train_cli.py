@@ -127,8 +127,8 @@ def test_bad_options_give_one_clear_line(tmp_path):
 
 def test_a_resumed_progress_bar_starts_at_the_phases_already_done():
     from skillrl_cli.train_session import phases_done as _phases_done
-    from trainers.config import CycleConfig
-    from trainers.run_files import RunState
+    from trainers.cycle.config import CycleConfig
+    from trainers.cycle.run_files import RunState
 
     two = CycleConfig(cycles=2)
     assert _phases_done(RunState(), two) == 0

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 import skillrl_cli.train as train_command
 from cli import main
-from trainers.run_files import RunFiles, RunState
-from trainers.run_settings import options_digest, run_settings
+from trainers.cycle.run_files import RunFiles, RunState
+from trainers.cycle.run_settings import options_digest, run_settings
 
 
 class Started(Exception):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainers import tree_forward
+from trainers.common import tree_forward
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from test_cycle_resume import open_run
 
-from trainers.phased_run import PhaseEnded, PhaseStarted
-from trainers.run_files import CyclePhase
+from trainers.common.phased_run import PhaseEnded, PhaseStarted
+from trainers.cycle.run_files import CyclePhase
 
 
 def die(*_args: object) -> None:

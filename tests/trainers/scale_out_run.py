@@ -28,11 +28,12 @@ from trainer_helpers import group_episodes
 from memory import BankConfig, SkillBank
 from skillrl.distill import AnalyticDistiller, seed_bank_if_empty
 from skillrl.policies.base import Generation
-from trainers.config import CycleConfig, GRPOConfig
-from trainers.cycle import TrainingRun
-from trainers.grpo import GRPOTrainer
-from trainers.policy_rollouts import PolicyRollouts
-from trainers.processes import Processes
+from trainers.common.policy_rollouts import PolicyRollouts
+from trainers.cycle.config import CycleConfig
+from trainers.cycle.cycle import TrainingRun
+from trainers.cycle.processes import Processes
+from trainers.update.config import GRPOConfig
+from trainers.update.grpo import GRPOTrainer
 
 CONFIG = CycleConfig(
     cycles=2,  # cycle 2 retrieves what cycle 1 distilled: the others must see the new entries

@@ -6,14 +6,14 @@ import pytest
 from test_checkpoint_choice import open_scripted_run
 from trainer_helpers import episode
 
-from trainers.advantages import (
+from trainers.cycle.config import CycleConfig
+from trainers.update.advantages import (
     AdvantageEstimator,
     GroupRelative,
     RejectionSampling,
     compute_advantages,
     with_episode_part,
 )
-from trainers.config import CycleConfig
 
 
 class ShorterSuccesses:

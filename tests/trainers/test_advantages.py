@@ -6,7 +6,7 @@ import pytest
 from trainer_helpers import episode
 
 from skillrl_core.errors import ConfigError
-from trainers.advantages import (
+from trainers.update.advantages import (
     combine_advantages,
     compute_advantages,
     discounted_returns,

@@ -19,8 +19,8 @@ from cli import main
 from skillrl.agents.llm import LLMAgent, LLMAgentConfig
 from skillrl.policies import PolicyConfig, SamplingConfig, load_policy
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
-from trainers.config import GRPOConfig
-from trainers.grpo import GRPOTrainer
+from trainers.update.config import GRPOConfig
+from trainers.update.grpo import GRPOTrainer
 
 TEMPLATE = (
     "### chat\n{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}<|im_end|>\n"

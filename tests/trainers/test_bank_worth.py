@@ -11,9 +11,9 @@ from test_checkpoint_choice import open_scripted_run
 from memory.types import EntryDraft
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
-from trainers.config import CycleConfig
-from trainers.cycle import STARTING_BANK_EPISODES, snapshot_name
-from trainers.cycle_metrics import BankWorth, CycleMetrics
+from trainers.cycle.config import CycleConfig
+from trainers.cycle.cycle import STARTING_BANK_EPISODES, snapshot_name
+from trainers.cycle.cycle_metrics import BankWorth, CycleMetrics
 
 
 def outcome(success: bool) -> EpisodeRecord:

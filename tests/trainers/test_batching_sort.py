@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_grpo_update import PAD, tiny_model
 
-from trainers.batching import TurnSample, collate, micro_batches, padding_fraction
-from trainers.config import GRPOConfig
-from trainers.microbatch_loss import compute_loss
+from trainers.update.batching import TurnSample, collate, micro_batches, padding_fraction
+from trainers.update.config import GRPOConfig
+from trainers.update.microbatch_loss import compute_loss
 
 
 def sample(prompt: int, completion: int, advantage: float = 1.0, seed: int = 0) -> TurnSample:
@@ -94,7 +94,7 @@ def test_a_sorted_step_has_the_loss_and_gradient_of_the_shuffled_step():
     sort=st.booleans(),
 )
 def test_one_process_steps_are_todays_micro_batches(lengths, size, window, sort):
-    from trainers.batching import step_batches
+    from trainers.update.batching import step_batches
 
     samples = [sample(n, 1 + n % 4, seed=i) for i, n in enumerate(lengths)]
     today = micro_batches(
@@ -115,7 +115,7 @@ def test_one_process_steps_are_todays_micro_batches(lengths, size, window, sort)
     count=st.integers(2, 4),
 )
 def test_processes_cut_the_same_steps_and_their_shares_partition_each(lengths, size, window, count):
-    from trainers.batching import step_batches
+    from trainers.update.batching import step_batches
 
     samples = [sample(n, 1 + n % 4, seed=i) for i, n in enumerate(lengths)]
     cuts = [

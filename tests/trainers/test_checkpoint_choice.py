@@ -15,19 +15,19 @@ from skillrl.distill import AnalyticDistiller, seed_bank_if_empty
 from skillrl.policies.model_settings import ModelSettings
 from skillrl_core.errors import CheckpointError, ConfigError
 from skillrl_core.records import EpisodeRecord
-from trainers.checkpoint import PARAMS_FILE
-from trainers.checkpoint_choice import (
+from trainers.common.checkpoint import PARAMS_FILE
+from trainers.common.episode_metrics import EpisodeSummary
+from trainers.common.policy_rollouts import PolicyRollouts
+from trainers.cycle.checkpoint_choice import (
     EvaluatedCycle,
     PairedTest,
     RunChoice,
     choose_cycle,
     evaluations_since_best,
 )
-from trainers.config import CycleConfig
-from trainers.cycle import TrainingRun
-from trainers.episode_metrics import EpisodeSummary
-from trainers.policy_rollouts import PolicyRollouts
-from trainers.run_files import RunFiles
+from trainers.cycle.config import CycleConfig
+from trainers.cycle.cycle import TrainingRun
+from trainers.cycle.run_files import RunFiles
 
 
 def row(cycle: int, successes: int | None, episodes: int = 10, score: float = 0.5) -> dict:
@@ -162,7 +162,7 @@ def test_a_run_stops_on_patience_leaves_its_best_cycle_and_pairs_it_on_test_goal
         return start(split, index, **kwargs)
 
     run.eval_runner.start = run.runner.start = recording
-    from trainers.phased_run import HeldOutPlayStarted
+    from trainers.common.phased_run import HeldOutPlayStarted
 
     announced = []  # (event, episodes started before it): the progress line's cue
     run.events.on(HeldOutPlayStarted, lambda event: announced.append((event, len(splits))))
@@ -211,8 +211,8 @@ class Interrupted(Exception):
 
 @pytest.mark.slow
 def test_a_resumed_run_keeps_its_choice_and_leaves_the_chosen_weights(tmp_path):
-    from trainers.phased_run import PhaseEnded, RunEvents
-    from trainers.run_files import CyclePhase
+    from trainers.common.phased_run import PhaseEnded, RunEvents
+    from trainers.cycle.run_files import CyclePhase
 
     config = CycleConfig(cycles=2, goals_per_cycle=1, group_size=2, eval_goals=2,
                          eval_split="eval", validation_goals=0, max_turns=3, max_new_tokens=16,

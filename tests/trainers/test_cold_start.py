@@ -21,14 +21,14 @@ from skillrl.policies import PolicyConfig, load_policy
 from skillrl.prompts import PromptConfig
 from skillrl.rollout import EpisodeStart
 from skillrl_core.errors import ConfigError, DataFileError
-from trainers.cold_start import ColdStartPhase, ColdStartRun
-from trainers.cold_start_data import ExampleGatherer
-from trainers.dagger import ExpertLabeller, LabellingAgent, collect_examples, succeeded
-from trainers.phased_run import PhaseSaved, PhaseStarted, RunEvents
-from trainers.policy_rollouts import PolicyRollouts
-from trainers.sft import build_trainer, train_round
-from trainers.sft_config import ColdStartConfig
-from trainers.sft_data import action_target, read_examples, tokenize_example
+from trainers.cold_start.cold_start import ColdStartPhase, ColdStartRun
+from trainers.cold_start.cold_start_data import ExampleGatherer
+from trainers.cold_start.dagger import ExpertLabeller, LabellingAgent, collect_examples, succeeded
+from trainers.cold_start.sft import build_trainer, train_round
+from trainers.cold_start.sft_config import ColdStartConfig
+from trainers.cold_start.sft_data import action_target, read_examples, tokenize_example
+from trainers.common.phased_run import PhaseSaved, PhaseStarted, RunEvents
+from trainers.common.policy_rollouts import PolicyRollouts
 
 PROMPT = PromptConfig(max_prompt_tokens=900)
 

@@ -14,12 +14,12 @@ from skillrl.policies.model_settings import ModelSettings
 from skillrl.policies.transformers_loading import load_causal_lm
 from skillrl.prompts import PromptConfig
 from skillrl_core.errors import ConfigError
-from trainers.adapter_export import export_adapter, export_checkpoint
-from trainers.cold_start import ColdStartRun, settings_of
-from trainers.cold_start_data import ExampleGatherer
-from trainers.sft import build_trainer
-from trainers.sft_config import ColdStartConfig
-from trainers.sft_data import TurnExample, write_examples
+from trainers.cold_start.adapter_export import export_adapter, export_checkpoint
+from trainers.cold_start.cold_start import ColdStartRun, settings_of
+from trainers.cold_start.cold_start_data import ExampleGatherer
+from trainers.cold_start.sft import build_trainer
+from trainers.cold_start.sft_config import ColdStartConfig
+from trainers.cold_start.sft_data import TurnExample, write_examples
 
 PROMPT = PromptConfig(max_prompt_tokens=900)
 

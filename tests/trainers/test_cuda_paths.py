@@ -15,8 +15,8 @@ from trainer_helpers import group_episodes
 from transformers import AutoModelForCausalLM
 
 from skillrl.policies import PolicyConfig, SamplingConfig, load_policy
-from trainers.config import GRPOConfig
-from trainers.grpo import GRPOTrainer
+from trainers.update.config import GRPOConfig
+from trainers.update.grpo import GRPOTrainer
 
 pytestmark = pytest.mark.gpu
 

@@ -6,7 +6,7 @@ import pytest
 
 from skillrl_core.errors import ConfigError
 from skillrl_core.splits import TEST_SPLIT
-from trainers.config import CycleConfig
+from trainers.cycle.config import CycleConfig
 
 
 def test_validation_goals_evolve_the_bank_when_there_are_any():
@@ -43,7 +43,7 @@ def test_eval_every_below_one_names_the_field():
     ],
 )
 def test_a_weight_the_rft_estimator_ignores_is_refused(weights, message):
-    from trainers.config import GRPOConfig
+    from trainers.update.config import GRPOConfig
 
     with pytest.raises(ConfigError, match=message):
         GRPOConfig(estimator="rft", **weights)

@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trainers.cycle_metrics import (
+from trainers.common.episode_metrics import EpisodeSummary
+from trainers.cycle.cycle_metrics import (
     BankChanges,
     BankWorth,
     CycleMetrics,
@@ -16,8 +17,7 @@ from trainers.cycle_metrics import (
     TrainingRollouts,
     UpdateFigures,
 )
-from trainers.episode_metrics import EpisodeSummary
-from trainers.grpo import StepMetrics
+from trainers.update.grpo import StepMetrics
 
 ROW = {
     "cycle": 2,
@@ -80,7 +80,7 @@ def test_a_section_missing_a_key_reads_as_absent():
 
 
 def test_every_key_readers_name_is_one_a_full_row_holds():
-    from trainers import cycle_metrics
+    from trainers.cycle import cycle_metrics
 
     full = CycleMetrics.from_row(ROW).with_figures(
         sensitivity=SkillSensitivity(turns=4, changed_share=0.25, mean_kl=0.1),
@@ -93,9 +93,9 @@ def test_every_key_readers_name_is_one_a_full_row_holds():
 
 def test_the_metric_readers_load_without_torch():
     # The run list, the learning curve and skillrl view's charts name the keys through
-    # trainers.cycle_metrics; reading a run must not load the trainer's torch.
+    # trainers.cycle.cycle_metrics; reading a run must not load the trainer's torch.
     script = (
-        "import sys\nimport trainers.cycle_metrics, trainers.runs, skillrl_cli.view.charts\n"
+        "import sys\nimport trainers.cycle.cycle_metrics, trainers.runs, skillrl_cli.view.charts\n"
         "print('torch' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

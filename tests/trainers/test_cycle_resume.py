@@ -12,12 +12,13 @@ from transformers import AutoModelForCausalLM
 from memory import BankConfig, SkillBank
 from skillrl.distill import AnalyticDistiller, seed_bank_if_empty
 from skillrl_core.errors import CheckpointError
-from trainers.config import CycleConfig, GRPOConfig
-from trainers.cycle import TrainingRun
-from trainers.phased_run import PhaseEnded, PhaseSaved, PhaseStarted, RunEvents
-from trainers.policy_rollouts import PolicyRollouts
-from trainers.run_files import CyclePhase
-from trainers.run_settings import run_settings
+from trainers.common.phased_run import PhaseEnded, PhaseSaved, PhaseStarted, RunEvents
+from trainers.common.policy_rollouts import PolicyRollouts
+from trainers.cycle.config import CycleConfig
+from trainers.cycle.cycle import TrainingRun
+from trainers.cycle.run_files import CyclePhase
+from trainers.cycle.run_settings import run_settings
+from trainers.update.config import GRPOConfig
 
 CONFIG = CycleConfig(
     cycles=2,
@@ -305,7 +306,7 @@ def test_runs_killed_in_a_rollout_and_in_a_save_resume_without_double_counts_or_
 def test_a_new_checkpoint_save_removes_what_a_killed_save_left(tmp_path):
     from fake_policy import TinyTokenizer, tiny_causal_lm
 
-    from trainers.checkpoint import save_checkpoint
+    from trainers.common.checkpoint import save_checkpoint
 
     target = tmp_path / "checkpoints" / "cycle-0001"
     stale = tmp_path / "checkpoints" / ".cycle-0001.x1y2.tmp"
@@ -343,7 +344,7 @@ def test_the_bank_never_evolves_from_test_goals(tmp_path, monkeypatch, validatio
 
 
 def test_a_cycle_runs_its_phases_in_the_order_state_json_records():
-    from trainers.run_files import cycle_phases
+    from trainers.cycle.run_files import cycle_phases
 
     config = CycleConfig(cycles=3, eval_every=2)
     every = list(CyclePhase)
@@ -379,9 +380,9 @@ def test_eval_every_evaluates_cycle_0_every_nth_and_the_last_and_a_resume_counts
 
 
 def test_a_cycle_writes_down_the_advantages_its_update_trained_on(tmp_path):
-    from trainers.advantages import compute_advantages
-    from trainers.rewards import compute_turn_rewards, default_reward_functions
-    from trainers.run_files import RunFiles
+    from trainers.cycle.rewards import compute_turn_rewards, default_reward_functions
+    from trainers.cycle.run_files import RunFiles
+    from trainers.update.advantages import compute_advantages
 
     # The scripted policy plays a goal the same way every time: keep its no-signal groups.
     every_group = CycleConfig(**{**CONFIG.__dict__, "dynamic_sampling": False})

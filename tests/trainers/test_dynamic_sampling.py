@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from trainer_helpers import episode
 
-from trainers.sampling import collect_groups, signal_groups
+from trainers.cycle.sampling import collect_groups, signal_groups
 
 
 def make_rollout(outcomes: dict[int, list[float]]):

@@ -4,7 +4,7 @@ import pytest
 from trainer_helpers import episode
 
 from skillrl_core.errors import ConfigError
-from trainers.episode_metrics import (
+from trainers.common.episode_metrics import (
     compare_paired,
     pass_at_k,
     pass_at_k_t,
@@ -58,7 +58,7 @@ def test_summary_counts_invalid_actions_per_turn_and_tokens():
 
 
 def test_wilson_interval_by_hand():
-    from trainers.episode_metrics import wilson_interval
+    from trainers.common.episode_metrics import wilson_interval
 
     low, high = wilson_interval(25, 50)
     assert low == pytest.approx(0.3664, abs=1e-4) and high == pytest.approx(0.6336, abs=1e-4)
@@ -96,7 +96,7 @@ def test_paired_comparison_refuses_different_goals_and_repeats():
 
 
 def test_arms_compare_goal_by_goal_with_the_exact_mcnemar_test():
-    from trainers.episode_metrics import summarise
+    from trainers.common.episode_metrics import summarise
     from trainers.evaluate import EvalResult, GoalOutcome, compare_arms
 
     def result(arm, wins):

@@ -13,8 +13,8 @@ import pytest
 
 from skillrl.policies import PolicyConfig, load_policy
 from skillrl.policies.model_settings import shipped_adapter
+from trainers.common.policy_rollouts import PolicyRollouts
 from trainers.evaluate import EVAL_DTYPE
-from trainers.policy_rollouts import PolicyRollouts
 
 GOALS = 16
 

@@ -9,8 +9,8 @@ import torch
 from test_grpo_update import PAD, sequence_logprob, tiny_model
 from trainer_helpers import group_episodes
 
-from trainers.config import GRPOConfig
-from trainers.grpo import GRPOTrainer
+from trainers.update.config import GRPOConfig
+from trainers.update.grpo import GRPOTrainer
 
 
 @pytest.mark.slow

@@ -14,11 +14,11 @@ import pytest
 import torch
 from test_grpo_update import PAD, tiny_model
 
-from trainers import grpo, microbatch_loss
-from trainers.batching import TurnSample, collate
-from trainers.config import GRPOConfig
-from trainers.loss import policy_loss
-from trainers.microbatch_loss import compute_logprobs, compute_loss
+from trainers.update import grpo, microbatch_loss
+from trainers.update.batching import TurnSample, collate
+from trainers.update.config import GRPOConfig
+from trainers.update.loss import policy_loss
+from trainers.update.microbatch_loss import compute_logprobs, compute_loss
 
 TOLERANCE = {"atol": 1e-6, "rtol": 1e-5}
 

@@ -16,11 +16,22 @@ from test_grpo_head_only import TOLERANCE, lora_with_live_gradients, trainable_g
 from test_grpo_update import PAD, tiny_model
 from trainer_helpers import sample_episodes
 
-from trainers.batching import TurnSample, collate, forwarded_positions, step_batches, tree_runs
-from trainers.config import GRPOConfig
-from trainers.grpo import GRPOTrainer
-from trainers.microbatch_loss import RowForward, compute_loss, microbatch_loss, reference_policy
-from trainers.tree_forward import PrefixTreeForward
+from trainers.update.batching import (
+    TurnSample,
+    collate,
+    forwarded_positions,
+    step_batches,
+    tree_runs,
+)
+from trainers.update.config import GRPOConfig
+from trainers.update.grpo import GRPOTrainer
+from trainers.update.microbatch_loss import (
+    RowForward,
+    compute_loss,
+    microbatch_loss,
+    reference_policy,
+)
+from trainers.update.tree_logprobs import PrefixTreeForward
 
 SYSTEM = list(range(1, 13))  # 12 tokens every prompt starts with
 

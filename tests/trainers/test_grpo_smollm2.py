@@ -6,10 +6,10 @@ import pytest
 import torch
 from trainer_helpers import group_episodes
 
-from trainers.batching import TurnSample, collate
-from trainers.config import GRPOConfig
-from trainers.grpo import GRPOTrainer
-from trainers.microbatch_loss import compute_logprobs
+from trainers.update.batching import TurnSample, collate
+from trainers.update.config import GRPOConfig
+from trainers.update.grpo import GRPOTrainer
+from trainers.update.microbatch_loss import compute_logprobs
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +70,9 @@ def test_the_prefix_tree_gives_the_plain_loss_and_gradients_on_smollm2(smollm2):
     whose prompt continues the first: each shared prefix runs once, in two micro-batches."""
     import copy
 
-    from trainers.batching import forwarded_positions
-    from trainers.microbatch_loss import compute_loss, microbatch_loss
-    from trainers.tree_forward import tree_logprobs
+    from trainers.update.batching import forwarded_positions
+    from trainers.update.microbatch_loss import compute_loss, microbatch_loss
+    from trainers.update.tree_logprobs import tree_logprobs
 
     model, tokenizer = smollm2
 

@@ -7,8 +7,8 @@ import torch
 from trainer_helpers import group_episodes
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from trainers.config import GRPOConfig
-from trainers.grpo import GRPOTrainer, float32_matmul_precision
+from trainers.update.config import GRPOConfig
+from trainers.update.grpo import GRPOTrainer, float32_matmul_precision
 
 
 @pytest.fixture(autouse=True)

@@ -8,11 +8,11 @@ from trainer_helpers import group_episodes
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from skillrl_core.errors import CheckpointError
-from trainers.batching import TurnSample, collate
-from trainers.checkpoint import load_trainer_state, save_checkpoint, save_trainer_state
-from trainers.config import GRPOConfig
-from trainers.grpo import GRPOTrainer
-from trainers.microbatch_loss import completion_positions, compute_logprobs, compute_loss
+from trainers.common.checkpoint import load_trainer_state, save_checkpoint, save_trainer_state
+from trainers.update.batching import TurnSample, collate
+from trainers.update.config import GRPOConfig
+from trainers.update.grpo import GRPOTrainer
+from trainers.update.microbatch_loss import completion_positions, compute_logprobs, compute_loss
 
 PAD = 0
 
@@ -314,8 +314,8 @@ def test_each_iteration_recomputes_the_ratio_against_log_probs_fixed_at_rollout(
 
 
 def test_rft_trains_only_the_successful_turns_with_the_tokens_the_learner_produced():
-    from trainers.advantages import compute_advantages
-    from trainers.batching import build_samples
+    from trainers.update.advantages import compute_advantages
+    from trainers.update.batching import build_samples
 
     model = tiny_model()
     episodes = group_episodes(model, [5, 6], [20, 21], [30, 31])  # one won, one lost

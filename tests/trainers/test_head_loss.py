@@ -16,15 +16,15 @@ from tiny_checkpoint import write_tiny_checkpoint
 from torch.nn import functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-from trainers.head_loss import (
+from trainers.cold_start.head_loss import (
     add_head_only_lm_head,
     remove_head_only_lm_head,
     supports_head_only,
     target_logprobs,
 )
-from trainers.sft import build_trainer
-from trainers.sft_config import ColdStartConfig
-from trainers.sft_data import TurnExample
+from trainers.cold_start.sft import build_trainer
+from trainers.cold_start.sft_config import ColdStartConfig
+from trainers.cold_start.sft_data import TurnExample
 
 TOLERANCE = {"atol": 1e-5, "rtol": 1e-4}
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from trainers.loss import aggregate, clipped_token_loss, k3_kl, policy_loss
+from trainers.update.loss import aggregate, clipped_token_loss, k3_kl, policy_loss
 
 
 def test_clip_higher_bounds_each_side_separately():

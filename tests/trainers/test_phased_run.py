@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from trainers.cold_start import ColdStartPhase, ColdStartState
-from trainers.phased_run import (
+from trainers.cold_start.cold_start import ColdStartPhase, ColdStartState
+from trainers.common.phased_run import (
     Phase,
     PhaseEnded,
     PhaseSaved,
@@ -17,7 +17,7 @@ from trainers.phased_run import (
     drive,
     phase_completed,
 )
-from trainers.run_files import CyclePhase, RunState
+from trainers.cycle.run_files import CyclePhase, RunState
 
 
 class Step(Phase):

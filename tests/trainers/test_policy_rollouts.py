@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainers.policy_rollouts import PolicyRollouts
+from trainers.common.policy_rollouts import PolicyRollouts
 
 
 @pytest.mark.parametrize("length_normalize", [True, False])

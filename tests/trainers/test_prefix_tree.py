@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainers.prefix_tree import (
+from trainers.common.prefix_tree import (
     PrefixTree,
     _cheapest_runs,
     fold_short,

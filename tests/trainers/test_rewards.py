@@ -6,7 +6,7 @@ import pytest
 from trainer_helpers import episode
 
 from skillrl_core.errors import ConfigError
-from trainers.rewards import (
+from trainers.cycle.rewards import (
     EnvReward,
     InvalidActionPenalty,
     LLMJudgeReward,

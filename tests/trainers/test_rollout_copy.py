@@ -13,10 +13,11 @@ from skillrl.policies import PolicyConfig
 from skillrl.policies.transformers_backend import TransformersPolicy
 from skillrl.policies.weight_sync import SyncedCopyPolicy, copy_weights
 from skillrl_core.errors import ConfigError
-from trainers.config import CycleConfig, GRPOConfig
-from trainers.cycle import TrainingRun
-from trainers.grpo import apply_lora
-from trainers.policy_rollouts import PolicyRollouts
+from trainers.common.policy_rollouts import PolicyRollouts
+from trainers.cycle.config import CycleConfig
+from trainers.cycle.cycle import TrainingRun
+from trainers.update.config import GRPOConfig
+from trainers.update.grpo import apply_lora
 
 
 def load(folder) -> TransformersPolicy:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from trainers.config import CycleConfig, GRPOConfig
-from trainers.run_settings import MIGRATIONS, changed_settings, run_settings
-from trainers.sft_config import ColdStartConfig
+from trainers.cold_start.sft_config import ColdStartConfig
+from trainers.common.settings_migration import MIGRATIONS, changed_settings
+from trainers.cycle.config import CycleConfig
+from trainers.cycle.run_settings import run_settings
+from trainers.update.config import GRPOConfig
 
 
 def test_an_old_run_reads_as_today_through_the_one_table():

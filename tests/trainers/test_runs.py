@@ -105,8 +105,8 @@ def test_a_run_whose_config_is_damaged_is_skipped_and_never_played_by_auto(tmp_p
 
 
 def test_auto_plays_the_cycle_a_run_chose_and_passes_over_a_run_that_chose_its_start(tmp_path):
-    from trainers.checkpoint_choice import EvaluatedCycle, RunChoice
-    from trainers.run_files import RunFiles
+    from trainers.cycle.checkpoint_choice import EvaluatedCycle, RunChoice
+    from trainers.cycle.run_files import RunFiles
 
     train_run(tmp_path, "older", "webshop", mtime=1_000, cycles=1)
     chose = train_run(tmp_path, "chose", "webshop", mtime=2_000, cycles=3)

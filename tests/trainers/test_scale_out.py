@@ -188,7 +188,7 @@ def test_skillrl_train_under_torchrun_shares_one_run_folder(tmp_path):
 
 def test_one_process_is_told_it_is_alone():
     from skillrl_core.errors import ConfigError
-    from trainers.processes import Processes
+    from trainers.cycle.processes import Processes
 
     alone = Processes.current() if not torch.distributed.is_initialized() else Processes()
     assert (alone.index, alone.count, alone.is_main, alone.distributed) == (0, 1, True, False)

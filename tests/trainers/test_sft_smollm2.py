@@ -6,9 +6,9 @@ import pytest
 from test_cold_start import expert_examples
 
 from skillrl.policies import PolicyConfig, load_policy
-from trainers.sft import train_round
-from trainers.sft_config import ColdStartConfig
-from trainers.sft_data import prompt_conversation
+from trainers.cold_start.sft import train_round
+from trainers.cold_start.sft_config import ColdStartConfig
+from trainers.cold_start.sft_data import prompt_conversation
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +59,8 @@ def test_an_episodes_turns_as_a_prefix_tree_give_the_rows_loss_and_gradients(
 
     import torch
 
-    from trainers.head_loss import add_head_only_lm_head
-    from trainers.sft_data import tokenize_example
+    from trainers.cold_start.head_loss import add_head_only_lm_head
+    from trainers.cold_start.sft_data import tokenize_example
 
     policy = load_policy(PolicyConfig(model=str(smollm2_folder), dtype="float32", device="cpu"))
     examples = expert_examples(policy, [0], constrained=True).examples[:4]

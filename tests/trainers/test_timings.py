@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from skillrl.rollout import RolloutStats
-from trainers.policy_rollouts import PolicyRollouts
+from trainers.common.policy_rollouts import PolicyRollouts
 
 SHARED = ("model_seconds", "env_seconds", "retrieval_seconds", "wall_seconds")
 

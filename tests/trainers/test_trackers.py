@@ -13,10 +13,10 @@ from click.testing import CliRunner
 import skillrl_cli.train as train_command
 from cli import main
 from skillrl_core.errors import ConfigError, DependencyNotInstalled
-from trainers.config import CycleConfig, GRPOConfig
-from trainers.run_files import RunFiles
-from trainers.run_settings import check_resume_settings, run_settings
-from trainers.trackers import (
+from trainers.cycle.config import CycleConfig
+from trainers.cycle.run_files import RunFiles
+from trainers.cycle.run_settings import check_resume_settings, run_settings
+from trainers.cycle.trackers import (
     HostedTracker,
     TensorBoardTracker,
     check_tracker_installed,
@@ -24,6 +24,7 @@ from trainers.trackers import (
     scalar_metrics,
     tracker_run_id,
 )
+from trainers.update.config import GRPOConfig
 
 ROW = {"cycle": 2, "eval.success_rate": 0.5, "eval.episodes": 10, "bank.snapshot": "s-2",
        "update.skipped": False, "checkpoint": "/tmp/x"}  # fmt: skip

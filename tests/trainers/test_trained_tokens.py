@@ -10,7 +10,7 @@ from trainer_helpers import episode
 from skillrl.agents.base import AgentState
 from skillrl.agents.llm import LLMAgent, LLMAgentConfig
 from skillrl.policies.base import SamplingConfig
-from trainers.batching import build_samples
+from trainers.update.batching import build_samples
 
 CLICKS = ["click[back to search]", "click[b0abc12345]", "click[x-large]", "click[buy now]"]
 TAG = re.compile(r"</?\w+>")
@@ -86,7 +86,7 @@ def test_sampled_search_tokens_write_the_executed_query(tiny_policy):
 
 
 def test_the_runner_repairs_queries_only_when_told_or_greedy(tiny_policy):
-    from trainers.policy_rollouts import PolicyRollouts
+    from trainers.common.policy_rollouts import PolicyRollouts
 
     def first_turn(temperature: float, **kwargs):
         runner = PolicyRollouts(tiny_policy, max_turns=1, constrained=True, **kwargs)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from skillrl_core.records import EpisodeRecord, TurnRecord
-from trainers.advantages import compute_advantages
-from trainers.batching import turn_left_out
-from trainers.update_record import UpdateRecord, update_record
+from trainers.update.advantages import compute_advantages
+from trainers.update.batching import turn_left_out
+from trainers.update.update_record import UpdateRecord, update_record
 
 
 def _turn(turn: int, observation: str, **kwargs) -> TurnRecord:
@@ -57,7 +57,7 @@ def test_why_a_turn_is_left_out_of_the_loss():
 def test_the_learning_curve_draws_the_interval_band_and_wall_minutes(tmp_path, monkeypatch):
     import matplotlib.axes
 
-    from trainers.run_files import plot_learning_curve
+    from trainers.cycle.run_files import plot_learning_curve
 
     drawn = {}
     band, note = matplotlib.axes.Axes.fill_between, matplotlib.axes.Axes.annotate
@@ -87,7 +87,7 @@ def test_the_learning_curve_draws_the_interval_band_and_wall_minutes(tmp_path, m
 @pytest.mark.parametrize("name", ["advantages.json", "rollout.json"])
 def test_a_damaged_cycle_file_is_a_checkpoint_error_naming_it(tmp_path, content, name):
     from skillrl_core.errors import CheckpointError
-    from trainers.run_files import RunFiles
+    from trainers.cycle.run_files import RunFiles
 
     files = RunFiles(tmp_path / "run")
     files.cycle_dir(1).mkdir(parents=True)
@@ -101,7 +101,7 @@ def test_a_damaged_cycle_file_is_a_checkpoint_error_naming_it(tmp_path, content,
 def test_the_learning_curve_has_whole_cycle_ticks_labels_and_success_on_top(cycles):
     import matplotlib.pyplot as plt
 
-    from trainers.run_files import learning_curve_figure
+    from trainers.cycle.run_files import learning_curve_figure
 
     history = [
         {"cycle": c, "eval.success_rate": 1.0, "eval.mean_score": 1.0, "eval.episodes": 10}

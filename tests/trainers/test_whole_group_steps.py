@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skillrl_core.records import EpisodeRecord, TurnRecord
-from trainers.batching import (
+from trainers.update.batching import (
     TurnSample,
     build_samples,
     forwarded_positions,

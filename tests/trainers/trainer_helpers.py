@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from skillrl_core.records import EpisodeRecord, TurnRecord
-from trainers.batching import TurnSample, collate
-from trainers.microbatch_loss import compute_logprobs
+from trainers.update.batching import TurnSample, collate
+from trainers.update.microbatch_loss import compute_logprobs
 
 
 def episode(

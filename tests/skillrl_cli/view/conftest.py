@@ -38,11 +38,12 @@ def _turn(
 
 def _write_cycle(run: Path, winner: EpisodeRecord, loser: EpisodeRecord) -> None:
     """Cycle 1 of the run: grp-1 kept (with advantages), one group with no signal, one failed."""
-    from trainers.config import CycleConfig, GRPOConfig
-    from trainers.cycle_rollout import RolloutPhase
-    from trainers.run_files import RunFiles
-    from trainers.run_settings import run_settings
-    from trainers.update_record import EpisodeAdvantage, TurnAdvantage, UpdateRecord
+    from trainers.cycle.config import CycleConfig
+    from trainers.cycle.cycle_rollout import RolloutPhase
+    from trainers.cycle.run_files import RunFiles
+    from trainers.cycle.run_settings import run_settings
+    from trainers.update.config import GRPOConfig
+    from trainers.update.update_record import EpisodeAdvantage, TurnAdvantage, UpdateRecord
 
     def played(group: str, error: str = "") -> EpisodeRecord:
         turn = _turn(0, "<b>search page</b>", "search[<i>boots</i>]", [], [])

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skillrl_cli.view.charts import HEIGHT, LEFT, TOP, WIDTH, ChartSpec, build_chart, run_charts
-from trainers.episode_metrics import wilson_interval
+from trainers.common.episode_metrics import wilson_interval
 
 SUCCESS = ChartSpec("eval.success_rate", "success", "success rate", unit_range=True,
                     episodes_key="eval.episodes")  # fmt: skip

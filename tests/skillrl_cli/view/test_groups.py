@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from skillrl_cli.view.groups import cycle_groups, group_reason
 from skillrl_core.records import EpisodeRecord, TurnRecord
-from trainers.cycle_rollout import RolloutPhase
+from trainers.cycle.cycle_rollout import RolloutPhase
 
 
 def _episode(group: str, error: str = "") -> EpisodeRecord:

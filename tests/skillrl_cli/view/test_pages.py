@@ -73,9 +73,10 @@ def test_the_groups_page_of_a_grpo_run_says_grpo_and_of_an_rft_run_says_rft(
     assert "<h1>GRPO groups of" in client.get("/runs/r1/cycles/1").text
     import shutil
 
-    from trainers.config import CycleConfig, GRPOConfig
-    from trainers.run_files import RunFiles
-    from trainers.run_settings import run_settings
+    from trainers.cycle.config import CycleConfig
+    from trainers.cycle.run_files import RunFiles
+    from trainers.cycle.run_settings import run_settings
+    from trainers.update.config import GRPOConfig
 
     copy = tmp_path / "runs"
     shutil.copytree(view_workspace.root / "runs", copy)

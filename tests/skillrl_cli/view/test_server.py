@@ -274,8 +274,8 @@ def test_a_cycle_without_advantages_json_says_so_and_shows_none(view_workspace, 
 
 
 def test_a_run_page_says_which_cycle_the_run_chose_and_its_paired_test(client, view_workspace):
-    from trainers.checkpoint_choice import EvaluatedCycle, PairedTest, RunChoice
-    from trainers.run_files import RunFiles
+    from trainers.cycle.checkpoint_choice import EvaluatedCycle, PairedTest, RunChoice
+    from trainers.cycle.run_files import RunFiles
 
     files = RunFiles(view_workspace.root / "runs" / "r1")
     assert "leaves" not in client.get("/runs/r1").text  # a run that chose nothing says nothing

@@ -1,9 +1,9 @@
 """The one driver of the resumable runs: the improvement cycles and the cold start.
 
 A run is a numbered sequence of stages (the improvement run's cycles, the cold start's rounds),
-each a sequence of phases named by an enum (:class:`~trainers.run_files.CyclePhase`,
-:class:`~trainers.cold_start.ColdStartPhase`). A phase writes its own files first; the driver
-then commits the run's state, so a killed run resumes at the first phase not committed and a
+each a sequence of phases named by an enum (:class:`~trainers.cycle.run_files.CyclePhase`,
+:class:`~trainers.cold_start.cold_start.ColdStartPhase`). A phase writes its own files first; the
+driver then commits the run's state, so a killed run resumes at the first phase not committed and a
 half-done phase finds what it already wrote.
 
 Whoever watches a run (progress bars, a benchmark that evaluates each round, a test that kills

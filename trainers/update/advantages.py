@@ -142,8 +142,8 @@ class AdvantageEstimator(Protocol):
 
     ``skillrl train --estimator`` picks :class:`GroupRelative` (``grpo``, with RFT mixed in by
     ``rft_weight``) or :class:`RejectionSampling` (``rft``) through
-    :meth:`trainers.config.GRPOConfig.advantage_estimator`; a library caller passes any object
-    of this shape to :class:`trainers.cycle.TrainingRun` (``advantage_estimator=``).
+    :meth:`trainers.update.config.GRPOConfig.advantage_estimator`; a library caller passes any
+    object of this shape to :class:`trainers.cycle.cycle.TrainingRun` (``advantage_estimator=``).
     :func:`with_episode_part` builds the record from one value per episode.
     """
 

@@ -1,15 +1,15 @@
 """Supervised fine-tuning of the policy on turn examples, with TRL's ``SFTTrainer``.
 
 One call of :func:`train_round` fine-tunes the in-process model on a list of
-:class:`~trainers.sft_data.TurnExample`:
+:class:`~trainers.cold_start.sft_data.TurnExample`:
 
 - loss on the target tokens only: examples are tokenized here by
-  :func:`trainers.sft_data.tokenize_example` (the policy's own chat rendering, the constrained
-  agent's pre-filled prefix kept in the prompt) into ``input_ids`` + ``completion_mask``, and
-  ``SFTTrainer(completion_only_loss=True)`` turns the mask into ``-100`` labels. TRL's own
-  tokenization of conversational prompt/completion pairs is not used because it cannot express
-  the constrained agent's pre-filled assistant prefix, and the prompt tokens must be the run-time
-  tokens exactly;
+  :func:`trainers.cold_start.sft_data.tokenize_example` (the policy's own chat rendering, the
+  constrained agent's pre-filled prefix kept in the prompt) into ``input_ids`` +
+  ``completion_mask``, and ``SFTTrainer(completion_only_loss=True)`` turns the mask into ``-100``
+  labels. TRL's own tokenization of conversational prompt/completion pairs is not used because it
+  cannot express the constrained agent's pre-filled assistant prefix, and the prompt tokens must be
+  the run-time tokens exactly;
 - LoRA through peft (default; the adapter is merged after the round, so the model stays a plain
   ``from_pretrained`` model for rollouts, GRPO and checkpoints). Measured on the 2-core dev
   machine (SmolLM2-135M, 4 expert turns, 2 steps): LoRA 44.8 CPU-seconds, full fine-tuning
@@ -17,8 +17,8 @@ One call of :func:`train_round` fine-tunes the in-process model on a list of
   forward + backward of 2 x 360 tokens took about 25 s on the shared cores), so the prompt
   budget (``--max-prompt-tokens``) is the lever that matters for speed;
 - the LM head runs only on target positions (``config.head_only_loss``,
-  :mod:`trainers.head_loss`): TRL's own fused head scores every position on devices without
-  Triton, i.e. every prompt token on CPU; the loss and gradients are the same;
+  :mod:`trainers.cold_start.head_loss`): TRL's own fused head scores every position on devices
+  without Triton, i.e. every prompt token on CPU; the loss and gradients are the same;
 - each micro-batch runs as the prefix tree of its rows (``config.prefix_tree``, in the same
   forward): turns share the system message, and a later turn of an episode repeats its earlier
   turns' prompt, so shared prefixes go through the model once;
@@ -29,7 +29,7 @@ One call of :func:`train_round` fine-tunes the in-process model on a list of
   round's folder and ``resume=True`` continues from the last one (same data order and step
   count). These run-internal checkpoints are HF Trainer's format (adapter / weights as
   safetensors, optimizer state as a torch file, loaded by torch's weights-only unpickler); what a
-  user keeps is the merged safetensors checkpoint of ``trainers.checkpoint.save_checkpoint``.
+  user keeps is the merged safetensors checkpoint of ``trainers.common.checkpoint.save_checkpoint``.
   HF Trainer also writes a checkpoint after the last step; that one is skipped
   (:func:`_no_final_save`): the caller saves the round's model itself right after, and for full
   fine-tuning the skipped write (weights + AdamW state, about 1.6 GB for SmolLM2-135M) took
@@ -46,9 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from skillrl_core.errors import ConfigError
-from trainers.head_loss import add_head_only_lm_head, remove_head_only_lm_head, supports_head_only
-from trainers.sft_config import ColdStartConfig
-from trainers.sft_data import TurnExample, tokenize_example
+from trainers.cold_start.head_loss import (
+    add_head_only_lm_head,
+    remove_head_only_lm_head,
+    supports_head_only,
+)
+from trainers.cold_start.sft_config import ColdStartConfig
+from trainers.cold_start.sft_data import TurnExample, tokenize_example
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +110,7 @@ def build_trainer(
     """Return a ready ``trl.SFTTrainer`` for one round (LoRA applied when configured)."""
     from trl import SFTConfig, SFTTrainer
 
-    from trainers.seeding import seed_everything
+    from trainers.common.seeding import seed_everything
 
     seed_everything(config.seed)  # the LoRA initialisation and data order repeat on resume
     args = SFTConfig(

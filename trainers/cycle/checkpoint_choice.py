@@ -33,7 +33,7 @@ def evaluated_cycles(history: Sequence[dict[str, Any]]) -> list[EvaluatedCycle]:
     """Return the cycles of ``history`` (``metrics.jsonl`` rows) that evaluated, in order."""
     # Here, not at the top: the metrics reader brings torch, and reading best.json (`runs`,
     # `--model auto`) must not.
-    from trainers.cycle_metrics import CycleMetrics
+    from trainers.cycle.cycle_metrics import CycleMetrics
 
     found = []
     for row in history:

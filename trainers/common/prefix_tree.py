@@ -6,7 +6,7 @@ earlier one (the history grows at the end). Run as rows, each turn forwards its 
 run as a tree, each distinct prefix goes through the model once. :class:`PrefixTree` is the
 radix tree (edges are maximal token runs, *segments*) of the turns' sequences, and
 :func:`forward_order` groups its segments into forward passes: a segment runs after its parent,
-on top of its ancestors' keys and values (:mod:`trainers.tree_forward`).
+on top of its ancestors' keys and values (:mod:`trainers.common.tree_forward`).
 
 Only ``prompt + completion[:-1]`` enters the tree: the hidden state of the last generated token
 predicts nothing the loss reads.
@@ -207,7 +207,7 @@ def padded_positions(tree: PrefixTree, pass_cost: int = PASS_COST) -> int:
     """Count the positions the passes of ``tree`` forward, padding included.
 
     The tree runs folded (:func:`fold_short`) in :func:`forward_order`, as
-    :func:`trainers.tree_forward.tree_logits` runs it.
+    :func:`trainers.common.tree_forward.tree_logits` runs it.
     """
     tree = fold_short(tree, pass_cost)
     total = 0

@@ -1,7 +1,7 @@
 """Forward a micro-batch as its prefix tree, gradients included: each distinct prefix runs once.
 
-:mod:`trainers.prefix_tree` cuts the turns into segments and orders them into passes. Each pass
-runs its segments as rows on top of their ancestors' keys and values: a row's past is its
+:mod:`trainers.common.prefix_tree` cuts the turns into segments and orders them into passes. Each
+pass runs its segments as rows on top of their ancestors' keys and values: a row's past is its
 ancestors' cached keys and values laid end to end (left-padded to the pass's longest past,
 masked), its positions continue from its segment's start, and its own tokens are right-padded
 (padding comes after every real token, so causal attention keeps it out of real positions).
@@ -23,11 +23,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from trl.trainer.utils import selective_log_softmax
 
 from skillrl.policies.kv_cache import cache_keyword, cache_layers, cache_of
-from trainers.batching import TurnBatch, TurnSample, tree_runs, tree_tokens
-from trainers.prefix_tree import PrefixTree, fold_short, forward_order
+from trainers.common.prefix_tree import PrefixTree, fold_short, forward_order
 
 _Layers = list[tuple[torch.Tensor, torch.Tensor]]
 """Per layer, a segment's (keys, values), each [heads, tokens, dim]."""
@@ -44,7 +42,7 @@ def tree_logits(
     the whole tree, outside the passes: per pass they would each add a dense gradient of the
     whole vocabulary matrix (49,152 x 576 for SmolLM2), however few tokens the pass has.
     Shared segments too short for a pass of their own run inside their children
-    (:func:`~trainers.prefix_tree.fold_short`).
+    (:func:`~trainers.common.prefix_tree.fold_short`).
     """
     tree = fold_short(tree)
     where = [tree.locate(turn, position) for turn, position in wanted]
@@ -202,64 +200,3 @@ def _past_cache(tree: PrefixTree, rows: list[int], states: dict[int, _Layers], p
             pair.append(pool[:, index].transpose(0, 1))  # [rows, heads, past, dim]
         data.append((pair[0], pair[1]))
     return DynamicCache(ddp_cache_data=data)
-
-
-def tree_logprobs(
-    model: Any,
-    batches: Sequence[TurnBatch],
-    turns: Sequence[Sequence[TurnSample]],
-    temperature: float = 1.0,
-) -> list[torch.Tensor]:
-    """Per-token log-probs [B, C] of each batch's completions, all batches in one tree.
-
-    ``turns[i]`` are the samples ``batches[i]`` was collated from (the tree is built from their
-    token lists, not read back from the batch's device tensors). The same numbers as
-    :func:`trainers.microbatch_loss.compute_logprobs` on each batch (to float rounding); entries
-    where ``completion_mask`` is 0 are 0.
-    """
-    sequences: list[list[int]] = []
-    wanted: list[tuple[int, int]] = []
-    for sample in (s for batch_turns in turns for s in batch_turns):
-        turn = len(sequences)
-        sequences.append(tree_tokens(sample))
-        first = len(sample.prompt_ids) - 1  # the last prompt token predicts the first output
-        wanted.extend((turn, first + j) for j in range(len(sample.completion_ids)))
-    logits = tree_logits(model, PrefixTree.build(sequences), wanted)
-    # Row-major over each batch's right-aligned completions: the order of ``wanted``.
-    targets = [batch.completion_ids[batch.completion_mask.bool()] for batch in batches]
-    # One [1, n, V] row: selective_log_softmax loops over the leading dimension on CPU.
-    picked = selective_log_softmax(
-        logits.float().unsqueeze(0), torch.cat(targets).unsqueeze(0), temperature
-    )[0]
-    out, done = [], 0
-    for batch, target in zip(batches, targets, strict=True):
-        mask = batch.completion_mask.bool()
-        mine = picked[done : done + len(target)]
-        done += len(target)
-        out.append(mine.new_zeros(mask.shape).masked_scatter(mask, mine))
-    return out
-
-
-class PrefixTreeForward:
-    """A step's micro-batches as prefix trees (:func:`tree_logprobs`), a ``StepForward``.
-
-    Runs of consecutive micro-batches share one tree, each within the positions of the step's
-    largest plain micro-batch (:func:`~trainers.batching.tree_runs`), so a tree needs no more
-    activation memory than the plain rows.
-    """
-
-    share_prefix = True
-
-    def runs(self, shares: Sequence[Sequence[TurnSample]], budget: int) -> list[range]:
-        """Return consecutive runs of micro-batches, each within ``budget`` positions."""
-        return tree_runs(shares, budget)
-
-    def logprobs(
-        self,
-        model: Any,
-        batches: Sequence[TurnBatch],
-        shares: Sequence[Sequence[TurnSample]],
-        temperature: float,
-    ) -> list[torch.Tensor]:
-        """Return the log-probs of every batch from one tree."""
-        return tree_logprobs(model, batches, shares, temperature)

@@ -27,7 +27,7 @@ import torch
 
 from skillrl_core.errors import ConfigError
 from skillrl_core.files import make_readable
-from trainers.sft_config import LORA_MODULES
+from trainers.cold_start.sft_config import LORA_MODULES
 
 if TYPE_CHECKING:
     from skillrl.policies.model_settings import ModelSettings

@@ -14,7 +14,7 @@ Layout of ``<workspace>/runs/<name>/``::
                          over the starting model), skillrl.json: the settings it plays under
     learning_curve.png   success (95% band) and score per evaluated cycle, wall minutes, at the end
     best.json            the cycle the run chose on its evaluation goals, when those are not test
-                         goals (trainers.checkpoint_choice), and its paired test figures
+                         goals (trainers.cycle.checkpoint_choice), and its paired test figures
     best_weights.safetensors   that cycle's trainable weights (what the final test plays)
 
 Every file is written through a temp file (or folder) and a rename, and ``state.json`` is written
@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any
 from skillrl_core.errors import CheckpointError, DataFileError
 from skillrl_core.files import atomic_write_json, atomic_write_text, read_json_object
 from skillrl_core.records import EpisodeRecord
-from trainers.checkpoint_choice import RunChoice
-from trainers.cycle_rollout import RolloutPhase
-from trainers.phased_run import Phase, phase_completed
-from trainers.update_record import UpdateRecord
+from trainers.common.phased_run import Phase, phase_completed
+from trainers.cycle.checkpoint_choice import RunChoice
+from trainers.cycle.cycle_rollout import RolloutPhase
+from trainers.update.update_record import UpdateRecord
 
 if TYPE_CHECKING:
-    from trainers.config import CycleConfig
+    from trainers.cycle.config import CycleConfig
 
 logger = logging.getLogger(__name__)
 
@@ -330,9 +330,9 @@ def learning_curve_figure(history: list[dict[str, Any]], title: str = "") -> Any
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    from trainers.cycle_metrics import CYCLE_SECONDS, EVAL_EPISODES, EVAL_MEAN_SCORE
-    from trainers.cycle_metrics import EVAL_SUCCESS_RATE as SUCCESS
-    from trainers.episode_metrics import wilson_interval
+    from trainers.common.episode_metrics import wilson_interval
+    from trainers.cycle.cycle_metrics import CYCLE_SECONDS, EVAL_EPISODES, EVAL_MEAN_SCORE
+    from trainers.cycle.cycle_metrics import EVAL_SUCCESS_RATE as SUCCESS
 
     minutes, spent = {}, 0.0
     for row in history:

@@ -4,9 +4,10 @@ Round 0 gathers from each configured source on training goals only: the scripted
 (``expert``), successful training episodes stored in the bank, replayed so that each state gets
 the prompt of today's runtime (``bank``), or a teacher model through any policy backend
 (``teacher``). A DAgger round lets the current policy play (sampled at ``dagger_temperature``)
-and the expert labels every state the learner reached (:mod:`trainers.dagger`). Every prompt is
-built by the agent the trainer's rollouts play with (:class:`trainers.policy_rollouts.
-PolicyRollouts`), so an example's prompt is the prompt the policy sees at run time.
+and the expert labels every state the learner reached (:mod:`trainers.cold_start.dagger`). Every
+prompt is built by the agent the trainer's rollouts play with
+(:class:`trainers.common.policy_rollouts. PolicyRollouts`), so an example's prompt is the prompt the
+policy sees at run time.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from skillrl.rollout import EpisodeStart
 from skillrl.skill_arms import donor_tasks
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.splits import TRAIN_SPLIT
-from trainers.dagger import (
+from trainers.cold_start.dagger import (
     ExpertLabeller,
     Labelled,
     LabellingAgent,
@@ -28,9 +29,9 @@ from trainers.dagger import (
     collect_examples,
     succeeded,
 )
-from trainers.policy_rollouts import PolicyRollouts
-from trainers.sft_config import ColdStartConfig
-from trainers.sft_data import TurnExample
+from trainers.cold_start.sft_config import ColdStartConfig
+from trainers.cold_start.sft_data import TurnExample
+from trainers.common.policy_rollouts import PolicyRollouts
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank

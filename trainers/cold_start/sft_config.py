@@ -2,8 +2,8 @@
 
 Field names follow TRL's ``SFTConfig`` where the meaning is the same (``learning_rate``,
 ``num_train_epochs``, ``per_device_train_batch_size``, ``gradient_accumulation_steps``,
-``packing``, ``save_steps``); the LoRA fields are :class:`trainers.config.LoraSettings`, as in
-:class:`trainers.config.GRPOConfig`.
+``packing``, ``save_steps``); the LoRA fields are :class:`trainers.cycle.config.LoraSettings`, as in
+:class:`trainers.update.config.GRPOConfig`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from envs.registry import DEFAULT_ENV, ENV_HELP
 from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.splits import TRAIN_SPLIT
-from trainers.config import LoraSettings
+from trainers.common.lora import LoraSettings
 
 SOURCES: tuple[str, ...] = ("expert", "bank", "teacher")
 """Where behaviour-cloning turns come from: the scripted expert on training goals, successful
@@ -39,7 +39,8 @@ DAGGER_KEEP: tuple[str, ...] = ("all", "mistakes")
 class ColdStartConfig(LoraSettings):
     """One cold-start run: which examples, how many DAgger rounds, how to fine-tune.
 
-    Its LoRA fields are :class:`trainers.config.LoraSettings`; it adapts the MLP projections too.
+    Its LoRA fields are :class:`trainers.cycle.config.LoraSettings`; it adapts the MLP projections
+    too.
     """
 
     env_id: str = option(
@@ -178,13 +179,14 @@ class ColdStartConfig(LoraSettings):
     )
     lora_target_modules: list[str] = field(default_factory=lambda: list(LORA_MODULES))
     """Module names that get LoRA adapters: attention and MLP (the GRPO update's default is
-    attention only); redeclared from :class:`trainers.config.LoraSettings` for this default."""
+    attention only); redeclared from :class:`trainers.cycle.config.LoraSettings` for this
+    default."""
     head_only_loss: bool = True
-    """Run the LM head only on target positions (``trainers.head_loss``); False keeps TRL's
-    head, which on CPU projects every prompt position too. Same loss and gradients."""
+    """Run the LM head only on target positions (``trainers.cold_start.head_loss``); False keeps
+    TRL's head, which on CPU projects every prompt position too. Same loss and gradients."""
     prefix_tree: bool = True
-    """Run each micro-batch as the prefix tree of its rows (``trainers.tree_forward``): what rows
-    share (the system message; an episode's earlier turns, which a later turn's prompt repeats)
+    """Run each micro-batch as the prefix tree of its rows (``trainers.common.tree_forward``): what
+    rows share (the system message; an episode's earlier turns, which a later turn's prompt repeats)
     goes through the model once. Same loss and gradients; needs ``head_only_loss``. (With
     ``lora_dropout`` > 0, rows that share a prefix also share its dropout mask.)"""
     save_steps: int = option(

@@ -32,7 +32,7 @@ from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine, TurnEven
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.splits import TRAIN_SPLIT
-from trainers.sft_data import TurnExample, build_example
+from trainers.cold_start.sft_data import TurnExample, build_example
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank

@@ -1,7 +1,7 @@
 """What a cycle's GRPO update trained on, turn by turn (``cycles/<c>/advantages.json``).
 
 The update computes each turn's advantage from the kept groups' episodes
-(:func:`trainers.advantages.compute_advantages`) and keeps no trace of it; this record writes
+(:func:`trainers.update.advantages.compute_advantages`) and keeps no trace of it; this record writes
 down its parts, A(a_t) = A^E(tau) + w * A^S(a_t) (GiGPO Eq. 8), with the shaped turn rewards
 they came from and why a turn was left out of the loss, so a reader (``skillrl view``) shows
 the numbers the update used instead of recomputing them under settings it would have to guess.
@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from skillrl_core.records import EpisodeRecord
-from trainers.advantages import TurnAdvantages
+from trainers.update.advantages import TurnAdvantages
 
 
 @dataclass
@@ -90,7 +90,7 @@ def update_record(
     """Return the record of an update over ``episodes`` (all sequences in the same order).
 
     ``rewards`` are the shaped turn rewards, ``left_out`` each turn's reason for being left out
-    of the loss (``trainers.batching.turn_left_out``; "" when trained).
+    of the loss (``trainers.update.batching.turn_left_out``; "" when trained).
     """
     rows = zip(
         episodes,

@@ -1,11 +1,11 @@
 """The recursive improvement cycle behind ``skillrl train``: weights and bank improve together.
 
 Cycle 0 evaluates the starting point. Every later cycle runs, in order (``run_files.CyclePhase``,
-driven by :func:`trainers.phased_run.drive`):
+driven by :func:`trainers.common.phased_run.drive`):
 
 1. ``rollout``: G episodes per training goal (same goal and seed, sampled at the update's
    ``GRPOConfig.temperature``, skills retrieved every turn); zero-signal groups dropped and
-   topped up (``trainers.sampling``); every episode goes to the bank's trajectory store;
+   topped up (``trainers.cycle.sampling``); every episode goes to the bank's trajectory store;
 2. ``distill``: pending training episodes become skills and notes; upkeep retires weak entries;
 3. ``update``: turn rewards -> advantages -> one GRPO train step; trainer state saved; when the
    runner's policy rolls out in another process (``trl-vllm``), the new weights are pushed to it;
@@ -16,7 +16,7 @@ driven by :func:`trainers.phased_run.drive`):
    model), metrics (JSONL and the ``report_to`` tracker).
 
 When the evaluation goals are not test goals (``--eval-split eval``) the run chooses its best
-evaluated cycle on them (:mod:`trainers.checkpoint_choice`, ``best.json``), keeps that cycle's
+evaluated cycle on them (:mod:`trainers.cycle.checkpoint_choice`, ``best.json``), keeps that cycle's
 trainable weights, may stop once ``--patience`` evaluations in a row have not beaten it, and ends
 with the chosen weights in the model: with ``--test-goals`` it then plays the test goals with
 them and pairs the result with cycle 0's play of the same goals, goal by goal.
@@ -30,8 +30,8 @@ record them with ``bank.record`` when the rollout phase commits, so a rollout ki
 leaves no usage counts behind; and
 ``--resume`` first deletes the temp files a killed write left (a half-saved checkpoint).
 
-Under ``accelerate launch`` / ``torchrun`` (``trainers.processes``) every process runs this loop
-in step: each rolls out its share of a round's goals and the episodes are gathered to all, so
+Under ``accelerate launch`` / ``torchrun`` (``trainers.cycle.processes``) every process runs this
+loop in step: each rolls out its share of a round's goals and the episodes are gathered to all, so
 every process takes the same dynamic-sampling decisions and trains on the same episodes
 (data-parallel, its share of each optimizer step). The main process alone writes: the run
 folder, the bank (episodes, retrieval counts, distillation, evolution, snapshots), evaluation
@@ -57,9 +57,7 @@ from skillrl.skill_arms import donor_tasks
 from skillrl_core.errors import CheckpointError
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.splits import TEST_SPLIT
-from trainers.advantages import AdvantageEstimator, TurnAdvantages
-from trainers.batching import turn_left_out
-from trainers.checkpoint import (
+from trainers.common.checkpoint import (
     load_trainable_weights,
     load_trainer_state,
     read_trainer_meta,
@@ -67,14 +65,24 @@ from trainers.checkpoint import (
     save_trainable_weights,
     save_trainer_state,
 )
-from trainers.checkpoint_choice import (
+from trainers.common.episode_metrics import summarise
+from trainers.common.phased_run import (
+    HeldOutPlayStarted,
+    PhaseSaved,
+    RunEvents,
+    StageStarted,
+    drive,
+)
+from trainers.common.policy_rollouts import PolicyRollouts
+from trainers.common.seeding import seed_everything
+from trainers.cycle.checkpoint_choice import (
     PairedTest,
     RunChoice,
     choose_cycle,
     evaluations_since_best,
 )
-from trainers.config import CycleConfig, GRPOConfig
-from trainers.cycle_metrics import (
+from trainers.cycle.config import CycleConfig
+from trainers.cycle.cycle_metrics import (
     BankChanges,
     BankWorth,
     CycleMetrics,
@@ -84,24 +92,23 @@ from trainers.cycle_metrics import (
     TrainingRollouts,
     UpdateFigures,
 )
-from trainers.cycle_rollout import collect_rollout, training_goal_order
-from trainers.episode_metrics import summarise
-from trainers.grpo import GRPOTrainer
-from trainers.phased_run import HeldOutPlayStarted, PhaseSaved, RunEvents, StageStarted, drive
-from trainers.policy_rollouts import PolicyRollouts
-from trainers.processes import Processes
-from trainers.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
-from trainers.run_files import (
+from trainers.cycle.cycle_rollout import collect_rollout, training_goal_order
+from trainers.cycle.processes import Processes
+from trainers.cycle.rewards import TurnRewardFn, compute_turn_rewards, default_reward_functions
+from trainers.cycle.run_files import (
     CyclePhase,
     RunFiles,
     RunState,
     cycle_phases,
     plot_learning_curve,
 )
-from trainers.run_settings import check_resume_settings, check_saved_cycle, run_settings
-from trainers.seeding import seed_everything
-from trainers.trackers import open_tracker
-from trainers.update_record import UpdateRecord, update_record
+from trainers.cycle.run_settings import check_resume_settings, check_saved_cycle, run_settings
+from trainers.cycle.trackers import open_tracker
+from trainers.update.advantages import AdvantageEstimator, TurnAdvantages
+from trainers.update.batching import turn_left_out
+from trainers.update.config import GRPOConfig
+from trainers.update.grpo import GRPOTrainer
+from trainers.update.update_record import UpdateRecord, update_record
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank
@@ -129,7 +136,7 @@ class TrainingRun:
 
     ``options`` are the launching command's resolved options (``skillrl train``'s, option name
     -> plain value); they are saved with the configs in the run's ``config.json``
-    (:mod:`trainers.run_settings`), its one settings file.
+    (:mod:`trainers.cycle.run_settings`), its one settings file.
     """
 
     def __init__(
@@ -175,7 +182,7 @@ class TrainingRun:
             or default_reward_functions(config.invalid_action_penalty, config.turn_cost)
         )
         self.events = events or RunEvents()
-        """Where the run reports its phases (:mod:`trainers.phased_run`'s typed events);
+        """Where the run reports its phases (:mod:`trainers.common.phased_run`'s typed events);
         ``rollout`` and ``update`` emit :class:`PhaseSaved` once their files are written."""
         self.events.on(StageStarted, self._start_clock)
         self.state = RunState()

@@ -1,12 +1,14 @@
 """The GRPO update over recorded multi-turn episodes, on a Hugging Face causal LM.
 
 :meth:`GRPOTrainer.train_step` reads top to bottom: the rollout batch becomes turn samples with
-their advantages (``trainers.batching.build_samples``), :meth:`~GRPOTrainer.optimizer_steps`
+their advantages (``trainers.update.batching.build_samples``), :meth:`~GRPOTrainer.optimizer_steps`
 cuts them into optimizer steps of micro-batches, :meth:`~GRPOTrainer.accumulate_gradients`
-gets each micro-batch's log-probs from the trainer's :class:`~trainers.microbatch_loss.StepForward`
-(prefix trees by default, :class:`~trainers.tree_forward.PrefixTreeForward`; plain rows under
-DDP and ``torch.compile``), applies the clipped loss (``trainers.microbatch_loss``,
-``trainers.loss``) and backpropagates, and :meth:`~GRPOTrainer.optimizer_step` clips and steps.
+gets each micro-batch's log-probs from the trainer's
+:class:`~trainers.update.microbatch_loss.StepForward` (prefix trees by default,
+:class:`~trainers.update.tree_logprobs.PrefixTreeForward`; plain rows under DDP and
+``torch.compile``), applies the clipped loss (``trainers.update.microbatch_loss``,
+``trainers.update.loss``) and backpropagates, and :meth:`~GRPOTrainer.optimizer_step` clips and
+steps.
 
 Why not TRL's ``GRPOTrainer``: it generates the completions itself and gives each completion one
 scalar reward, and its multi-turn path needs a tool-calling chat template (SmolLM2 has none). Our
@@ -37,11 +39,16 @@ from accelerate import Accelerator
 from trl.trainer.utils import disable_dropout_in_model
 
 from skillrl_core.records import EpisodeRecord
-from trainers.batching import TurnBatch, TurnSample, build_samples, collate, step_batches
-from trainers.config import GRPOConfig
-from trainers.loss import LossOutput
-from trainers.microbatch_loss import RowForward, StepForward, microbatch_loss, reference_policy
-from trainers.tree_forward import PrefixTreeForward
+from trainers.update.batching import TurnBatch, TurnSample, build_samples, collate, step_batches
+from trainers.update.config import GRPOConfig
+from trainers.update.loss import LossOutput
+from trainers.update.microbatch_loss import (
+    RowForward,
+    StepForward,
+    microbatch_loss,
+    reference_policy,
+)
+from trainers.update.tree_logprobs import PrefixTreeForward
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +164,7 @@ class GRPOTrainer:
         """Run ``num_iterations`` passes of clipped policy-gradient steps over the turns.
 
         Under a launcher every process gets the same ``episodes`` and trains on its share of
-        each optimizer step (:func:`~trainers.batching.step_batches`); DDP averages the
+        each optimizer step (:func:`~trainers.update.batching.step_batches`); DDP averages the
         gradients. ``samples`` counts every process's turns; tokens, losses and the log-prob
         gap are this process's share.
         """
@@ -220,7 +227,7 @@ class GRPOTrainer:
 
         Each is (the whole step, this process's micro-batches of it), the micro-batches cut from
         turns sorted by length or, for prefix trees, by prompt when that forwards less
-        (:func:`~trainers.batching.step_batches`).
+        (:func:`~trainers.update.batching.step_batches`).
         """
         acc = self.accelerator
         return step_batches(

@@ -1,11 +1,11 @@
 """One micro-batch of the GRPO update: the generated tokens' log-probs and the clipped loss.
 
 :func:`compute_logprobs` runs the batch as plain rows with the LM head only where a generated
-token is predicted; :func:`microbatch_loss` applies ``trainers.loss.policy_loss`` to a batch's
-log-probs, with the k3 KL to the reference policy (:func:`reference_policy`) when ``beta`` > 0,
-and :func:`compute_loss` is the two together. :class:`StepForward` is how the trainer gets a
+token is predicted; :func:`microbatch_loss` applies ``trainers.update.loss.policy_loss`` to a
+batch's log-probs, with the k3 KL to the reference policy (:func:`reference_policy`) when ``beta`` >
+0, and :func:`compute_loss` is the two together. :class:`StepForward` is how the trainer gets a
 step's log-probs: :class:`RowForward` (each micro-batch as plain rows, here) or
-:class:`trainers.tree_forward.PrefixTreeForward` (micro-batches as prefix trees).
+:class:`trainers.update.tree_logprobs.PrefixTreeForward` (micro-batches as prefix trees).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import torch
 from transformers import modeling_utils
 from trl.trainer.utils import selective_log_softmax
 
-from trainers.batching import TurnBatch, TurnSample
-from trainers.config import GRPOConfig
-from trainers.loss import LossOutput, policy_loss
+from trainers.update.batching import TurnBatch, TurnSample
+from trainers.update.config import GRPOConfig
+from trainers.update.loss import LossOutput, policy_loss
 
 _MASKED_KEEP = hasattr(modeling_utils, "slice_logits_to_keep")
 """Whether ``logits_to_keep`` takes a [B, L] boolean mask (logits of the True positions only)."""
@@ -132,7 +132,7 @@ class StepForward(Protocol):
 
     share_prefix: bool
     """Cut micro-batches so that turns sharing a prompt sit together when that forwards less
-    (``trainers.batching.step_batches``)."""
+    (``trainers.update.batching.step_batches``)."""
 
     def runs(self, shares: Sequence[Sequence[TurnSample]], budget: int) -> list[range]:
         """Return which micro-batches go through one forward.

@@ -8,7 +8,7 @@ projection on long skill-augmented prompts.
 
 With ``share_prefix`` a step's samples are cut into micro-batches in prompt order (equal and
 continuing prompts side by side) and the update forwards them as one prefix tree
-(:mod:`trainers.tree_forward`), each distinct prefix once; :func:`tree_runs` says which
+(:mod:`trainers.update.tree_logprobs`), each distinct prefix once; :func:`tree_runs` says which
 micro-batches of a step share one tree.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from skillrl_core.records import EpisodeRecord, TurnRecord
-from trainers.prefix_tree import PrefixTree, fold_short
+from trainers.common.prefix_tree import PrefixTree, fold_short
 
 
 @dataclass
@@ -268,7 +268,7 @@ def forwarded_positions(run: Sequence[TurnSample], share_prefix: bool = False) -
 
     Rows x longest row (padding included); with ``share_prefix``, the positions of its prefix
     tree as it runs: each shared prefix once, except the short ones copied into their children
-    (:func:`~trainers.prefix_tree.fold_short`).
+    (:func:`~trainers.common.prefix_tree.fold_short`).
     """
     if share_prefix:
         return fold_short(PrefixTree.build([tree_tokens(s) for s in run])).num_positions

@@ -4,8 +4,8 @@ Round 0 gathers demonstrations (expert / bank / teacher, training goals only) an
 policy on them; each DAgger round r >= 1 rolls the current policy out on fresh training goals,
 labels every state it visited with the expert's action, adds those examples to the dataset and
 fine-tunes again on all of it (DAgger aggregates). Each round has two phases, ``data`` and
-``train`` (:class:`ColdStartPhase`, driven by :func:`trainers.phased_run.drive`); a phase writes
-its files first and ``state.json`` last, so a killed run resumes with ``resume=True`` without
+``train`` (:class:`ColdStartPhase`, driven by :func:`trainers.common.phased_run.drive`); a phase
+writes its files first and ``state.json`` last, so a killed run resumes with ``resume=True`` without
 redoing finished work: the dataset files are kept, finished rounds are
 skipped, and a half-trained round continues from its last trainer checkpoint.
 
@@ -36,13 +36,13 @@ from skillrl.policies.model_settings import ModelSettings
 from skillrl_core.errors import CheckpointError, ConfigError
 from skillrl_core.files import atomic_write_json, atomic_write_text
 from skillrl_core.splits import TRAIN_SPLIT
-from trainers.checkpoint import save_checkpoint
-from trainers.cold_start_data import ExampleGatherer
-from trainers.phased_run import Phase, PhaseSaved, RunEvents, drive, phase_completed
-from trainers.run_settings import changed_settings
-from trainers.sft import RoundResult, train_round
-from trainers.sft_config import ColdStartConfig
-from trainers.sft_data import TurnExample, read_examples, write_examples
+from trainers.cold_start.cold_start_data import ExampleGatherer
+from trainers.cold_start.sft import RoundResult, train_round
+from trainers.cold_start.sft_config import ColdStartConfig
+from trainers.cold_start.sft_data import TurnExample, read_examples, write_examples
+from trainers.common.checkpoint import save_checkpoint
+from trainers.common.phased_run import Phase, PhaseSaved, RunEvents, drive, phase_completed
+from trainers.common.settings_migration import changed_settings
 
 if TYPE_CHECKING:
     from memory.bank import SkillBank
@@ -171,7 +171,7 @@ class ColdStartRun:
         self.env_config = {**(env_config or {}), "max_turns": config.max_turns}
         self.root = run_dir
         self.events = events or RunEvents()
-        """Where the run reports its phases (:mod:`trainers.phased_run`'s typed events):
+        """Where the run reports its phases (:mod:`trainers.common.phased_run`'s typed events):
         :class:`PhaseSaved` after a round's examples are written (``data``) and after each
         trainer checkpoint (``train``)."""
         self.on_episode = on_episode

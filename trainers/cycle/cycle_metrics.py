@@ -1,11 +1,12 @@
 """What one improvement cycle measured: :class:`CycleMetrics`, built by its phases, written once.
 
-Each phase of :class:`trainers.cycle.TrainingRun` fills its own section (the training rollouts,
-the groups kept, the update, the evaluation, the bank's changes); the cycle's ``save`` writes the
-whole as one row of ``metrics.jsonl`` and ``state.json``'s history (:meth:`CycleMetrics.to_row`:
-``section.field`` keys, the file format trackers and ``skillrl view`` read), and the CLI prints
-the same object from memory. A cycle in progress keeps its sections in ``state.json``'s
-``current`` (the same row form), so a resumed cycle picks them up with :meth:`from_row`.
+Each phase of :class:`trainers.cycle.cycle.TrainingRun` fills its own section (the training
+rollouts, the groups kept, the update, the evaluation, the bank's changes); the cycle's ``save``
+writes the whole as one row of ``metrics.jsonl`` and ``state.json``'s history
+(:meth:`CycleMetrics.to_row`: ``section.field`` keys, the file format trackers and ``skillrl view``
+read), and the CLI prints the same object from memory. A cycle in progress keeps its sections in
+``state.json``'s ``current`` (the same row form), so a resumed cycle picks them up with
+:meth:`from_row`.
 
 Readers that take single figures from rows (the learning curve, run listings, ``skillrl view``'s
 charts) name them by the key constants below, not by strings of their own. Light on purpose:
@@ -22,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.significance import discordant, mcnemar_exact
-from trainers.episode_metrics import EpisodeSummary
+from trainers.common.episode_metrics import EpisodeSummary
 
 if TYPE_CHECKING:
-    from trainers.grpo import StepMetrics
+    from trainers.update.grpo import StepMetrics
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,9 @@ class UpdateFigures:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> UpdateFigures | None:
         """Read the ``update.*`` keys back (None: the row has no update)."""
-        from trainers.grpo import StepMetrics  # the trainer's record: torch, only when read back
+        from trainers.update.grpo import (
+            StepMetrics,  # the trainer's record: torch, only when read back
+        )
 
         if UPDATE_LOSS not in row:
             return None

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch.nn import functional as F
 
-from trainers.tree_forward import labelled_logits
+from trainers.common.tree_forward import labelled_logits
 
 _SCALING_FIELDS = (
     "final_logit_softcapping",
@@ -110,7 +110,7 @@ def _tree_fits(args: tuple, kwargs: dict[str, Any], labels: torch.Tensor) -> boo
 def add_head_only_lm_head(model: Any, *, tree: bool = False) -> None:
     """Make ``model(..., labels=, fused_lm_head=True)`` project only the labelled positions.
 
-    With ``tree``, a batch's rows run as their prefix tree (:func:`trainers.tree_forward.
+    With ``tree``, a batch's rows run as their prefix tree (:func:`trainers.common.tree_forward.
     labelled_logits`): a prefix that several rows share (the system message, an episode's
     earlier turns) goes through the model once. Same loss and gradients to float rounding.
 

@@ -2,7 +2,7 @@
 
 A round plays G episodes (same goal and env seed, sampled at the update's temperature) for each of
 the next training goals in a seeded order (a cursor walks it across cycles and wraps); groups
-without signal are dropped and replaced by fresh goals (``trainers.sampling.collect_groups``).
+without signal are dropped and replaced by fresh goals (``trainers.cycle.sampling.collect_groups``).
 Retrieval events are held back, not written, so the caller records them only when the phase
 commits. Under several processes each plays its share of a round's goals and all of them gather
 every episode, in goal order, so every process makes the same keep / drop decisions.
@@ -17,11 +17,11 @@ from typing import Any
 
 from memory.types import RetrievalEvent
 from skillrl_core.records import EpisodeRecord
-from trainers.config import CycleConfig
-from trainers.policy_rollouts import PolicyRollouts
-from trainers.processes import Processes
-from trainers.rewards import TurnRewardFn, compute_turn_rewards
-from trainers.sampling import collect_groups
+from trainers.common.policy_rollouts import PolicyRollouts
+from trainers.cycle.config import CycleConfig
+from trainers.cycle.processes import Processes
+from trainers.cycle.rewards import TurnRewardFn, compute_turn_rewards
+from trainers.cycle.sampling import collect_groups
 
 
 @dataclass
