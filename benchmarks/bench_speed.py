@@ -2,6 +2,7 @@
 
     python benchmarks/bench_speed.py                      # small: 2 goals x G=4, a few minutes
     python benchmarks/bench_speed.py --goals 16 --rounds 2 --train-samples 32   # the full size
+    python benchmarks/bench_speed.py --device cuda [--bf16] [--no-tf32]         # on a GPU
 
 Phases, each old (baseline column) vs new, interleaved A B B A ... over ``--rounds`` so load drift
 on a shared machine hits both sides alike; ratios are total old time / total new time:
@@ -43,6 +44,14 @@ parameters of the transformer layers, i.e. without the embedding lookup and the 
 cost depends on how many positions get logits), x3 for a full-fine-tuning update (forward +
 backward for activations and weights) and x2 for LoRA (weight gradients of frozen layers are
 skipped); attention's sequence-quadratic part is not counted. Padding is not counted as work.
+
+Every phase runs on ``--device`` (:func:`harness.add_device_options`; ``--threads`` only on a
+CPU, TF32 only on CUDA). ``--bf16`` means per phase what training means by it: the rollouts play
+a bf16 copy of the fp32 model (``skillrl train --rollout-dtype bfloat16``'s
+:class:`~skillrl.policies.weight_sync.SyncedCopyPolicy`), the GRPO update runs its forwards under
+bf16 autocast (``GRPOConfig.bf16``; weights and optimizer in fp32), and SFT ignores it (the cold
+start trains in fp32). Each phase's line says how it ran; the run's peak memory (GPU memory
+allocated by torch on CUDA, the resident set on a CPU) goes in the results.
 """
 
 from __future__ import annotations
@@ -59,11 +68,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from harness import (  # noqa: E402
     Stopwatch,
+    add_device_options,
+    device_label,
     machine,
     machine_text,
     matmul_gflops,
+    peak_memory_mib,
+    peak_memory_source,
     provenance,
+    resolve_device,
     run_text,
+    start_device,
     write_result,
 )
 
@@ -210,21 +225,29 @@ class BaselineTrainer(GRPOTrainer):
 
 
 def phase_training(args, model, episodes, advantages, mode: str, gflops: list[float]) -> dict:
+    from accelerate import Accelerator
+
     config = GRPOConfig(
         use_peft=mode == "lora",
         learning_rate=1e-6,
         per_device_train_batch_size=args.batch_size,
         gradient_accumulation_steps=args.grad_accum,
+        bf16=args.bf16,
+        tf32=args.tf32,
     )
+
+    def on_device(trainer: type[GRPOTrainer], config: GRPOConfig) -> GRPOTrainer:
+        # Without an accelerator a trainer takes CUDA whenever one is visible, --device cpu too.
+        accelerator = Accelerator(cpu=args.device == "cpu")
+        return trainer(copy.deepcopy(model), config, pad_token_id=0, accelerator=accelerator)
+
     shuffled = dataclasses.replace(config, whole_group_steps=False)
-    sides = {"old": BaselineTrainer(copy.deepcopy(model), shuffled, pad_token_id=0)}
-    sides["new"] = GRPOTrainer(copy.deepcopy(model), config, pad_token_id=0)
+    sides = {"old": on_device(BaselineTrainer, shuffled), "new": on_device(GRPOTrainer, config)}
     # The new engine on the old side's step composition: what whole-group steps add.
-    sides["mixed"] = GRPOTrainer(copy.deepcopy(model), shuffled, pad_token_id=0)
+    sides["mixed"] = on_device(GRPOTrainer, shuffled)
     compile_seconds = None
     if args.compile:
-        compiled = dataclasses.replace(config, torch_compile=True)
-        sides["compiled"] = GRPOTrainer(copy.deepcopy(model), compiled, pad_token_id=0)
+        sides["compiled"] = on_device(GRPOTrainer, dataclasses.replace(config, torch_compile=True))
     for name, trainer in sides.items():  # warm-up: optimizer state, first-call costs, compiling
         with Stopwatch() as clock:
             trainer.train_step(episodes, advantages)
@@ -287,7 +310,7 @@ def forwarded_by(trainer, episodes, advantages, args) -> tuple[int, int]:
     return total, work
 
 
-def sft_examples(args, policy, agent, bank) -> list:
+def sft_examples(args, agent, bank) -> list:
     """The cold start's examples: the scripted expert's turns on successful training goals."""
     from trainers.cold_start.dagger import (
         ExpertLabeller,
@@ -318,8 +341,10 @@ def sft_examples(args, policy, agent, bank) -> list:
     return labelled.examples[: args.sft_examples]
 
 
-def sft_run(policy, examples, config, head_only: bool) -> tuple[float, float, list[int]]:
-    """One epoch of ``build_trainer(...).train()`` on a copy of the model.
+def sft_run(
+    policy, examples, config, head_only: bool, device: str
+) -> tuple[float, float, list[int]]:
+    """One epoch of ``build_trainer(...).train()`` on a copy of the model, on ``device``.
 
     Returns (seconds, loss, the positions of each prefix tree the epoch ran: its distinct ones,
     with the short shared segments that ran in each child counted once per child).
@@ -339,7 +364,12 @@ def sft_run(policy, examples, config, head_only: bool) -> tuple[float, float, li
 
     with tempfile.TemporaryDirectory(prefix="bench-sft-") as folder:
         trainer = build_trainer(
-            copy.deepcopy(policy.model), policy.tokenizer, examples, config, Path(folder)
+            copy.deepcopy(policy.model),
+            policy.tokenizer,
+            examples,
+            config,
+            Path(folder),
+            use_cpu=device == "cpu",
         )
         trainer.remove_callback(PrinterCallback)
         tree_forward.tree_logits = counted
@@ -366,14 +396,14 @@ def phase_sft(args, policy, examples, mode: str, gflops: list[float]) -> dict:
     rows = [tokenize_example(policy.tokenizer, e) for e in examples]
     tokens = sum(len(r["input_ids"]) for r in rows)
     for head_only in (False, True):  # warm-up: first-call costs (TRL's head has some too)
-        sft_run(policy, examples[: args.batch_size], config, head_only)
+        sft_run(policy, examples[: args.batch_size], config, head_only, args.device)
     seconds = {False: 0.0, True: 0.0}
     losses: dict[bool, list[float]] = {False: [], True: []}
     trees: list[int] = []
     for r in range(args.train_rounds):
         for head_only in (False, True) if r % 2 == 0 else (True, False):
             gflops.append(matmul_gflops())
-            took, loss, ran = sft_run(policy, examples, config, head_only)
+            took, loss, ran = sft_run(policy, examples, config, head_only, args.device)
             seconds[head_only] += took
             losses[head_only].append(loss)
             if head_only:
@@ -406,7 +436,31 @@ def phase_sft(args, policy, examples, mode: str, gflops: list[float]) -> dict:
     return result
 
 
-def main() -> None:
+BF16_HELP = (
+    "bf16 per phase as training means it: rollouts play a bf16 copy of the fp32 weights "
+    "(--rollout-dtype bfloat16), the GRPO update runs its forwards under bf16 autocast "
+    "(weights, optimizer in float32), SFT ignores it (the cold start trains in float32)"
+)
+
+
+def phase_labels(args: argparse.Namespace, threads: int) -> dict[str, str]:
+    """How each phase runs on ``args.device`` (:func:`harness.device_label`), by phase."""
+    threads_used = threads if args.device == "cpu" else None
+
+    def label(bf16: bool, bf16_text: str = "bf16 autocast") -> str:
+        return device_label(
+            args.device, bf16=bf16, tf32=args.tf32, threads=threads_used, bf16_text=bf16_text
+        )
+
+    return {
+        "rollout": label(args.bf16, "bf16 weights"),
+        "train": label(args.bf16),
+        "sft": label(False),  # the cold start trains in float32 whatever --bf16 says
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's options (``--device``, ``--bf16``, ``--tf32`` from :mod:`harness`)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--goals", type=int, default=2, help="WebShop test goals (groups)")
     parser.add_argument("--group-size", type=int, default=4, help="episodes per goal (G)")
@@ -438,22 +492,39 @@ def main() -> None:
         help="comma list of phases to skip: rollout, train, sft",
     )
     parser.add_argument("--workspace", default=None)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU only)")
+    add_device_options(parser, bf16_help=BF16_HELP)
     parser.add_argument(
         "--out", dest="json_path", default=None, help="also write the figures to this JSON file"
     )
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
+    args.device = resolve_device(parser, args.device)
     skip = set(filter(None, args.skip.split(",")))
     run = provenance("speed")
+    start_device(args.device, threads=args.threads, tf32=args.tf32)
 
     workspace = Path(args.workspace or tempfile.mkdtemp(prefix="bench-speed-"))
+    # The trained weights, in fp32: the update and SFT copy them; rollouts play them (or, with
+    # --bf16, a bf16 copy of them, as training's bf16 rollouts do).
     policy = load_policy(
         PolicyConfig(
             model="embedded",
             workspace=workspace,
             dtype="float32",
+            device=args.device,
             prefix_cache_mb=0 if args.no_prefix_reuse else PolicyConfig.prefix_cache_mb,
         )
     )
+    player = policy
+    if args.bf16:
+        from skillrl.policies.weight_sync import SyncedCopyPolicy
+
+        player = SyncedCopyPolicy.copy_of(policy, torch.bfloat16)
     params = body_params(policy.model)
     bank = None
     if not args.no_skills:
@@ -462,7 +533,7 @@ def main() -> None:
 
         bank = SkillBank.open(BankConfig(workspace=workspace))
         seed_bank_if_empty(bank, "webshop")
-    agent = LLMAgent(policy, constrained=True, uses_skills=bank is not None)
+    agent = LLMAgent(player, constrained=True, uses_skills=bank is not None)
     starts = [
         EpisodeStart("webshop", "test", g, seed=g, group_id=f"g{g}")
         for g in range(args.goals)
@@ -473,18 +544,22 @@ def main() -> None:
         "provenance": run,
         "args": vars(args),
         "threads": torch.get_num_threads(),
+        "labels": phase_labels(args, torch.get_num_threads()),
         "body_params": params,
     }
+    labels = report["labels"]
 
     if "rollout" not in skip:
-        rollout(policy, agent, starts[:1], 1, bank, True)  # warm-up: first-call costs
-        report["rollout"] = rollout_report(args, policy, agent, starts, bank, gflops, params)
+        rollout(player, agent, starts[:1], 1, bank, True)  # warm-up: first-call costs
+        report["rollout"] = rollout_report(
+            args, player, agent, starts, bank, gflops, params, labels["rollout"]
+        )
     if "train" not in skip:
         print("(c) a sampled rollout for the GRPO step's turns", flush=True)
-        sampled = sampled_records(args, policy, bank, starts)
+        sampled = sampled_records(args, player, bank, starts)
         episodes, advantages = training_samples(sampled, args.train_samples)
         for mode in args.train_modes.split(","):
-            print(f"(c) GRPO update, {mode}", flush=True)
+            print(f"(c) GRPO update, {mode}, {labels['train']}", flush=True)
             result = phase_training(args, policy.model, episodes, advantages, mode, gflops)
             for side in ("old", "new", "mixed"):
                 per_s = result.get(f"{side}_work_per_s", result[f"{side}_tokens_per_s"])
@@ -495,9 +570,9 @@ def main() -> None:
                 )
             report[f"train_{mode}"] = result
     if "sft" not in skip:
-        examples = sft_examples(args, policy, agent, bank)
+        examples = sft_examples(args, agent, bank)
         for mode in ("lora", "full"):
-            print(f"(e) SFT, {mode}, {len(examples)} turns", flush=True)
+            print(f"(e) SFT, {mode}, {len(examples)} turns, {labels['sft']}", flush=True)
             result = phase_sft(args, policy, examples, mode, gflops)
             for side in ("old", "new"):
                 per_s = result.get(f"{side}_work_per_s", result[f"{side}_tokens_per_s"])
@@ -506,14 +581,20 @@ def main() -> None:
     if bank is not None:
         bank.close()
     report["matmul_gflops"] = {"min": min(gflops), "max": max(gflops), "all": gflops}
+    report["peak_memory_mib"] = peak_memory_mib(args.device)
     print_report(report, len(starts), machine())
     if args.json_path:
         write_result(args.json_path, report, name="speed")
 
 
-def rollout_report(args, policy, agent, starts, bank, gflops: list[float], params: int) -> dict:
-    """Phase (b): constrained rollouts, old engine vs new."""
-    print(f"(b) constrained rollouts, {len(starts)} episodes, {args.rounds} rounds", flush=True)
+def rollout_report(
+    args, policy, agent, starts, bank, gflops: list[float], params: int, label: str
+) -> dict:
+    """Phase (b): constrained rollouts, old engine vs new; ``label`` says how they run."""
+    print(
+        f"(b) constrained rollouts, {len(starts)} episodes, {args.rounds} rounds, {label}",
+        flush=True,
+    )
     rolls = phase_rollouts(args, policy, agent, starts, bank, gflops)
     old_s = sum(r["engine"]["wall_seconds"] for r in rolls["old"])
     new_s = sum(r["engine"]["wall_seconds"] for r in rolls["new"])
@@ -541,14 +622,35 @@ def rate(value: float) -> str:
     return f"{value:.2f}" if value < 10 else f"{value:,.1f}"
 
 
+PHASES = {"rollout": "rollouts", "train": "GRPO update", "sft": "SFT"}
+"""A phase's key in ``labels`` (and the start of its results' keys), and its name in a line."""
+
+
+def labels_text(results: dict) -> str:
+    """How each phase that ran was run: ``rollouts fp32 on CPU (2 threads), GRPO update ...``."""
+    ran = [p for p in PHASES if any(k == p or k.startswith(f"{p}_") for k in results)]
+    return ", ".join(f"{PHASES[p]} {results['labels'][p]}" for p in ran)
+
+
+def run_line(results: dict) -> str:
+    """The line above the table: model, how each phase ran, the CPU's matmul rate, peak memory."""
+    mm = results["matmul_gflops"]
+    rates = f"{mm['min']:.0f}-{mm['max']:.0f} GFLOP/s over the run (measured before every phase)"
+    if "labels" not in results:  # files written before --device ran fp32 on a CPU, unlabelled
+        return f"SmolLM2-135M fp32, {results['threads']} threads; matmul {rates}."
+    device = results["args"]["device"]
+    return (
+        f"SmolLM2-135M: {labels_text(results)}; CPU matmul {rates}; "
+        f"{peak_memory_source(device)} {results['peak_memory_mib']:,.0f} MiB."
+    )
+
+
 def report(results: dict) -> str:
     """A results file as Markdown: each phase old (baseline) against new, with its target."""
-    mm = results["matmul_gflops"]
     lines = [
         run_text(results),
         "",
-        f"SmolLM2-135M fp32, {results['threads']} threads; matmul {mm['min']:.0f}-{mm['max']:.0f} "
-        "GFLOP/s over the run (measured before every phase).",
+        run_line(results),
         "",
         "| phase | old (baseline) | new | new / old | GFLOP/s old | GFLOP/s new | target |",
         "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
@@ -581,12 +683,8 @@ def report(results: dict) -> str:
 
 
 def print_report(report: dict, episodes: int, at_end: dict) -> None:
-    mm = report["matmul_gflops"]
     args = report["args"]
-    print(
-        f"\nSmolLM2-135M fp32, {report['threads']} threads; matmul 1024^3 fp32 "
-        f"{mm['min']:.0f}-{mm['max']:.0f} GFLOP/s over the run (P_body {report['body_params']:,})"
-    )
+    print(f"\n{run_line(report)} P_body {report['body_params']:,}.")
     at_start = report["provenance"]["machine_at_start"]
     print(f"machine at start: {machine_text(at_start)}; at end: {machine_text(at_end)}")
     print(f"{'phase':<34}{'old':>10}{'new':>10}{'new/old':>9}{'GF/s old':>10}{'GF/s new':>10}")

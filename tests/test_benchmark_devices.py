@@ -13,6 +13,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import bench_speed  # noqa: E402
 import bench_train_throughput  # noqa: E402
 import harness  # noqa: E402
 
@@ -142,3 +143,58 @@ def test_a_throughput_file_from_before_device_options_renders_as_it_did():
     saved = json.loads((ROOT / "docs" / "results" / "train_throughput.json").read_text())
     text = bench_train_throughput.report(saved)
     assert f"{saved['args']['threads']} threads, fp32." in text and "| peak RSS |" in text
+
+
+def speed_args(*argv: str) -> argparse.Namespace:
+    """bench_speed's options as main() holds them once ``--device`` is resolved."""
+    args = bench_speed.build_parser().parse_args(list(argv))
+    args.device = args.device or "cpu"
+    return args
+
+
+def test_the_speed_benchmark_takes_the_device_options_and_says_what_bf16_means_per_phase():
+    args = bench_speed.build_parser().parse_args([])
+    assert args.device is None and args.bf16 is False and args.tf32 is True
+    assert args.threads is None  # torch's own choice unless asked: threads are a CPU setting
+    args = bench_speed.build_parser().parse_args(["--device", "cuda", "--bf16", "--no-tf32"])
+    assert (args.device, args.bf16, args.tf32) == ("cuda", True, False)
+    help_text = " ".join(bench_speed.build_parser().format_help().split())
+    for phase in ("rollouts play a bf16 copy", "bf16 autocast", "SFT ignores it"):
+        assert phase in help_text
+
+
+def test_speed_phase_labels_name_the_device_and_what_bf16_means_in_each(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    assert bench_speed.phase_labels(speed_args("--device", "cuda", "--bf16"), 16) == {
+        "rollout": "bf16 weights on CUDA (NVIDIA H200)",
+        "train": "bf16 autocast on CUDA (NVIDIA H200)",
+        "sft": "fp32 with TF32 on CUDA (NVIDIA H200)",
+    }
+    assert bench_speed.phase_labels(speed_args("--device", "cpu"), 2) == dict.fromkeys(
+        ("rollout", "train", "sft"), "fp32 on CPU (2 threads)"
+    )
+
+
+def test_a_cuda_speed_file_renders_its_phase_labels_and_gpu_memory(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    saved = json.loads((ROOT / "docs" / "results" / "speed.json").read_text())
+    args = speed_args("--device", "cuda", "--bf16")
+    del saved["sft_lora"], saved["sft_full"]  # a run with --skip sft: no SFT label
+    saved |= {
+        "args": {**saved["args"], **vars(args)},
+        "labels": bench_speed.phase_labels(args, 16),
+        "peak_memory_mib": 2048.0,
+    }
+    text = bench_speed.report(saved)
+    assert (
+        "SmolLM2-135M: rollouts bf16 weights on CUDA (NVIDIA H200), GRPO update bf16 autocast "
+        "on CUDA (NVIDIA H200); CPU matmul" in text
+    )
+    assert "peak GPU memory 2,048 MiB." in text and "SFT" not in text.split("|")[0]
+
+
+def test_a_speed_file_from_before_device_options_renders_as_it_did():
+    saved = json.loads((ROOT / "docs" / "results" / "speed.json").read_text())
+    text = bench_speed.report(saved)
+    assert f"SmolLM2-135M fp32, {saved['threads']} threads; matmul " in text
+    assert "peak" not in text

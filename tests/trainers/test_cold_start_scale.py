@@ -67,6 +67,18 @@ def test_lora_on_the_top_layers_trains_only_them(three_layers, tmp_path):
         )  # fmt: skip
 
 
+def test_use_cpu_keeps_the_sft_trainer_on_the_cpu(three_layers, tmp_path):
+    # Without it HF Trainer takes CUDA whenever one is visible: bench_speed --device cpu on a GPU.
+    config = ColdStartConfig(skills=False, use_peft=False)
+    policy = policy_of(three_layers)
+    examples = [example(0, 0)]
+    trainer = build_trainer(
+        policy.model, policy.tokenizer, examples, config, tmp_path / "out", use_cpu=True
+    )
+    assert trainer.args.use_cpu and trainer.args.device.type == "cpu"
+    assert next(trainer.model.parameters()).device.type == "cpu"
+
+
 def test_settings_are_checked():
     with pytest.raises(ConfigError, match="dagger_keep"):
         ColdStartConfig(dagger_keep="some")

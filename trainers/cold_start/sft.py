@@ -106,8 +106,13 @@ def build_trainer(
     output_dir: Path,
     *,
     callbacks: list[Any] | None = None,
+    use_cpu: bool = False,
 ) -> Any:
-    """Return a ready ``trl.SFTTrainer`` for one round (LoRA applied when configured)."""
+    """Return a ready ``trl.SFTTrainer`` for one round (LoRA applied when configured).
+
+    ``use_cpu`` trains on the CPU where a GPU is visible too (HF Trainer's ``use_cpu``; without
+    it the trainer takes CUDA whenever there is one).
+    """
     from trl import SFTConfig, SFTTrainer
 
     from trainers.common.seeding import seed_everything
@@ -131,6 +136,7 @@ def build_trainer(
         seed=config.seed,
         data_seed=config.seed,
         disable_tqdm=True,
+        use_cpu=use_cpu,
         dataloader_num_workers=0,
         dataset_num_proc=None,
         bf16=False,
