@@ -10,6 +10,9 @@ model when ``--starting-model`` names it, plays test goals 0..N-1, greedy, in fl
 checkpoint's recorded settings, with a fresh workspace seeded with the environment's starting
 bank (the bank a user's workspace gets). Each cycle is compared with the chosen checkpoint goal
 by goal (exact McNemar); the target is that no evaluated cycle beats the choice, resolved.
+
+Each checkpoint takes about 20 minutes on 2 idle cores. Every finished one is kept in
+``OUT.partial.json``; run the same command again and it plays only the checkpoints not kept yet.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import json
 import os
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -55,8 +57,10 @@ def main() -> None:
     from skillrl.policies.model_settings import ModelSettings
     from skillrl.prompts import PromptConfig
     from skillrl_cli.library import EvalSettings, evaluate_model
+    from skillrl_core.files import atomic_write_json
     from skillrl_core.goal_range import GoalRange
-    from trainers.evaluate import EvalConfig, compare_arms
+    from skillrl_core.significance import discordant, mcnemar_exact
+    from trainers.evaluate import EvalConfig
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", required=True, help="a `skillrl train` run folder")
@@ -90,8 +94,14 @@ def main() -> None:
         validation_goals=config["eval_goals"],
         machine_before=machine(),
     )
-    measured = []
+    partial = Path(f"{args.out}.partial.json")
+    kept = json.loads(partial.read_text(encoding="utf-8")) if partial.is_file() else {}
+    if kept.get("args") != results["args"]:  # another command's checkpoints: start afresh
+        kept = {"args": results["args"], "cycles": {}}
     for cycle in order:
+        if str(cycle) in kept["cycles"]:
+            print(f"cycle {cycle}: kept from {partial.name}", flush=True)
+            continue
         recorded = ModelSettings.load(models[cycle])
         settings = EvalSettings(
             policy=PolicyConfig(
@@ -113,15 +123,22 @@ def main() -> None:
             else PromptConfig(),
         )
         arm = evaluate_model(settings).arms[0]
-        measured.append(replace(arm, arm=f"cycle {cycle}"))
+        kept["cycles"][str(cycle)] = {"cycle": cycle, **arm.to_dict(), "machine": machine()}
+        atomic_write_json(partial, kept)
         print(f"cycle {cycle}: {arm.greedy.success_rate:.3f}", flush=True)
-    results["cycles"] = [{"cycle": c, **r.to_dict()} for c, r in zip(order, measured, strict=True)]
-    results["comparisons"] = [
-        {"cycle": c, **vars(comparison)}
-        for c, comparison in zip(order[1:], compare_arms(measured), strict=True)
-    ]
+    results["cycles"] = [kept["cycles"][str(c)] for c in order]
+    chosen_row = results["cycles"][0]
+    results["comparisons"] = []
+    for row in results["cycles"][1:]:
+        base = [o["success"] for o in chosen_row["outcomes"]]
+        other = [o["success"] for o in row["outcomes"]]
+        lost, won = discordant(base, other)
+        results["comparisons"].append(
+            {"cycle": row["cycle"], "won": won, "lost": lost, "p_value": mcnemar_exact(lost, won)}
+        )
     results["machine_at_end"] = machine()
     write_result(Path(args.out), results, name=NAME)
+    partial.unlink()  # every checkpoint is in the result now
     print(report(results))
 
 
