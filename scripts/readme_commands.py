@@ -199,7 +199,7 @@ def main() -> int:
             outcomes.append(outcome)
             print(f"{outcome.verdict:8} {outcome.seconds:6.1f} s  {line}", flush=True)
             if outcome.why and outcome.verdict != "passed":
-                print(f"{'':17}{outcome.why.splitlines()[-1] if outcome.why else ''}", flush=True)
+                print(f"{'':17}{outcome.why.splitlines()[-1]}", flush=True)
     failed = [o for o in outcomes if o.verdict == "failed"]
     counts = {v: sum(o.verdict == v for o in outcomes) for v in ("passed", "cut", "skipped")}
     print(

@@ -24,18 +24,23 @@ from cli import main
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _readme_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "readme_commands", ROOT / "scripts" / "readme_commands.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
 def readme_commands() -> list[str]:
     """The README's ``skillrl ...`` command lines, each on one line."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
     commands = []
-    for block in text.split("```bash\n")[1:]:
-        lines = block.split("```")[0].splitlines()
-        joined: list[str] = []
-        for line in lines:
-            if joined and joined[-1].endswith("\\"):
-                joined[-1] = joined[-1][:-1] + " " + line.strip()
-            else:
-                joined.append(line.strip())
+    # The README's blocks and continuation lines, read as the script that runs them reads them.
+    for joined in _readme_script().readme_blocks(ROOT / "README.md"):
         for line in joined:
             lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
             lexer.whitespace_split, lexer.commenters = True, "#"
@@ -75,18 +80,6 @@ def test_a_readme_command_parses(command):
             return
         group = found
         context = click.Context(group, info_name=group.name, parent=context)
-
-
-def _readme_script():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "readme_commands", ROOT / "scripts" / "readme_commands.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_runner_reads_each_readme_line_as_the_shell_would():
