@@ -28,6 +28,7 @@ import envs
 from memory.types import RetrievalEvent, RetrievalQuery, RetrievedSkills, retrieval_events
 from skillrl.agents.base import Agent, AgentDecision, AgentState
 from skillrl.episode_records import describe_error, fail_episode, finish_episode, turn_record
+from skillrl_core.episode_limits import MAX_TURNS
 from skillrl_core.errors import ConfigError, SkillRLError
 from skillrl_core.records import EpisodeRecord, TurnRecord
 from skillrl_core.splits import TEST_SPLIT, TRAIN_SPLIT
@@ -73,7 +74,7 @@ class EpisodeStart:
 class RolloutConfig:
     """How the engine runs episodes."""
 
-    max_turns: int = 15
+    max_turns: int = MAX_TURNS
     """The turn limit, set in this one place: the engine truncates an episode here, and hands
     the same limit to an environment that keeps one of its own (a ``max_turns`` config field)
     unless the episode's ``env_config`` names another."""

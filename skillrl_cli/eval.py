@@ -34,6 +34,7 @@ from skillrl_cli.options import (
     workspace_option,
 )
 from skillrl_cli.upfront_checks import check_prompt_budget, goal_range
+from skillrl_core.episode_limits import max_turns_option
 from skillrl_core.goal_range import FORMS
 from skillrl_core.option_fields import option
 from trainers.evaluate import EVAL_DTYPE, EvalConfig
@@ -107,8 +108,7 @@ class EvalChoices:
     t: str = option(
         "5,10,15", help="T values (turn budgets) of Pass@(K,T), comma-separated.", metavar="T,..."
     )
-    max_turns: int = option(15, help="Turn limit per episode.", low=1)
-    max_new_tokens: int = option(48, help="Tokens the policy may generate per turn.", low=1)
+    max_turns: int = max_turns_option()
 
 
 CHOICES = OptionGroup(EvalChoices)
@@ -158,7 +158,7 @@ def eval_command(**values: Any) -> None:
         ts=int_list("--t", choices.t),
     )
     console = Console(stderr=values["as_json"])
-    played, prompt, taken = settle_played_model(
+    settled = settle_played_model(
         played,
         prompt,
         click.get_current_context(),
@@ -167,14 +167,13 @@ def eval_command(**values: Any) -> None:
         workspace=workspace,
         env_options=env_options,
     )
-    if taken is not None:
-        if taken.skills is not None and choices.skills is None:
-            choices = dataclasses.replace(choices, skills="on" if taken.skills else "off")
-        env_config = env_config_from(choices.env_id, taken.env_options)
-        # The model's environment settings may shrink the split (Sokoban's categories): the
-        # goals are checked again against the split they will be played from.
-        goals = goal_range(choices.env_id, env_config, values["split"], choices.goals)
-        config = dataclasses.replace(config, goals=goals)
+    played, prompt, env_config = settled.played, settled.prompt, settled.env_config
+    if settled.skills is not None and choices.skills is None:
+        choices = dataclasses.replace(choices, skills="on" if settled.skills else "off")
+    # The model's environment settings may shrink the split (Sokoban's categories): the goals
+    # are checked again against the split they will be played from.
+    goals = goal_range(choices.env_id, env_config, values["split"], choices.goals)
+    config = dataclasses.replace(config, goals=goals)
     # An impossible decoding is refused before loading.
     constrained = check_decoding(played.backend, played.constrained)
     check_prompt_budget(choices.env_id, prompt.max_prompt_tokens)  # as the model's settings say
@@ -187,7 +186,7 @@ def eval_command(**values: Any) -> None:
         env_config=env_config,
         arms=arms,
         max_turns=choices.max_turns,
-        max_new_tokens=choices.max_new_tokens,
+        max_new_tokens=played.max_new_tokens,
         constrained=constrained,
         prompt=prompt,
     )

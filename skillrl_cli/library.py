@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from envs.registry import DEFAULT_ENV
 from skillrl.prompts import PromptConfig
 from skillrl_cli.bank_access import open_bank
+from skillrl_core.episode_limits import MAX_NEW_TOKENS, MAX_TURNS
 from skillrl_core.errors import BankError, ConfigError
 from skillrl_core.goal_range import GoalRange
 from skillrl_core.splits import TEST_SPLIT
@@ -219,9 +220,9 @@ class EvalSettings:
     arms: tuple[str, ...] = ("on", "off")
     """Skills arms played on the same goals, the first the baseline of the comparisons:
     ``on``, ``placebo``, ``off`` (:data:`skillrl.skill_arms.SKILL_ARMS`)."""
-    max_turns: int = 15
+    max_turns: int = MAX_TURNS
     """Turn limit per episode."""
-    max_new_tokens: int = 48
+    max_new_tokens: int = MAX_NEW_TOKENS
     """Tokens the policy may generate per turn."""
     constrained: bool = True
     """Constrained decoding (clicks chosen among the admissible ones) or free."""
@@ -328,7 +329,9 @@ def evaluate_model(settings: EvalSettings, *, watch: EvalWatch | None = None) ->
 def _greedy_sampling() -> SamplingConfig:
     from skillrl.policies import SamplingConfig
 
-    return SamplingConfig(max_new_tokens=64, temperature=0.0, seed=0, stop=["</action>"])
+    return SamplingConfig(
+        max_new_tokens=MAX_NEW_TOKENS, temperature=0.0, seed=0, stop=["</action>"]
+    )
 
 
 @dataclass(frozen=True)
@@ -342,7 +345,7 @@ class ModelPlay:
     constrained: bool = True
     """Constrained decoding (clicks chosen among the admissible ones) or free."""
     sampling: SamplingConfig = field(default_factory=_greedy_sampling)
-    """Temperature, seed and generation budget of each turn (default: greedy, 64 tokens)."""
+    """Temperature, seed and generation budget of each turn (default: greedy)."""
 
 
 PLAYERS = ("model", "expert", "human")
@@ -373,7 +376,7 @@ class PlaySettings:
     """How the model plays; needed when it does, unused otherwise."""
     skills: bool = True
     """Retrieve skills into every turn (the bank opens); the expert never reads them."""
-    max_turns: int = 15
+    max_turns: int = MAX_TURNS
     """Turn limit of an episode."""
     parallel: int = 16
     """Episodes played at once."""

@@ -21,6 +21,7 @@ from envs.registry import DEFAULT_ENV
 from skillrl.policies.config import DTYPES
 from skillrl.policies.model_cache import CACHE_ENV_VAR
 from skillrl.workspace import DEFAULT_WORKSPACE, WORKSPACE_CONTENTS, WORKSPACE_ENV_VAR
+from skillrl_core.episode_limits import max_new_tokens_option
 from skillrl_core.errors import ConfigError, SkillRLError
 from skillrl_core.option_fields import option
 
@@ -105,6 +106,7 @@ class PlayedModel:
     )
     constrained: bool | None = option(None, help=DECODING_HELP, negative="--free")
     threads: int | None = option(None, help="CPU threads for torch.", low=1)
+    max_new_tokens: int = max_new_tokens_option()
 
     def policy_config(self, workspace: str | None) -> PolicyConfig:
         """Return the :class:`~skillrl.policies.PolicyConfig` of this model (once resolved)."""
@@ -511,6 +513,23 @@ def recorded_settings(
     return RecordedSettings(skills, budget, constrained, played)
 
 
+@dataclass(frozen=True)
+class SettledModel:
+    """The model a command plays, with the settings it was trained under applied."""
+
+    played: PlayedModel
+    """The model (``--model auto`` resolved) and its decoding, the recorded one if not given."""
+    prompt: PromptConfig
+    """The prompt settings, with the recorded prompt budget if ``--max-prompt-tokens`` was not
+    given."""
+    skills: bool | None
+    """The recorded skills setting when the command's option was left at its default (None:
+    the command's own choice stands)."""
+    env_config: dict[str, Any]
+    """The environment settings to play with: the model's recorded ones, every
+    ``--env-option`` the user gave in their place."""
+
+
 def settle_played_model(
     played: PlayedModel,
     prompt: PromptConfig,
@@ -520,20 +539,22 @@ def settle_played_model(
     env_id: str,
     workspace: str | None,
     env_options: dict[str, Any],
-) -> tuple[PlayedModel, PromptConfig, RecordedSettings | None]:
-    """Resolve ``--model auto`` and apply the model's recorded decoding and prompt budget.
+) -> SettledModel:
+    """Resolve ``--model auto`` and apply the settings the model records to what was left default.
 
-    ``run``, ``eval`` and ``skills measure`` play a model this way. The recorded skills setting
-    and environment options come back in the :class:`RecordedSettings` (None: the model records
-    none), for the command to apply to its own choices.
+    ``run``, ``eval`` and ``skills measure`` settle the model they play this way; each then
+    applies :attr:`SettledModel.skills` to its own skills choice and checks its goals against
+    :attr:`SettledModel.env_config` (a recorded setting can shrink a split).
     """
     model = resolve_model(played.model, played.backend, workspace, console, env_id)
     played = dataclasses.replace(played, model=model)
     taken = recorded_settings(
         model, ctx, console, env_id=env_id, backend=played.backend, env_options=env_options
     )
-    if taken is not None and taken.constrained is not None:
+    if taken is None:
+        return SettledModel(played, prompt, None, env_config_from(env_id, env_options))
+    if taken.constrained is not None:
         played = dataclasses.replace(played, constrained=taken.constrained)
-    if taken is not None and taken.max_prompt_tokens is not None:
+    if taken.max_prompt_tokens is not None:
         prompt = dataclasses.replace(prompt, max_prompt_tokens=taken.max_prompt_tokens)
-    return played, prompt, taken
+    return SettledModel(played, prompt, taken.skills, env_config_from(env_id, taken.env_options))

@@ -42,6 +42,7 @@ from skillrl_cli.upfront_checks import (
     goal_range,
     split_size,
 )
+from skillrl_core.episode_limits import max_turns_option
 from skillrl_core.errors import ConfigError
 from skillrl_core.goal_range import FORMS, GoalRange
 from skillrl_core.option_fields import SEED_MAX, option
@@ -83,7 +84,7 @@ class RunChoices:
         "prompts, so they play either way). Default: as the model was trained (its recorded "
         "settings), else with skills.",
     )
-    max_turns: int = option(15, help="Turn limit per episode.", low=1)
+    max_turns: int = max_turns_option()
     step: bool = option(
         False,
         help="Pause every turn: Enter accepts the action, or type another.",
@@ -177,7 +178,7 @@ def settle_play(
     goals = _goal_range(ctx, choices, env_config)
     model = None
     if choices.policy == "model":
-        played, prompt, taken = settle_played_model(
+        settled = settle_played_model(
             played,
             prompt,
             ctx,
@@ -186,15 +187,14 @@ def settle_play(
             workspace=workspace,
             env_options=env_options,
         )
-        if taken is not None:
-            if taken.skills is not None:
-                choices = dataclasses.replace(choices, skills=taken.skills)
-            env_config = env_config_from(choices.env_id, taken.env_options)
-            goals = _goal_range(ctx, choices, env_config)  # within the split as it now is
+        if settled.skills is not None:
+            choices = dataclasses.replace(choices, skills=settled.skills)
+        env_config = settled.env_config
+        goals = _goal_range(ctx, choices, env_config)  # within the split as it now is
         model = model_play(
             choices.env_id,
-            played,
-            prompt,
+            settled.played,
+            settled.prompt,
             workspace,
             temperature=choices.temperature,
             seed=choices.seed,
@@ -258,7 +258,10 @@ def model_play(
         prompt=prompt,
         constrained=constrained,
         sampling=SamplingConfig(
-            max_new_tokens=64, temperature=temperature, seed=seed, stop=["</action>"]
+            max_new_tokens=played.max_new_tokens,
+            temperature=temperature,
+            seed=seed,
+            stop=["</action>"],
         ),
     )
 

@@ -28,6 +28,7 @@ from skillrl_cli.options import (
 from skillrl_cli.skills_options import bank_options
 from skillrl_cli.skills_view import SHORT_ID, literal, print_json
 from skillrl_cli.upfront_checks import goal_range
+from skillrl_core.episode_limits import max_turns_option
 from skillrl_core.errors import ConfigError
 from skillrl_core.goal_range import FORMS
 from skillrl_core.option_fields import SEED_MAX, option
@@ -65,7 +66,7 @@ class MeasureChoices:
         low=0,
         high=SEED_MAX,
     )
-    max_turns: int = option(15, help="Turn limit per episode.", low=1)
+    max_turns: int = max_turns_option()
     parallel: int = option(16, help="Episodes played at once.", low=1)
     dry_run: bool = option(
         False,
@@ -103,7 +104,7 @@ def measure(bank: Any, as_json: bool, **values: Any) -> None:
     env_config = env_config_from(choices.env_id, env_options)
     goals = goal_range(choices.env_id, env_config, choices.split, choices.goals)
     wanted = frozenset(bank.resolve_id(text) for text in choices.entries)
-    played, prompt, taken = settle_played_model(
+    settled = settle_played_model(
         played,
         prompt,
         click.get_current_context(),
@@ -112,13 +113,14 @@ def measure(bank: Any, as_json: bool, **values: Any) -> None:
         workspace=workspace,
         env_options=env_options,
     )
-    if taken is not None:
-        env_config = env_config_from(choices.env_id, taken.env_options)
-        if taken.skills is False:
-            console.print(
-                "[yellow]the model was trained without skills; measuring what entries are "
-                "worth to it with skills anyway[/]"
-            )
+    played, prompt, env_config = settled.played, settled.prompt, settled.env_config
+    # Against the split as the model's settings make it (they may shrink it, as eval checks).
+    goals = goal_range(choices.env_id, env_config, choices.split, choices.goals)
+    if settled.skills is False:
+        console.print(
+            "[yellow]the model was trained without skills; measuring what entries are "
+            "worth to it with skills anyway[/]"
+        )
     # Greedy: the two rollouts of a pair differ by the entry alone.
     play = model_play(choices.env_id, played, prompt, workspace, temperature=0.0, seed=choices.seed)
     agent = model_agent(play, console, True)

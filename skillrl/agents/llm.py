@@ -37,6 +37,7 @@ from skillrl.agents.base import AgentDecision, AgentState
 from skillrl.parsing import parse_action
 from skillrl.policies.base import ChatPolicy, Generation, SamplingConfig, ScoredContinuation
 from skillrl.prompts import BuiltPrompt, PromptConfig, build_prompt, estimate_tokens
+from skillrl_core.episode_limits import MAX_NEW_TOKENS
 from skillrl_core.errors import ConfigError
 from skillrl_core.validation import check_finite_fields
 
@@ -52,7 +53,7 @@ class LLMAgentConfig:
     """Decoding settings of :class:`LLMAgent`."""
 
     sampling: SamplingConfig = field(
-        default_factory=lambda: SamplingConfig(max_new_tokens=64, stop=["</action>"])
+        default_factory=lambda: SamplingConfig(max_new_tokens=MAX_NEW_TOKENS, stop=["</action>"])
     )
     """Sampling for free decoding (greedy by default)."""
     query_tokens: int = 24

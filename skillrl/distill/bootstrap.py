@@ -19,6 +19,7 @@ from skillrl.distill.base import Distiller, DistillReport
 from skillrl.distill.pipeline import PipelineConfig, distill_pending
 from skillrl.distill.probes import FaultyExpertAgent
 from skillrl.distill.upkeep import UpkeepConfig, upkeep
+from skillrl_core.episode_limits import MAX_TURNS
 from skillrl_core.errors import ConfigError
 from skillrl_core.validation import check_finite_fields
 
@@ -40,7 +41,7 @@ class BootstrapConfig:
     """Index (within the train split) of the first goal played."""
     probe_fraction: float = 0.3
     """Fraction of the goals played by an expert with one deliberate mistake."""
-    max_turns: int = 15
+    max_turns: int = MAX_TURNS
     """Turn limit per episode."""
     env_config: dict[str, Any] = field(default_factory=dict)
     """Environment settings (``envs.make`` keyword arguments, e.g. ``data_dir``)."""

@@ -41,6 +41,7 @@ from memory.paired import add_paired_evidence
 from memory.types import PairedEvidence
 from skillrl.agents.base import Agent
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
+from skillrl_core.episode_limits import MAX_TURNS
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.splits import TEST_SPLIT
@@ -59,7 +60,7 @@ class PairedUtilityConfig:
 
     entry_ids: frozenset[str] = frozenset()
     """Entries to measure; empty: every entry some goal's rollout with the bank retrieved."""
-    max_turns: int = 15
+    max_turns: int = MAX_TURNS
     """Turn limit per episode (both rollouts of a pair)."""
     max_parallel: int = 16
     """Episodes played at once (one batched generation covers them)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from envs.registry import DEFAULT_ENV, ENV_HELP
+from skillrl_core.episode_limits import max_new_tokens_option, max_turns_option
 from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.splits import TRAIN_SPLIT
@@ -135,9 +136,9 @@ class ColdStartConfig(LoraSettings):
         "(free decoding); train for the mode you will run.",
         negative="--free",
     )
-    max_turns: int = option(15, help="Turn limit of every episode played for examples.", low=1)
-    max_new_tokens: int = option(
-        48, help="Tokens the policy may generate per turn (DAgger and teacher rollouts).", low=1
+    max_turns: int = max_turns_option("Turn limit of every episode played for examples.")
+    max_new_tokens: int = max_new_tokens_option(
+        "Tokens the policy may generate per turn (DAgger and teacher rollouts)."
     )
     max_parallel: int = 16
     """Episodes played at once (one batched agent call per turn)."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import envs
 from envs.registry import DEFAULT_ENV
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine, RolloutStats, TurnEvent
+from skillrl_core.episode_limits import MAX_NEW_TOKENS, MAX_TURNS
 from skillrl_core.errors import ConfigError
 from skillrl_core.records import EpisodeRecord
 
@@ -72,8 +73,8 @@ class PolicyRollouts:
     env_id: str = DEFAULT_ENV
     bank: SkillBank | None = None
     """The skill bank to retrieve from every turn (None: no skills)."""
-    max_turns: int = 15
-    max_new_tokens: int = 48
+    max_turns: int = MAX_TURNS
+    max_new_tokens: int = MAX_NEW_TOKENS
     constrained: bool = False
     """Constrained decoding (every action admissible) instead of free generation."""
     env_config: dict[str, Any] = field(default_factory=dict)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from envs.registry import DEFAULT_ENV, ENV_HELP
+from skillrl_core.episode_limits import max_new_tokens_option, max_turns_option
 from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.splits import TEST_SPLIT, TRAIN_SPLIT
@@ -93,7 +94,7 @@ class CycleConfig:
         "are played at no other time. 0: none.",
         low=0,
     )
-    max_turns: int = option(15, help="Turn limit per episode.", low=1)
+    max_turns: int = max_turns_option()
     skills: bool = option(
         True, help="Retrieve skills every turn and grow the bank (distill, evolve)."
     )
@@ -127,7 +128,7 @@ class CycleConfig:
     seed: int = option(0, help="Seed of goal order, sampling and the update.", low=0, high=SEED_MAX)
     eval_temperature: float = 0.0
     """Temperature of evaluation episodes (0: greedy)."""
-    max_new_tokens: int = option(48, help="Tokens the policy may generate per turn.", low=1)
+    max_new_tokens: int = max_new_tokens_option()
     rollout_dtype: str = option(
         "float32",
         help="Number format of the training rollouts. float32 plays the trained weights; "
