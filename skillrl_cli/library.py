@@ -72,9 +72,6 @@ class TrainSettings:
     """Constrained decoding (clicks chosen among the admissible ones) or free."""
     resume: bool = False
     """Continue the run in ``folder`` instead of starting one."""
-    as_json: bool = False
-    """The command prints the metrics as JSON on stdout (progress on stderr); :func:`train`
-    does not read it."""
     options: dict[str, Any] | None = None
     """The command's resolved options (option name -> plain value): the run saves them in its
     ``config.json``, where ``--resume`` and ``--config`` read them back. None (a library
@@ -388,11 +385,6 @@ class PlaySettings:
     goals only: a test-split episode changes nothing in the bank)."""
     seed_bank: bool = True
     """Seed an empty bank with the environment's starting skills."""
-    step: bool = False
-    """``skillrl run --step``: a person reviews every turn (:attr:`PlayWatch.review`);
-    :func:`play` does not read it."""
-    as_json: bool = False
-    """``skillrl run --json``: the command prints JSON on stdout; :func:`play` does not read it."""
 
     def __post_init__(self) -> None:
         if self.player not in PLAYERS:
@@ -441,11 +433,6 @@ class PlaySettings:
     def uses_skills(self) -> bool:
         """Whether skills are retrieved into the turns (never for the expert)."""
         return self.skills and self.player != "expert"
-
-    @property
-    def interactive(self) -> bool:
-        """Whether a person types at the terminal (playing, or reviewing every turn)."""
-        return self.step or self.player == "human"
 
 
 @dataclass(frozen=True)

@@ -116,22 +116,23 @@ PROMPT_OPTIONS = OptionGroup(PromptConfig)
 def run(**values: Any) -> None:
     """Play episodes and show every turn: skills, thinking, action, observation, reward."""
     console = Console(stderr=values["as_json"])
+    choices = build(RUN_OPTIONS, values)
     # Settled before the bank or a model loads: a typo fails in a second, not after a minute.
     settings = settle_play(
         click.get_current_context(),
-        build(RUN_OPTIONS, values),
+        choices,
         build(MODEL_OPTIONS, values),
         build(PROMPT_OPTIONS, values),
         env_options=values["env_options"],
         workspace=values["workspace"],
-        as_json=values["as_json"],
         console=console,
     )
-    played = play_on_screen(settings, console)
+    screen = RunScreen(step=choices.step, as_json=values["as_json"])
+    played = play_on_screen(settings, console, screen)
     records, stats = played.episodes, played.stats
     from skillrl_cli.run_display import episode_summary, summary_table
 
-    if settings.as_json:
+    if screen.as_json:
         summary = {
             "episodes": len(records),
             "successes": played.successes,
@@ -161,7 +162,6 @@ def settle_play(
     *,
     env_options: dict[str, Any],
     workspace: str | None,
-    as_json: bool,
     console: Console,
 ) -> PlaySettings:
     """Resolve the options of ``skillrl run`` into its settings, checking each on the way.
@@ -215,8 +215,6 @@ def settle_play(
         workspace=resolve_workspace(workspace),
         record=choices.record,
         seed_bank=choices.seed_bank,
-        step=choices.step,
-        as_json=as_json,
     )
 
 
@@ -266,7 +264,23 @@ def model_play(
     )
 
 
-def play_on_screen(settings: PlaySettings, console: Console) -> PlayResult:
+@dataclass(frozen=True)
+class RunScreen:
+    """What only ``skillrl run``'s screen reads, beside the library's :class:`PlaySettings`."""
+
+    step: bool = False
+    """``--step``: a person reviews every turn (:attr:`~skillrl_cli.library.PlayWatch.review`)."""
+    as_json: bool = False
+    """``--json``: JSON on stdout at the end, no turn shown."""
+
+    def interactive(self, settings: PlaySettings) -> bool:
+        """Whether a person types at the terminal (playing, or reviewing every turn)."""
+        return self.step or settings.player == "human"
+
+
+def play_on_screen(
+    settings: PlaySettings, console: Console, screen: RunScreen = RunScreen()
+) -> PlayResult:
     """Play every episode with the library's :func:`~skillrl_cli.library.play`, shown on screen.
 
     The bank opens here, so that opening and seeding it show a status line.
@@ -274,8 +288,11 @@ def play_on_screen(settings: PlaySettings, console: Console) -> PlayResult:
     from skillrl_cli.bank_access import open_bank
     from skillrl_cli.library import play
 
-    interactive = settings.interactive
-    if interactive and not sys.stdin.isatty() and not os.environ.get("SKILLRL_ALLOW_PIPED_INPUT"):
+    if (
+        screen.interactive(settings)
+        and not sys.stdin.isatty()
+        and not os.environ.get("SKILLRL_ALLOW_PIPED_INPUT")
+    ):
         console.print("[yellow]reading actions from a non-terminal input[/]")
     if settings.player == "expert":
         import envs
@@ -288,24 +305,24 @@ def play_on_screen(settings: PlaySettings, console: Console) -> PlayResult:
             settings.workspace, settings.env_id, seed=settings.seed_bank, console=console
         )
     try:
-        return play(settings, watch=screen_watch(settings, console), bank=bank)
+        return play(settings, watch=screen_watch(settings, screen, console), bank=bank)
     finally:
         if bank is not None:
             bank.close()
 
 
-def screen_watch(settings: PlaySettings, console: Console) -> PlayWatch:
+def screen_watch(settings: PlaySettings, screen: RunScreen, console: Console) -> PlayWatch:
     """Return what ``skillrl run`` shows while playing, and how a person takes part."""
     from skillrl_cli.library import PlayWatch
 
     human = settings.player == "human"
-    quiet = settings.as_json or settings.interactive
+    quiet = screen.as_json or screen.interactive(settings)
     return PlayWatch(
         loading_model=_loading_status(console, settings.model) if settings.model else None,
-        episode_started=None if settings.as_json else _show_task(console),
+        episode_started=None if screen.as_json else _show_task(console),
         deciding=None if quiet else _deciding(console),
-        turn=None if settings.as_json else _show_turn(console, human),
-        review=_reviewer(console) if settings.step else None,
+        turn=None if screen.as_json else _show_turn(console, human),
+        review=_reviewer(console) if screen.step else None,
         ask=_asker(console) if human else None,
     )
 

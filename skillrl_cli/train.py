@@ -57,12 +57,12 @@ def train(**options: Any) -> None:
 
     processes = Processes.current()  # under accelerate launch / torchrun: which process this is
     try:
-        state = run_with_progress(settings, processes)
+        state = run_with_progress(settings, processes, as_json=options["as_json"])
     except KeyboardInterrupt:
         from trainers.cycle.run_files import RunFiles
 
         _interrupted(processes.is_main, RunFiles(settings.folder).exists())
-    if settings.as_json and processes.is_main:
+    if options["as_json"] and processes.is_main:
         click.echo(json.dumps(state.history, indent=2, sort_keys=True))
 
 

@@ -311,12 +311,15 @@ def evaluation_words(cycle: CycleConfig, index: int) -> str:
     return words
 
 
-def run_with_progress(settings: TrainSettings, processes: Processes | None = None) -> RunState:
+def run_with_progress(
+    settings: TrainSettings, processes: Processes | None = None, *, as_json: bool = False
+) -> RunState:
     """Run :func:`~skillrl_cli.library.train` under rich progress bars, saying what it does.
 
     Before: what the run will do; during: its phases and a line per cycle; after: the cycle it
     chose and where its files are. Under a launcher (``processes``,
-    :class:`trainers.cycle.processes.Processes`) only the main process shows anything.
+    :class:`trainers.cycle.processes.Processes`) only the main process shows anything. With
+    ``as_json`` (``train --json``) all of it goes to stderr, leaving stdout to the metrics.
     """
     from rich.console import Console
 
@@ -327,7 +330,7 @@ def run_with_progress(settings: TrainSettings, processes: Processes | None = Non
 
     processes = processes or Processes()
     cycle = settings.cycle
-    console = Console(stderr=settings.as_json, quiet=not processes.is_main)
+    console = Console(stderr=as_json, quiet=not processes.is_main)
     files = RunFiles(settings.folder)
     saved = files.load_state() if settings.resume and files.exists() else None
     for line in opening_lines(settings, saved):

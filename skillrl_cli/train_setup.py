@@ -256,7 +256,6 @@ def settle_training(ctx: click.Context, values: dict[str, Any]) -> TrainSettings
         constrained=constrained,
         folder=folder,
         resume=launch.resume,
-        as_json=values["as_json"],
         options=options,
     )
 

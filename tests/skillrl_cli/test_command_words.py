@@ -37,7 +37,7 @@ def asked(monkeypatch) -> list[str]:
         models.append(config.model)
         raise Loaded(config.model)
 
-    def start(settings, processes):
+    def start(settings, processes, **_display):
         models.append(settings.policy.model)
         raise Loaded(settings.policy.model)
 
@@ -90,7 +90,7 @@ def test_a_missing_model_folder_is_refused_before_anything_loads(command, worksp
 def test_train_saves_what_auto_found_so_a_resume_starts_from_the_same_model(workspace, monkeypatch):
     saved = []
 
-    def start(settings, processes):
+    def start(settings, processes, **_display):
         saved.append(settings.options["model"])
         raise Loaded()
 

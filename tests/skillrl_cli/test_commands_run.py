@@ -225,7 +225,7 @@ def test_run_skills_default_is_the_models_recorded_setting_as_its_help_says(work
     assert "Default: as the model was trained (its recorded settings), else with skills" in shown
     settled = []
 
-    def capture(settings, console):
+    def capture(settings, console, *_display):
         settled.append(settings.skills)
         raise Evaluated()
 

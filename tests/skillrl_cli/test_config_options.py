@@ -151,7 +151,7 @@ NEEDS_EVAL_SPLIT = {"patience", "test_goals"}
 def started(monkeypatch):
     runs = []
 
-    def capture(settings, processes):
+    def capture(settings, processes, **_display):
         runs.append(settings)
         raise RuntimeError("started")
 

@@ -112,7 +112,7 @@ def env_config_seen(monkeypatch):
 
     seen: dict = {}
 
-    def play(settings, console):
+    def play(settings, console, *_display):
         # Every episode plays under the settled environment settings.
         configs = [dict(start.env_config) for start in settings.starts]
         assert all(config == configs[0] for config in configs)

@@ -193,7 +193,7 @@ def test_a_train_checkpoint_records_its_settings_and_run_replays_them(
 
     played = []
 
-    def capture(settings, console):
+    def capture(settings, console, *_display):
         played.append(settings)
         raise KeyboardInterrupt  # stop before playing
 

@@ -23,7 +23,7 @@ def started(monkeypatch):
     """Stop ``skillrl train`` where it would load the model; keep what it was asked to run."""
     calls = []
 
-    def capture(settings, processes):
+    def capture(settings, processes, **_display):
         calls.append((settings.cycle, settings.grpo, settings))
         assert processes.is_main and not processes.distributed  # no launcher here
         raise Started()
@@ -593,7 +593,7 @@ def test_ctrl_c_ends_with_the_exact_resume_command(workspace, monkeypatch):
     folder = workspace / "runs" / "my run"
     claimed = []
 
-    def interrupted(settings, processes):
+    def interrupted(settings, processes, **_display):
         if claimed:  # the run wrote its state before Ctrl-C
             RunFiles(folder).save_state(RunState(cycle=1))
         raise KeyboardInterrupt

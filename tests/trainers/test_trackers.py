@@ -39,7 +39,7 @@ def started(monkeypatch):
     """Stop ``skillrl train`` where it would load the model; keep the settings it reached."""
     calls = []
 
-    def capture(settings, processes):
+    def capture(settings, processes, **_display):
         calls.append(settings)
         raise Started()
 
