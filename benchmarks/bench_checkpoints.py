@@ -43,12 +43,14 @@ NAME = "checkpoints"
 
 def evaluated_cycles(run: Path) -> dict[int, float]:
     """Cycle -> validation success, for every cycle the run evaluated."""
+    from trainers.cycle.cycle_metrics import CycleMetrics
+
     cycles = {}
     with (run / "metrics.jsonl").open(encoding="utf-8") as lines:
         for line in lines:
-            row = json.loads(line)
-            if "eval.success_rate" in row:
-                cycles[int(row["cycle"])] = float(row["eval.success_rate"])
+            metrics = CycleMetrics.from_row(json.loads(line))
+            if metrics.eval is not None:
+                cycles[metrics.cycle] = float(metrics.eval.success_rate)
     return cycles
 
 

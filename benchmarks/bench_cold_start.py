@@ -44,6 +44,7 @@ from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.prompts import PromptConfig  # noqa: E402
 from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine  # noqa: E402
 from trainers.cold_start.cold_start import ColdStartRun  # noqa: E402
+from trainers.cold_start.round_metrics import RoundMetrics  # noqa: E402
 from trainers.cold_start.sft_config import ColdStartConfig  # noqa: E402
 from trainers.common.episode_metrics import summarise, wilson_interval  # noqa: E402
 from trainers.common.policy_rollouts import PolicyRollouts  # noqa: E402
@@ -68,6 +69,20 @@ def figures(episodes: list[Any], cpu_seconds: float, wall_seconds: float) -> dic
         "cpu_minutes": cpu_seconds / 60,
         "wall_minutes": wall_seconds / 60,
         "seconds_per_turn": wall_seconds / max(turns, 1),
+    }
+
+
+def training_figures(metrics: RoundMetrics) -> dict[str, Any]:
+    """One round of a cold start as the results' ``training`` table has it."""
+    data, train, dagger = metrics.data, metrics.train, metrics.dagger
+    return {
+        "phase": "bc" if metrics.round == 0 else f"dagger-{metrics.round}",
+        "examples": data.dataset_examples if data else None,
+        "gather_cpu_minutes": (data.cpu_seconds if data else 0.0) / 60,
+        "train_cpu_minutes": (train.cpu_seconds if train else 0.0) / 60,
+        "train_steps": train.global_step if train else None,
+        "train_loss": train.loss if train else None,
+        "dagger_success_rate": dagger.success_rate if dagger else None,
     }
 
 
@@ -135,16 +150,7 @@ class Bench:
         )
         state = run.run(resume=run.exists())
         self.results["training"][name] = [
-            {
-                "phase": "bc" if row["round"] == 0 else f"dagger-{row['round']}",
-                "examples": row.get("data.dataset_examples"),
-                "gather_cpu_minutes": row.get("data.cpu_seconds", 0.0) / 60,
-                "train_cpu_minutes": row.get("train.cpu_seconds", 0.0) / 60,
-                "train_steps": row.get("train.global_step"),
-                "train_loss": row.get("train.loss"),
-                "dagger_success_rate": row.get("dagger.success_rate"),
-            }
-            for row in state.history
+            training_figures(RoundMetrics.from_row(row)) for row in state.history
         ]
         self.save()
         self._runs[(skills, dagger_rounds)] = run

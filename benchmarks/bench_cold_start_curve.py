@@ -46,6 +46,7 @@ from skillrl_core.files import atomic_write_text  # noqa: E402
 from skillrl_core.goal_range import FORMS, GoalRange, parse_goal_range  # noqa: E402
 from skillrl_core.significance import mcnemar_exact  # noqa: E402
 from trainers.cold_start.cold_start import ColdStartPhase, ColdStartRun  # noqa: E402
+from trainers.cold_start.round_metrics import RoundMetrics  # noqa: E402
 from trainers.cold_start.sft_config import ColdStartConfig  # noqa: E402
 from trainers.common.episode_metrics import summarise, wilson_interval  # noqa: E402
 from trainers.common.phased_run import PhaseEnded  # noqa: E402
@@ -247,21 +248,22 @@ class Curve:
         if round_index < 0 or not run.exists():
             return {}
         state = run.load_state()
-        rows = [h for h in state.history if h["round"] <= round_index]
-        seconds = sum(h.get("data.seconds", 0.0) + h.get("train.seconds", 0.0) for h in rows)
-        cpu = sum(h.get("data.cpu_seconds", 0.0) + h.get("train.cpu_seconds", 0.0) for h in rows)
-        seen = sum(h.get("train.examples", 0) * self.args.epochs for h in rows)
-        last = rows[-1] if rows else {}
+        rounds = [RoundMetrics.from_row(h) for h in state.history if h["round"] <= round_index]
+        seconds = sum(m.seconds for m in rounds)
+        cpu = sum(m.cpu_seconds for m in rounds)
+        seen = sum(m.train.examples * self.args.epochs for m in rounds if m.train)
+        last = rounds[-1] if rounds else RoundMetrics(round_index)  # none measured yet
+        data, train, dagger = last.data, last.train, last.dagger
         return {
             "recipe_seconds": seconds + self.results.get("model_load_seconds", 0.0),
             "recipe_cpu_seconds": cpu,
             "examples_seen": seen,
-            "dataset_examples": last.get("data.dataset_examples"),
-            "round_examples": last.get("train.examples"),
-            "train_loss": last.get("train.loss"),
-            "dagger_states": last.get("dagger.states"),
-            "dagger_mistakes": last.get("dagger.mistakes"),
-            "dagger_success_rate": last.get("dagger.success_rate"),
+            "dataset_examples": data.dataset_examples if data else None,
+            "round_examples": train.examples if train else None,
+            "train_loss": train.loss if train else None,
+            "dagger_states": dagger.states if dagger else None,
+            "dagger_mistakes": dagger.mistakes if dagger else None,
+            "dagger_success_rate": dagger.success_rate if dagger else None,
         }
 
     def run(self) -> None:

@@ -405,11 +405,13 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
     ]  # fmt: skip
     needs_model("train cycle", cycle, TIMEOUTS["train cycle"])
     if steps[-1].status == "ok":
+        from trainers.cycle.cycle_metrics import EVAL_EPISODES, TRAIN_EPISODES, TRAIN_MEAN_SCORE
+
         metrics = work / "train" / "runs" / "gpu-check" / "metrics.jsonl"
         rows = [json.loads(line) for line in metrics.read_text().splitlines()]
         steps[-1].figures = {
             key: rows[-1][key]
-            for key in ("train.episodes", "eval.episodes", "train.mean_score")
+            for key in (TRAIN_EPISODES, EVAL_EPISODES, TRAIN_MEAN_SCORE)
             if key in rows[-1]
         }
     marked = sorted(

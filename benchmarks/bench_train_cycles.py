@@ -52,6 +52,16 @@ from harness import (
     write_result,
 )
 
+from trainers.cycle.cycle_metrics import (
+    CYCLE_SECONDS,
+    EVAL_MEAN_SCORE,
+    EVAL_SUCCESS_RATE,
+    GROUPS_DROPPED,
+    GROUPS_KEPT,
+    TRAIN_SUCCESS_RATE,
+    UPDATE_STEP_GROUPS_SHARED,
+)
+
 CONFIGS = {
     "a: skills + turn-level GRPO (w=1)": ["--skills", "--step-weight", "1.0"],
     "b: skills + plain GRPO (w=0)": ["--skills", "--step-weight", "0.0"],
@@ -117,7 +127,7 @@ def _summed_wall_seconds(workspace: Path) -> list[dict]:
     of the rows' ``cycle.seconds`` (saved to ``cycle_seconds.json``)."""
     spent, total = {}, 0.0
     for row in _metrics(workspace):
-        total += row.get("cycle.seconds", 0.0)
+        total += row.get(CYCLE_SECONDS, 0.0)
         spent[str(row["cycle"])] = total
     (workspace / "cycle_seconds.json").write_text(json.dumps(spent, indent=1))
     return _with_wall_seconds(workspace)
@@ -330,24 +340,24 @@ def report(summary: dict) -> str:
     n = args["eval_goals"]
     for name, rows in summary["results"].items():
         for row in rows:
-            evaluated = "eval.success_rate" in row  # --eval-every leaves cycles out
-            wins = round(row["eval.success_rate"] * n) if evaluated else 0
+            evaluated = EVAL_SUCCESS_RATE in row  # --eval-every leaves cycles out
+            wins = round(row[EVAL_SUCCESS_RATE] * n) if evaluated else 0
             low, high = wilson_interval(wins, n)
-            train = row.get("train.success_rate")
-            kept = row.get("groups.kept")
-            groups = "" if kept is None else f"{kept} / {row.get('groups.dropped', 0)}"
+            train = row.get(TRAIN_SUCCESS_RATE)
+            kept = row.get(GROUPS_KEPT)
+            groups = "" if kept is None else f"{kept} / {row.get(GROUPS_DROPPED, 0)}"
             # The first call plays cycles 0 and 1: cycle 0 has no wall time of its own.
             wall = row.get("bench.wall_seconds") if row["cycle"] > 0 else None
             lines.append(
                 f"| {name} | {row['cycle']} "
                 + (
-                    f"| {wins}/{n} | [{low:.2f}, {high:.2f}] | {row['eval.mean_score']:.3f} "
+                    f"| {wins}/{n} | [{low:.2f}, {high:.2f}] | {row[EVAL_MEAN_SCORE]:.3f} "
                     if evaluated
                     else "| not evaluated | | "
                 )
                 + f"| {'' if train is None else f'{train:.0%}'} "
                 f"| {groups} "
-                f"| {row.get('update.step_groups_shared', '')} "
+                f"| {row.get(UPDATE_STEP_GROUPS_SHARED, '')} "
                 f"| {'' if wall is None else f'{wall / 60:.1f}'} |"
             )
     expert = summary["expert"]
@@ -536,10 +546,10 @@ def main() -> None:
     )
     for name, rows in results.items():
         first, last = rows[0], rows[-1]
-        s0, s1 = first["eval.success_rate"], last["eval.success_rate"]
+        s0, s1 = first[EVAL_SUCCESS_RATE], last[EVAL_SUCCESS_RATE]
         print(
-            f"{name:38s} {s0:10.2f} {s1:11.2f} {first['eval.mean_score']:9.3f} "
-            f"{last['eval.mean_score']:9.3f} {100 * (s1 - s0):+9.0f}pt"
+            f"{name:38s} {s0:10.2f} {s1:11.2f} {first[EVAL_MEAN_SCORE]:9.3f} "
+            f"{last[EVAL_MEAN_SCORE]:9.3f} {100 * (s1 - s0):+9.0f}pt"
         )
     print(f"{'expert ceiling (scripted)':38s} {success:10.2f} {'':11s} {score:9.3f}")
     print(
@@ -591,7 +601,7 @@ def paired_report(
         return data["episodes"] if data else []
 
     def evaluated(rows: list[dict]) -> list[int]:
-        return [row["cycle"] for row in rows if "eval.success_rate" in row and row["cycle"] > 0]
+        return [row["cycle"] for row in rows if EVAL_SUCCESS_RATE in row and row["cycle"] > 0]
 
     pairs = []
     for name, rows in results.items():
@@ -636,9 +646,9 @@ def plot(results: dict[str, list[dict]], path: Path, args: argparse.Namespace) -
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for name, rows in results.items():
-        rows = [row for row in rows if "eval.success_rate" in row]  # --eval-every skips
+        rows = [row for row in rows if EVAL_SUCCESS_RATE in row]  # --eval-every skips
         cycles = [row["cycle"] for row in rows]
-        success = [row["eval.success_rate"] for row in rows]
+        success = [row[EVAL_SUCCESS_RATE] for row in rows]
         n = args.eval_goals
         bounds = [wilson_interval(round(s * n), n) for s in success]
         line = left.plot(cycles, success, "o-", label=name)[0]
@@ -649,7 +659,7 @@ def plot(results: dict[str, list[dict]], path: Path, args: argparse.Namespace) -
             alpha=0.12,
             color=line.get_color(),
         )
-        right.plot(cycles, [row["eval.mean_score"] for row in rows], "s-", label=name)
+        right.plot(cycles, [row[EVAL_MEAN_SCORE] for row in rows], "s-", label=name)
     from matplotlib.ticker import MaxNLocator
 
     for axis, label in ((left, "success (95% interval)"), (right, "mean score")):

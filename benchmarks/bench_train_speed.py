@@ -72,6 +72,9 @@ def linear_weights(config: str) -> int:
 
 def run_arm(arm: str, round_index: int, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     """Run one arm's single-cycle training run; return its cycle-1 figures."""
+    from trainers.cycle.cycle_metrics import CycleMetrics
+    from trainers.update.grpo import StepMetrics
+
     workspace = root / f"{arm.replace(' ', '-')}-{round_index}"
     before = machine()
     before["bf16_matmul_gflops"] = round(matmul_gflops(dtype="bfloat16"), 1)
@@ -87,31 +90,33 @@ def run_arm(arm: str, round_index: int, args: argparse.Namespace, root: Path) ->
     wall = time.perf_counter() - started
     metrics = workspace / "runs" / "speed" / "metrics.jsonl"
     rows = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines()]
-    cycle = next(r for r in rows if r["cycle"] == 1)
-    episodes = int(cycle["train.episodes"])
-    seconds = float(cycle["cycle.seconds"])
-    flops = 2 * args.linear_weights * int(cycle.get("rollout.forwarded_tokens", 0))
-    model_seconds = float(cycle.get("rollout.model_seconds", 0.0))
+    cycle = CycleMetrics.from_row(next(r for r in rows if r["cycle"] == 1))
+    train, rollout = cycle.train, cycle.rollout
+    step = cycle.update.step if cycle.update else StepMetrics()  # no group kept: no update
+    episodes = int(train.episodes)
+    seconds = float(cycle.seconds)
+    flops = 2 * args.linear_weights * int(rollout.forwarded_tokens)
+    model_seconds = float(rollout.model_seconds)
     rate = flops / model_seconds / 1e9 if model_seconds > 0 else 0.0
     row = {
         "arm": arm,
         "round": round_index,
         "flags": ARMS[arm],
         "episodes": episodes,
-        "turns": round(episodes * float(cycle["train.mean_turns"]), 1),
-        "training_success": cycle["train.success_rate"],
+        "turns": round(episodes * float(train.mean_turns), 1),
+        "training_success": train.success_rate,
         "cycle_seconds": seconds,
-        "rollout_seconds": cycle["rollout.seconds"],
-        "update_seconds": cycle.get("update.seconds", 0.0),
+        "rollout_seconds": rollout.seconds,
+        "update_seconds": step.seconds,
         "episodes_per_hour": episodes / seconds * 3600,
         "rollout_model_seconds": model_seconds,
-        "rollout_forwarded_tokens": cycle.get("rollout.forwarded_tokens", 0),
+        "rollout_forwarded_tokens": rollout.forwarded_tokens,
         "rollout_gflops": rate,
-        "update_tokens_per_second": cycle.get("update.tokens_per_second", 0.0),
-        "update_samples": cycle.get("update.samples", 0),
-        "logprob_gap_mean": cycle.get("update.logprob_gap_mean", 0.0),
-        "ratio_mean": cycle.get("update.ratio_mean", 1.0),
-        "clip_high_fraction": cycle.get("update.clip_high_fraction", 0.0),
+        "update_tokens_per_second": step.tokens_per_second,
+        "update_samples": step.samples,
+        "logprob_gap_mean": step.logprob_gap_mean,
+        "ratio_mean": step.ratio_mean,
+        "clip_high_fraction": step.clip_high_fraction,
         "process_seconds": wall,
         "machine": before,
     }

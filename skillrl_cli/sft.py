@@ -306,12 +306,14 @@ def opening_lines(job: ColdStartJob, env_config: dict[str, Any]) -> list[str]:
 
 def done_figures(history: list[dict[str, Any]]) -> str:
     """Say how many rounds trained, on how many examples the last did and its mean loss."""
+    from trainers.cold_start.round_metrics import RoundMetrics
+
     if not history:
         return "no round trained"
-    last = history[-1]
+    last = RoundMetrics.from_row(history[-1]).train
     rounds = f"{len(history)} round{'s' if len(history) != 1 else ''}"
-    said = f"{rounds}; the last trained on {last.get('train.examples', '?')} examples"
-    loss = last.get("train.loss")
+    said = f"{rounds}; the last trained on {last.examples if last else '?'} examples"
+    loss = last.loss if last else None
     if not isinstance(loss, int | float) or loss != loss:  # NaN: resumed after its last step
         return f"{said} (its loss is not recorded: resumed after its last step)"
     return f"{said} at a mean loss of {loss:.4f}"

@@ -24,6 +24,7 @@ from skillrl_core.errors import ConfigError, DataFileError
 from trainers.cold_start.cold_start import ColdStartPhase, ColdStartRun
 from trainers.cold_start.cold_start_data import ExampleGatherer
 from trainers.cold_start.dagger import ExpertLabeller, LabellingAgent, collect_examples, succeeded
+from trainers.cold_start.round_metrics import SourceFigures
 from trainers.cold_start.sft import build_trainer, train_round
 from trainers.cold_start.sft_config import ColdStartConfig
 from trainers.cold_start.sft_data import action_target, read_examples, tokenize_example
@@ -348,7 +349,7 @@ def test_bank_episodes_replay_into_the_same_examples_as_the_expert_gave(tiny_fol
     )
     gathered = gatherer.gather(0, goals=[])  # the bank source replays what is stored
     replayed = gathered.examples
-    assert gathered.metrics == {"data.bank_episodes": len(stored), "data.bank_success_rate": 1.0}
+    assert gathered.sources == {"bank": SourceFigures(episodes=len(stored), success_rate=1.0)}
     key = lambda e: (e.goal_id, e.turn)  # noqa: E731
     expected = {key(e): e for e in demonstrated.examples}
     assert {key(e) for e in replayed} == set(expected)

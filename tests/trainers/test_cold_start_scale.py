@@ -95,14 +95,14 @@ def test_dagger_keeps_only_the_states_where_the_learner_was_wrong(three_layers):
         env_config={"max_turns": 4}, prompt_config=PROMPT,
     )  # fmt: skip
     gathered = gatherer.gather(1, [0, 1, 2])
-    kept, metrics = gathered.examples, gathered.metrics
-    assert metrics["dagger.states"] >= metrics["dagger.mistakes"] == len(kept) > 0
+    kept, dagger = gathered.examples, gathered.dagger
+    assert dagger.states >= dagger.mistakes == len(kept) > 0
     assert all(e.learner_action != e.action for e in kept)
     everything = ExampleGatherer(
         ColdStartConfig(skills=False, max_turns=4), policy=gatherer.policy, bank=None,
         teacher=None, env_config={"max_turns": 4}, prompt_config=PROMPT,
     ).gather(1, [0, 1, 2])  # fmt: skip
-    assert len(everything.examples) == metrics["dagger.states"]
+    assert len(everything.examples) == dagger.states
 
 
 def test_a_replaying_round_trains_on_its_examples_and_k_times_as_many_earlier_ones(

@@ -37,6 +37,7 @@ from skillrl_core.errors import CheckpointError, ConfigError
 from skillrl_core.files import atomic_write_json, atomic_write_text
 from skillrl_core.splits import TRAIN_SPLIT
 from trainers.cold_start.cold_start_data import ExampleGatherer
+from trainers.cold_start.round_metrics import DataFigures, RoundMetrics, TrainFigures
 from trainers.cold_start.sft import RoundResult, train_round
 from trainers.cold_start.sft_config import ColdStartConfig
 from trainers.cold_start.sft_data import TurnExample, read_examples, write_examples
@@ -301,33 +302,30 @@ class ColdStartRun:
     def _data(self, round_index: int, state: ColdStartState) -> None:
         started, cpu = time.perf_counter(), time.process_time()
         path = self.round_data(round_index)
-        metrics: dict[str, Any] = {}
+        metrics = self._current(state, round_index)
         if path.exists():  # written before a kill: kept, not gathered again
             examples = read_examples(path)
         else:
             # The callback may be set after construction (the CLI's bars are): pass it on now.
             self._gatherer.on_episode = self.on_episode
             gathered = self._gatherer.gather(round_index, self.goals_of(round_index))
-            examples, metrics = gathered.examples, gathered.metrics
+            examples = gathered.examples
+            metrics = metrics.with_figures(sources=gathered.sources, dagger=gathered.dagger)
             write_examples(path, examples)
         self.events.emit(PhaseSaved(round_index, ColdStartPhase.DATA))
         everything: list[TurnExample] = []
         for r in range(round_index + 1):
             everything.extend(read_examples(self.round_data(r)))
         write_examples(self.dataset_path, everything)
-        state.current.update(metrics)
-        state.current.update(
-            {
-                "data.examples": len(examples),
-                "data.dataset_examples": len(everything),
-                "data.seconds": state.current.get("data.seconds", 0.0)
-                + time.perf_counter()
-                - started,
-                "data.cpu_seconds": state.current.get("data.cpu_seconds", 0.0)
-                + time.process_time()
-                - cpu,
-            }
+        held = metrics.data  # a phase resumed after a kill adds to what it had spent
+        data = DataFigures(
+            examples=len(examples),
+            dataset_examples=len(everything),
+            seconds=(held.seconds if held else 0.0) + time.perf_counter() - started,
+            cpu_seconds=(held.cpu_seconds if held else 0.0) + time.process_time() - cpu,
         )
+        row = metrics.with_figures(data=data).to_row()
+        state.current = {k: v for k, v in row.items() if k != "round"}
 
     def _train(self, round_index: int, state: ColdStartState) -> None:
         started, cpu = time.perf_counter(), time.process_time()
@@ -343,7 +341,8 @@ class ColdStartRun:
                 "goals); use more --dagger-goals or --dagger-keep all"
             )
         folder = self.root / "trainer" / f"round-{round_index:04d}"
-        offset = sum(int(row.get("train.global_step", 0)) for row in state.history)
+        done = [RoundMetrics.from_row(row).train for row in state.history]
+        offset = sum(train.global_step for train in done if train is not None)
         with _StepLog(self.root / "tensorboard", offset) as write_log:
 
             def on_log(step: int, logs: dict[str, float]) -> None:
@@ -356,19 +355,23 @@ class ColdStartRun:
         path = save_checkpoint(model, self.policy.tokenizer, self.checkpoint(round_index))
         self.model_settings().save(path)
         shutil.rmtree(folder, ignore_errors=True)
-        row = {
-            "round": round_index,
-            **state.current,
-            "train.global_step": result.global_step,
-            "train.loss": result.train_loss,
-            "train.examples": result.examples,
-            "train.target_tokens": result.target_tokens,
-            "train.seconds": time.perf_counter() - started,
-            "train.cpu_seconds": time.process_time() - cpu,
-            "checkpoint": str(path),
-        }
+        train = TrainFigures(
+            global_step=result.global_step,
+            loss=result.train_loss,
+            examples=result.examples,
+            target_tokens=result.target_tokens,
+            seconds=time.perf_counter() - started,
+            cpu_seconds=time.process_time() - cpu,
+        )
+        metrics = self._current(state, round_index).with_figures(train=train, checkpoint=str(path))
+        row = metrics.to_row()
         state.history = [h for h in state.history if h["round"] != round_index] + [row]
         _write_metrics(self.root / "metrics.jsonl", state.history)
+
+    @staticmethod
+    def _current(state: ColdStartState, round_index: int) -> RoundMetrics:
+        """Return what the round in progress measured so far (kept in ``state.current``)."""
+        return RoundMetrics.from_row({**state.current, "round": round_index})
 
     def model_settings(self) -> ModelSettings:
         """Return the settings this run trains under (saved beside every checkpoint)."""

@@ -13,7 +13,7 @@ policy sees at run time.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memory.placebo import MixedRetrieval, PlaceboRetrieval
@@ -29,6 +29,7 @@ from trainers.cold_start.dagger import (
     collect_examples,
     succeeded,
 )
+from trainers.cold_start.round_metrics import DaggerFigures, SourceFigures
 from trainers.cold_start.sft_config import ColdStartConfig
 from trainers.cold_start.sft_data import TurnExample
 from trainers.common.policy_rollouts import PolicyRollouts
@@ -46,9 +47,10 @@ class GatheredExamples:
     """One round's turn examples and the figures of the episodes they came from."""
 
     examples: list[TurnExample]
-    metrics: dict[str, Any]
-    """``data.<source>_episodes`` / ``data.<source>_success_rate`` (round 0), or
-    ``dagger.episodes`` / ``dagger.success_rate`` / ``dagger.mean_turns`` (DAgger rounds)."""
+    sources: dict[str, SourceFigures] = field(default_factory=dict)
+    """Round 0: the episodes each configured source played."""
+    dagger: DaggerFigures | None = None
+    """A DAgger round: the learner's episodes and the states the expert labelled."""
 
 
 class ExampleGatherer:
@@ -78,7 +80,7 @@ class ExampleGatherer:
         """
         if round_index == 0:
             examples: list[TurnExample] = []
-            metrics: dict[str, Any] = {}
+            figures: dict[str, SourceFigures] = {}
             sources = {
                 "expert": self._from_expert,
                 "teacher": self._from_teacher,
@@ -87,9 +89,8 @@ class ExampleGatherer:
             for source in self.config.sources:
                 found, episodes = sources[source](goals)
                 examples.extend(found)
-                metrics[f"data.{source}_episodes"] = len(episodes)
-                metrics[f"data.{source}_success_rate"] = _success_rate(episodes)
-            return GatheredExamples(examples, metrics)
+                figures[source] = SourceFigures(len(episodes), _success_rate(episodes))
+            return GatheredExamples(examples, sources=figures)
         labelled = self._collect(
             self._learner_agent(round_index),
             ExpertLabeller(self.config.max_turns),
@@ -103,14 +104,14 @@ class ExampleGatherer:
             kept = [e for e in kept if e.learner_action != e.action]
         return GatheredExamples(
             kept,
-            {
-                "dagger.states": len(labelled.examples),
-                "dagger.mistakes": sum(e.learner_action != e.action for e in labelled.examples),
-                "dagger.episodes": len(labelled.episodes),
-                "dagger.success_rate": _success_rate(labelled.episodes),
-                "dagger.mean_turns": sum(len(e.turns) for e in labelled.episodes)
+            dagger=DaggerFigures(
+                episodes=len(labelled.episodes),
+                success_rate=_success_rate(labelled.episodes),
+                mean_turns=sum(len(e.turns) for e in labelled.episodes)
                 / max(len(labelled.episodes), 1),
-            },
+                states=len(labelled.examples),
+                mistakes=sum(e.learner_action != e.action for e in labelled.examples),
+            ),
         )
 
     def _from_expert(self, goals: list[int]) -> tuple[list[TurnExample], list[EpisodeRecord]]:

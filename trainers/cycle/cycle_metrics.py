@@ -9,7 +9,9 @@ read), and the CLI prints the same object from memory. A cycle in progress keeps
 :meth:`from_row`.
 
 Readers that take single figures from rows (the learning curve, run listings, ``skillrl view``'s
-charts) name them by the key constants below, not by strings of their own. Light on purpose:
+charts, the training benchmarks' summaries, whose rows may hold a section in part) name them by
+the key constants below, not by strings of their own; readers of whole rows take
+:meth:`CycleMetrics.from_row`'s typed sections. Light on purpose:
 no torch (``StepMetrics`` is imported only where an update is read back), so those readers can
 import it.
 """
@@ -82,8 +84,8 @@ class UpdateFigures:
     def to_row(self) -> dict[str, Any]:
         """Return the ``update.*`` keys of a metrics row."""
         row = {f"update.{k}": v for k, v in asdict(self.step).items()}
-        row["update.tokens_per_second"] = self.step.tokens_per_second
-        row["update.step_groups_shared"] = self.step_groups_shared
+        row[UPDATE_TOKENS_PER_SECOND] = self.step.tokens_per_second
+        row[UPDATE_STEP_GROUPS_SHARED] = self.step_groups_shared
         if self.sync_seconds is not None:
             row["update.sync_seconds"] = self.sync_seconds
         return row
@@ -104,9 +106,7 @@ class UpdateFigures:
                 if f"update.{f.name}" in row
             }
         )
-        return cls(
-            step, int(row.get("update.step_groups_shared", 0)), row.get("update.sync_seconds")
-        )
+        return cls(step, int(row.get(UPDATE_STEP_GROUPS_SHARED, 0)), row.get("update.sync_seconds"))
 
 
 @dataclass(frozen=True)
@@ -201,8 +201,11 @@ EVAL_EPISODES = "eval.episodes"
 EVAL_MEAN_SCORE = "eval.mean_score"
 TRAIN_SUCCESS_RATE = "train.success_rate"
 TRAIN_EPISODES = "train.episodes"
+TRAIN_MEAN_SCORE = "train.mean_score"
 GROUPS_KEPT = "groups.kept"
+GROUPS_DROPPED = "groups.dropped"
 UPDATE_LOSS = "update.loss"
+UPDATE_STEP_GROUPS_SHARED = "update.step_groups_shared"
 UPDATE_KL = "update.kl"
 UPDATE_CLIP_HIGH_FRACTION = "update.clip_high_fraction"
 UPDATE_TOKENS_PER_SECOND = "update.tokens_per_second"
