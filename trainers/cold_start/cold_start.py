@@ -28,9 +28,9 @@ import random
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from skillrl.policies.model_settings import ModelSettings
 from skillrl_core.errors import CheckpointError, ConfigError
@@ -41,7 +41,8 @@ from trainers.cold_start.sft import RoundResult, train_round
 from trainers.cold_start.sft_config import ColdStartConfig
 from trainers.cold_start.sft_data import TurnExample, read_examples, write_examples
 from trainers.common.checkpoint import save_checkpoint
-from trainers.common.phased_run import Phase, PhaseSaved, RunEvents, drive, phase_completed
+from trainers.common.phased_run import Phase, PhaseSaved, RunEvents, drive
+from trainers.common.run_state import STATE_FILE, PhasedRunState, read_run_state
 from trainers.common.settings_migration import changed_settings
 
 if TYPE_CHECKING:
@@ -66,28 +67,14 @@ class ColdStartPhase(Phase):
 
 
 @dataclass
-class ColdStartState:
-    """Where a cold-start run stands."""
+class ColdStartState(PhasedRunState):
+    """Where a cold-start run stands; written after every completed phase."""
+
+    stage_field: ClassVar[str] = "round"
+    phases: ClassVar[type[Phase]] = ColdStartPhase
 
     round: int = 0
-    phase: str = ""
-    """Last completed phase of ``round`` ("" = none)."""
-    done: bool = False
-    history: list[dict[str, Any]] = field(default_factory=list)
-    """One metrics row per completed round."""
-    current: dict[str, Any] = field(default_factory=dict)
-
-    def completed(self, round_index: int, phase: ColdStartPhase) -> bool:
-        """Whether ``phase`` of ``round_index`` is done."""
-        return phase_completed(list(ColdStartPhase), self.round, self.phase, round_index, phase)
-
-    def finish_phase(self, round_index: int, phase: ColdStartPhase) -> None:
-        """Record ``phase`` of ``round_index`` as the last one done."""
-        self.round, self.phase = round_index, phase.value
-
-    def finish_stage(self, round_index: int) -> None:
-        """Record ``round_index`` as done: the next round starts with no phase done."""
-        self.round, self.phase, self.current = round_index + 1, "", {}
+    """The round in progress (once ``done``: the next one more ``--dagger-rounds`` would run)."""
 
 
 def checkpoint_path(root: Path, round_index: int) -> Path:
@@ -196,7 +183,7 @@ class ColdStartRun:
     @property
     def state_path(self) -> Path:
         """The commit point of every phase."""
-        return self.root / "state.json"
+        return self.root / STATE_FILE
 
     @property
     def dataset_path(self) -> Path:
@@ -221,14 +208,11 @@ class ColdStartRun:
         return self.state_path.exists()
 
     def load_state(self) -> ColdStartState:
-        """Read ``state.json`` (CheckpointError when missing or corrupt)."""
-        try:
-            return ColdStartState(**json.loads(self.state_path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError) as error:
-            raise CheckpointError(f"cannot resume: {self.state_path}: {error}") from error
+        """Read ``state.json`` (CheckpointError, naming the file, when missing or damaged)."""
+        return read_run_state(self.state_path, ColdStartState, "cold-start run")
 
     def _save_state(self, state: ColdStartState) -> None:
-        atomic_write_json(self.state_path, asdict(state))
+        atomic_write_json(self.state_path, state.to_dict())
 
     # -- driving ---------------------------------------------------------------------------
     def run(self, *, resume: bool = False) -> ColdStartState:
