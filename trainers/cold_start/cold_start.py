@@ -42,7 +42,13 @@ from trainers.cold_start.sft_config import ColdStartConfig
 from trainers.cold_start.sft_data import TurnExample, read_examples, write_examples
 from trainers.common.checkpoint import save_checkpoint
 from trainers.common.phased_run import Phase, PhaseSaved, RunEvents, drive
-from trainers.common.run_state import STATE_FILE, PhasedRunState, read_run_state
+from trainers.common.run_state import (
+    CONFIG_FILE,
+    STATE_FILE,
+    PhasedRunState,
+    prepare_run_folder,
+    read_run_state,
+)
 from trainers.common.settings_migration import changed_settings
 
 if TYPE_CHECKING:
@@ -236,30 +242,30 @@ class ColdStartRun:
 
     def _start(self, resume: bool) -> ColdStartState:
         settings = self._settings()
-        if not resume or not self.exists():
-            if self.exists():
-                raise CheckpointError(
-                    f"{self.root} already holds a cold-start run; pass --resume to continue it "
-                    "or choose another --run-name"
-                )
-            atomic_write_json(self.root / "config.json", settings)
-            state = ColdStartState()
-            self._save_state(state)
-            return state
-        saved = json.loads((self.root / "config.json").read_text(encoding="utf-8"))
-        changed = changed_settings(saved, settings, ("cold_start", "prompt"), RESUMABLE_COLD_START)
-        if changed:
-            raise CheckpointError(
-                f"--resume with different settings than {self.root / 'config.json'} "
-                f"({'; '.join(changed[:3])}): only --dagger-rounds may change when resuming"
-            )
-        atomic_write_json(self.root / "config.json", settings)
-        state = self.load_state()
+        state = prepare_run_folder(
+            self.root,
+            settings,
+            resume=resume and self.exists(),  # resuming a folder that holds no run starts one
+            what="cold-start run",
+            state_type=ColdStartState,
+            check_resume=lambda _state: self._check_resume(settings),
+        )
         state.done = False
         trained = state.round - 1 if state.phase != "train" else state.round
         if trained >= 0 and self.checkpoint(trained).exists():
             self._load_weights(self.checkpoint(trained))
         return state
+
+    def _check_resume(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """Refuse a resume that changes more than the DAgger rounds; return ``settings``."""
+        saved = json.loads((self.root / CONFIG_FILE).read_text(encoding="utf-8"))
+        changed = changed_settings(saved, settings, ("cold_start", "prompt"), RESUMABLE_COLD_START)
+        if changed:
+            raise CheckpointError(
+                f"--resume with different settings than {self.root / CONFIG_FILE} "
+                f"({'; '.join(changed[:3])}): only --dagger-rounds may change when resuming"
+            )
+        return settings
 
     def _load_weights(self, path: Path) -> None:
         """Continue from the model a finished round saved (the in-process model is replaced)."""

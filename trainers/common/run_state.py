@@ -1,4 +1,4 @@
-"""Where a phased run stands: its ``state.json``, one shape for both trainers.
+"""Where a phased run stands (its ``state.json``), and how its folder starts or resumes.
 
 Both resumable runs, the improvement cycle (:class:`~trainers.cycle.run_files.RunState`) and the
 cold start (:class:`~trainers.cold_start.cold_start.ColdStartState`), commit one shape after
@@ -7,18 +7,26 @@ the run is done, one metrics row per completed stage and the metrics of the stag
 Each trainer names its stage field (``cycle``, ``round``) and that name is also the key in
 ``state.json``, so ``dataclasses.asdict`` is the file's object and run folders written before
 this module resume unchanged.
+
+:func:`prepare_run_folder` is the one start of both runs: a new folder gets the run's settings
+(``config.json``) and a fresh state; a resumed one is read, cleared of the temp files a killed
+write left, checked against today's settings by the trainer, and given its settings again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import shutil
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from skillrl_core.errors import CheckpointError, DataFileError
-from skillrl_core.files import read_json_object
+from skillrl_core.files import atomic_write_json, read_json_object
 from trainers.common.phased_run import Phase, phase_completed
+
+logger = logging.getLogger(__name__)
 
 STATE_FILE = "state.json"
 """Name of a run folder's state file: written last in each phase, the phase's commit point."""
@@ -125,3 +133,62 @@ def read_run_state(path: Path, state_type: type[StateT], what: str) -> StateT:
         return state_type.from_dict(data)
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{path} is damaged: {error}; {advice}") from error
+
+
+def remove_stale_temps_under(root: Path) -> list[Path]:
+    """Delete the temp files and folders a killed run left anywhere in its folder ``root``.
+
+    Every writer of a run folder names its temp ``.<target>.<random>.tmp`` (``.<target>.old``
+    while a folder is swapped) beside the target; a resume calls this before redoing the
+    unfinished phase, which writes them all again. Returns what was removed.
+    """
+    if not root.is_dir():
+        return []
+    stale = [
+        p
+        for p in root.rglob(".*")
+        if p.name.endswith((".tmp", ".tmp.png", ".old")) and p.name.count(".") >= 2
+    ]
+    for path in stale:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    if stale:
+        logger.info("removed %d stale temp file(s) from %s", len(stale), root)
+    return stale
+
+
+def prepare_run_folder(
+    root: Path,
+    settings: Mapping[str, Any],
+    *,
+    resume: bool,
+    what: str,
+    state_type: type[StateT],
+    check_resume: Callable[[StateT], Mapping[str, Any]],
+) -> StateT:
+    """Start a run in folder ``root``, or resume the one there; returns the state to go on from.
+
+    Without ``resume``, a folder already holding a run (a ``state.json``) is refused with a
+    CheckpointError; otherwise ``settings`` become ``config.json`` and a fresh ``state_type()``
+    its ``state.json``. With ``resume``, the state is read (:func:`read_run_state`), the temps a
+    killed write left are removed, and ``check_resume(state)`` compares the saved settings with
+    today's (raising CheckpointError: nothing more is written) and returns the settings to save,
+    which replace ``config.json``. ``what`` names the run in messages ("run", "cold-start run").
+    """
+    state_path, config_path = root / STATE_FILE, root / CONFIG_FILE
+    if not resume:
+        if state_path.exists():
+            raise CheckpointError(
+                f"{root} already holds a {what}; pass --resume to continue it "
+                "or choose another --run-name"
+            )
+        atomic_write_json(config_path, dict(settings))
+        state = state_type()
+        atomic_write_json(state_path, state.to_dict())
+        return state
+    state = read_run_state(state_path, state_type, what)
+    remove_stale_temps_under(root)  # e.g. a half-written checkpoint of a killed save
+    atomic_write_json(config_path, dict(check_resume(state)))
+    return state

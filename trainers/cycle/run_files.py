@@ -24,8 +24,6 @@ last in each phase: a phase either counts as done with all its files in place, o
 from __future__ import annotations
 
 import json
-import logging
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -47,8 +45,6 @@ from trainers.update.update_record import UpdateRecord
 
 if TYPE_CHECKING:
     from trainers.cycle.config import CycleConfig
-
-logger = logging.getLogger(__name__)
 
 
 class CyclePhase(Phase):
@@ -152,29 +148,6 @@ class RunFiles:
     def exists(self) -> bool:
         """Whether a run was started here."""
         return self.state_path.exists()
-
-    def remove_stale_temps(self) -> list[Path]:
-        """Delete temp files and folders that a killed run left in the run folder.
-
-        Every writer here names its temp ``.<target>.<random>.tmp`` (``.<target>.old`` while a
-        folder is swapped) beside the target; ``--resume`` calls this before redoing the
-        unfinished phase, which writes them all again.
-        """
-        if not self.root.is_dir():
-            return []
-        stale = [
-            p
-            for p in self.root.rglob(".*")
-            if p.name.endswith((".tmp", ".tmp.png", ".old")) and p.name.count(".") >= 2
-        ]
-        for path in stale:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-        if stale:
-            logger.info("removed %d stale temp file(s) from %s", len(stale), self.root)
-        return stale
 
     def load_state(self) -> RunState:
         """Read ``state.json`` (CheckpointError, naming the file, when missing or damaged)."""
