@@ -28,9 +28,9 @@ import random
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from skillrl.policies.model_settings import ModelSettings
 from skillrl_core.errors import CheckpointError, ConfigError
@@ -42,7 +42,14 @@ from trainers.cold_start.sft import RoundResult, train_round
 from trainers.cold_start.sft_config import ColdStartConfig
 from trainers.cold_start.sft_data import TurnExample, read_examples, write_examples
 from trainers.common.checkpoint import save_checkpoint
-from trainers.common.phased_run import Phase, PhaseSaved, RunEvents, drive, phase_completed
+from trainers.common.phased_run import Phase, PhaseSaved, RunEvents, drive
+from trainers.common.run_state import (
+    CONFIG_FILE,
+    STATE_FILE,
+    PhasedRunState,
+    prepare_run_folder,
+    read_run_state,
+)
 from trainers.common.settings_migration import changed_settings
 
 if TYPE_CHECKING:
@@ -67,28 +74,14 @@ class ColdStartPhase(Phase):
 
 
 @dataclass
-class ColdStartState:
-    """Where a cold-start run stands."""
+class ColdStartState(PhasedRunState):
+    """Where a cold-start run stands; written after every completed phase."""
+
+    stage_field: ClassVar[str] = "round"
+    phases: ClassVar[type[Phase]] = ColdStartPhase
 
     round: int = 0
-    phase: str = ""
-    """Last completed phase of ``round`` ("" = none)."""
-    done: bool = False
-    history: list[dict[str, Any]] = field(default_factory=list)
-    """One metrics row per completed round."""
-    current: dict[str, Any] = field(default_factory=dict)
-
-    def completed(self, round_index: int, phase: ColdStartPhase) -> bool:
-        """Whether ``phase`` of ``round_index`` is done."""
-        return phase_completed(list(ColdStartPhase), self.round, self.phase, round_index, phase)
-
-    def finish_phase(self, round_index: int, phase: ColdStartPhase) -> None:
-        """Record ``phase`` of ``round_index`` as the last one done."""
-        self.round, self.phase = round_index, phase.value
-
-    def finish_stage(self, round_index: int) -> None:
-        """Record ``round_index`` as done: the next round starts with no phase done."""
-        self.round, self.phase, self.current = round_index + 1, "", {}
+    """The round in progress (once ``done``: the next one more ``--dagger-rounds`` would run)."""
 
 
 def checkpoint_path(root: Path, round_index: int) -> Path:
@@ -197,7 +190,7 @@ class ColdStartRun:
     @property
     def state_path(self) -> Path:
         """The commit point of every phase."""
-        return self.root / "state.json"
+        return self.root / STATE_FILE
 
     @property
     def dataset_path(self) -> Path:
@@ -222,14 +215,11 @@ class ColdStartRun:
         return self.state_path.exists()
 
     def load_state(self) -> ColdStartState:
-        """Read ``state.json`` (CheckpointError when missing or corrupt)."""
-        try:
-            return ColdStartState(**json.loads(self.state_path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError) as error:
-            raise CheckpointError(f"cannot resume: {self.state_path}: {error}") from error
+        """Read ``state.json`` (CheckpointError, naming the file, when missing or damaged)."""
+        return read_run_state(self.state_path, ColdStartState, "cold-start run")
 
     def _save_state(self, state: ColdStartState) -> None:
-        atomic_write_json(self.state_path, asdict(state))
+        atomic_write_json(self.state_path, state.to_dict())
 
     # -- driving ---------------------------------------------------------------------------
     def run(self, *, resume: bool = False) -> ColdStartState:
@@ -253,30 +243,30 @@ class ColdStartRun:
 
     def _start(self, resume: bool) -> ColdStartState:
         settings = self._settings()
-        if not resume or not self.exists():
-            if self.exists():
-                raise CheckpointError(
-                    f"{self.root} already holds a cold-start run; pass --resume to continue it "
-                    "or choose another --run-name"
-                )
-            atomic_write_json(self.root / "config.json", settings)
-            state = ColdStartState()
-            self._save_state(state)
-            return state
-        saved = json.loads((self.root / "config.json").read_text(encoding="utf-8"))
-        changed = changed_settings(saved, settings, ("cold_start", "prompt"), RESUMABLE_COLD_START)
-        if changed:
-            raise CheckpointError(
-                f"--resume with different settings than {self.root / 'config.json'} "
-                f"({'; '.join(changed[:3])}): only --dagger-rounds may change when resuming"
-            )
-        atomic_write_json(self.root / "config.json", settings)
-        state = self.load_state()
+        state = prepare_run_folder(
+            self.root,
+            settings,
+            resume=resume and self.exists(),  # resuming a folder that holds no run starts one
+            what="cold-start run",
+            state_type=ColdStartState,
+            check_resume=lambda _state: self._check_resume(settings),
+        )
         state.done = False
         trained = state.round - 1 if state.phase != "train" else state.round
         if trained >= 0 and self.checkpoint(trained).exists():
             self._load_weights(self.checkpoint(trained))
         return state
+
+    def _check_resume(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """Refuse a resume that changes more than the DAgger rounds; return ``settings``."""
+        saved = json.loads((self.root / CONFIG_FILE).read_text(encoding="utf-8"))
+        changed = changed_settings(saved, settings, ("cold_start", "prompt"), RESUMABLE_COLD_START)
+        if changed:
+            raise CheckpointError(
+                f"--resume with different settings than {self.root / CONFIG_FILE} "
+                f"({'; '.join(changed[:3])}): only --dagger-rounds may change when resuming"
+            )
+        return settings
 
     def _load_weights(self, path: Path) -> None:
         """Continue from the model a finished round saved (the in-process model is replaced)."""

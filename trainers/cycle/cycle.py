@@ -74,6 +74,7 @@ from trainers.common.phased_run import (
     drive,
 )
 from trainers.common.policy_rollouts import PolicyRollouts
+from trainers.common.run_state import prepare_run_folder
 from trainers.common.seeding import seed_everything
 from trainers.cycle.checkpoint_choice import (
     PairedTest,
@@ -266,24 +267,22 @@ class TrainingRun:
         return state
 
     def _prepare_folder(self, resume: bool) -> RunState:
-        if not resume:
-            if self.files.exists():
-                raise CheckpointError(
-                    f"{self.files.root} already holds a run; pass --resume to continue it "
-                    "or choose another --run-name"
-                )
-            self.files.save_config(run_settings(self.config, self.grpo, self.options))
-            state = RunState()
-            self.files.save_state(state)
-            return state
-        state = self.files.load_state()
-        self.files.remove_stale_temps()  # e.g. a half-written checkpoint of a killed save
+        return prepare_run_folder(
+            self.files.root,
+            run_settings(self.config, self.grpo, self.options),
+            resume=resume,
+            what="run",
+            state_type=RunState,
+            check_resume=self._resumed_settings,
+        )
+
+    def _resumed_settings(self, state: RunState) -> dict[str, Any]:
+        """Refuse a resume that changes what the run trains; return the settings it saves again."""
         saved = check_resume_settings(self.files, self.config, self.grpo, self.options)
         check_saved_cycle(self.files, state)
         # A resume without launch options (a library caller) keeps the ones the run saved.
         options = self.options if self.options is not None else saved.get("options")
-        self.files.save_config(run_settings(self.config, self.grpo, options))
-        return state
+        return run_settings(self.config, self.grpo, options)
 
     # -- phases ----------------------------------------------------------------------------
     def _rollout(self, cycle: int, state: RunState) -> None:

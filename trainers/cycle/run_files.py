@@ -24,24 +24,27 @@ last in each phase: a phase either counts as done with all its files in place, o
 from __future__ import annotations
 
 import json
-import logging
-import shutil
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from skillrl_core.errors import CheckpointError, DataFileError
 from skillrl_core.files import atomic_write_json, atomic_write_text, read_json_object
 from skillrl_core.records import EpisodeRecord
-from trainers.common.phased_run import Phase, phase_completed
+from trainers.common.phased_run import Phase
+from trainers.common.run_state import (
+    CONFIG_FILE,
+    STATE_FILE,
+    PhasedRunState,
+    check_count,
+    read_run_state,
+)
 from trainers.cycle.checkpoint_choice import RunChoice
 from trainers.cycle.cycle_rollout import RolloutPhase
 from trainers.update.update_record import UpdateRecord
 
 if TYPE_CHECKING:
     from trainers.cycle.config import CycleConfig
-
-logger = logging.getLogger(__name__)
 
 
 class CyclePhase(Phase):
@@ -72,66 +75,30 @@ def run_phases(config: CycleConfig) -> list[tuple[int, CyclePhase]]:
 
 
 @dataclass
-class RunState:
-    """Where a run stands; written after every completed phase."""
+class RunState(PhasedRunState):
+    """Where an improvement run stands; written after every completed phase."""
+
+    stage_field: ClassVar[str] = "cycle"
+    phases: ClassVar[type[Phase]] = CyclePhase
 
     cycle: int = 0
     """The cycle in progress (once ``done``: the next one a longer ``--cycles`` would run)."""
-    phase: str = ""
-    """The last completed phase of ``cycle`` ("" = none yet)."""
     goal_cursor: int = 0
     """Position in the shuffled training-goal order where the next rollout starts."""
-    done: bool = False
-    """All cycles completed."""
-    history: list[dict[str, Any]] = field(default_factory=list)
-    """Metrics of every completed cycle, in order."""
-    current: dict[str, Any] = field(default_factory=dict)
-    """Metrics gathered so far in the cycle in progress."""
     stopped_early_after: int | None = None
     """The cycle after which ``--patience`` stopped the run (None: not stopped)."""
     tested: bool = False
     """The chosen cycle has played the test goals (``--test-goals``; the run's last step)."""
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunState:
-        """Build a state from ``state.json``'s object; ValueError names a field of a wrong type."""
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown field(s) {', '.join(unknown)}")
-        state = cls(**data)
-        for name in ("cycle", "goal_cursor"):
-            value = getattr(state, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name!r} ({value!r}) must be an integer >= 0")
-        names = [phase.value for phase in CyclePhase]
-        if state.phase not in ("", *names):
-            raise ValueError(f"'phase' ({state.phase!r}) must be one of {', '.join(names)}")
-        if not isinstance(state.done, bool):
-            raise ValueError(f"'done' ({state.done!r}) must be true or false")
-        if not isinstance(state.history, list) or not all(
-            isinstance(row, dict) for row in state.history
-        ):
-            raise ValueError("'history' must be a list of objects")
-        if not isinstance(state.current, dict):
-            raise ValueError("'current' must be an object")
-        stopped = state.stopped_early_after
+    def check_fields(self) -> None:
+        """Raise ValueError naming the first field of a wrong type or value."""
+        super().check_fields()
+        check_count("goal_cursor", self.goal_cursor)
+        stopped = self.stopped_early_after
         if stopped is not None and (isinstance(stopped, bool) or not isinstance(stopped, int)):
             raise ValueError(f"'stopped_early_after' ({stopped!r}) must be a cycle or null")
-        if not isinstance(state.tested, bool):
-            raise ValueError(f"'tested' ({state.tested!r}) must be true or false")
-        return state
-
-    def completed(self, cycle: int, phase: CyclePhase) -> bool:
-        """Whether ``phase`` of ``cycle`` is already done."""
-        return phase_completed(list(CyclePhase), self.cycle, self.phase, cycle, phase)
-
-    def finish_phase(self, cycle: int, phase: CyclePhase) -> None:
-        """Record ``phase`` of ``cycle`` as the last one done."""
-        self.cycle, self.phase = cycle, phase.value
-
-    def finish_stage(self, cycle: int) -> None:
-        """Record ``cycle`` as done: the next one starts with no phase done and no metrics."""
-        self.cycle, self.phase, self.current = cycle + 1, "", {}
+        if not isinstance(self.tested, bool):
+            raise ValueError(f"'tested' ({self.tested!r}) must be true or false")
 
 
 class RunFiles:
@@ -139,8 +106,8 @@ class RunFiles:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.state_path = root / "state.json"
-        self.config_path = root / "config.json"
+        self.state_path = root / STATE_FILE
+        self.config_path = root / CONFIG_FILE
         self.metrics_path = root / "metrics.jsonl"
         self.trainer_state = root / "trainer_state"
         self.tensorboard = root / "tensorboard"
@@ -182,44 +149,13 @@ class RunFiles:
         """Whether a run was started here."""
         return self.state_path.exists()
 
-    def remove_stale_temps(self) -> list[Path]:
-        """Delete temp files and folders that a killed run left in the run folder.
-
-        Every writer here names its temp ``.<target>.<random>.tmp`` (``.<target>.old`` while a
-        folder is swapped) beside the target; ``--resume`` calls this before redoing the
-        unfinished phase, which writes them all again.
-        """
-        if not self.root.is_dir():
-            return []
-        stale = [
-            p
-            for p in self.root.rglob(".*")
-            if p.name.endswith((".tmp", ".tmp.png", ".old")) and p.name.count(".") >= 2
-        ]
-        for path in stale:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-        if stale:
-            logger.info("removed %d stale temp file(s) from %s", len(stale), self.root)
-        return stale
-
     def load_state(self) -> RunState:
         """Read ``state.json`` (CheckpointError, naming the file, when missing or damaged)."""
-        advice = "the run cannot be resumed or listed: start a new one (another --run-name)"
-        try:
-            data = read_json_object(self.state_path)
-        except DataFileError as error:
-            raise CheckpointError(f"{error}; {advice}") from error
-        try:
-            return RunState.from_dict(data)
-        except (TypeError, ValueError) as error:
-            raise CheckpointError(f"{self.state_path} is damaged: {error}; {advice}") from error
+        return read_run_state(self.state_path, RunState, "run")
 
     def save_state(self, state: RunState) -> None:
         """Write ``state.json`` atomically (the commit point of a phase)."""
-        atomic_write_json(self.state_path, asdict(state))
+        atomic_write_json(self.state_path, state.to_dict())
 
     def save_config(self, config: dict[str, Any]) -> None:
         """Write the run's configuration."""
