@@ -313,6 +313,19 @@ def test_killed_and_resumed_run_ends_with_the_same_dataset_and_steps(tiny_folder
         ColdStartRun(CONFIG, policy=tiny_policy(tiny_folder), run_dir=tmp_path / "b").run()
 
 
+def test_a_resume_over_a_damaged_config_is_refused_naming_the_file(tiny_folder, tmp_path):
+    from skillrl_core.errors import CheckpointError
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "state.json").write_text('{"round": 1, "phase": "", "done": false}')
+    (folder / "config.json").write_text('{"cold_start": {"goals": 3')  # cut by a kill
+    run = ColdStartRun(CONFIG, policy=tiny_policy(tiny_folder), run_dir=folder)
+    with pytest.raises(CheckpointError, match=r"config\.json.*cannot be resumed"):
+        run.run(resume=True)
+    assert (folder / "config.json").read_text() == '{"cold_start": {"goals": 3'
+
+
 def test_dataset_is_jsonl_that_datasets_reads(tiny_folder, tmp_path):
     from datasets import load_dataset
 

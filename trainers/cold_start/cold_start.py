@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from skillrl.policies.model_settings import ModelSettings
-from skillrl_core.errors import CheckpointError, ConfigError
-from skillrl_core.files import atomic_write_json, atomic_write_text
+from skillrl_core.errors import CheckpointError, ConfigError, DataFileError
+from skillrl_core.files import atomic_write_json, atomic_write_text, read_json_object
 from skillrl_core.splits import TRAIN_SPLIT
 from trainers.cold_start.cold_start_data import ExampleGatherer
 from trainers.cold_start.round_metrics import DataFigures, RoundMetrics, TrainFigures
@@ -259,7 +259,10 @@ class ColdStartRun:
 
     def _check_resume(self, settings: dict[str, Any]) -> dict[str, Any]:
         """Refuse a resume that changes more than the DAgger rounds; return ``settings``."""
-        saved = json.loads((self.root / CONFIG_FILE).read_text(encoding="utf-8"))
+        try:
+            saved = read_json_object(self.root / CONFIG_FILE)
+        except DataFileError as error:  # missing or damaged: the run's settings are unknown
+            raise CheckpointError(f"{error}; the cold-start run cannot be resumed") from error
         changed = changed_settings(saved, settings, ("cold_start", "prompt"), RESUMABLE_COLD_START)
         if changed:
             raise CheckpointError(
