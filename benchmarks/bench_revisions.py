@@ -43,8 +43,9 @@ def workloads(args: argparse.Namespace) -> dict[str, list[str]]:
     return {
         "run": ["run", "--env", "webshop", "--goals", f"0-{args.run_goals - 1}", "--json",
                 "--no-record", "--max-turns", str(args.max_turns), *threads],
-        "train": ["train", "--env", "webshop", "--cycles", "1", "--goals-per-cycle", str(args.train_goals),
-                  "--group-size", "2", "--eval-goals", str(args.train_goals),
+        "train": ["train", "--env", "webshop", "--cycles", "1",
+                  "--goals-per-cycle", str(args.train_goals), "--group-size", "2",
+                  "--eval-goals", str(args.train_goals),
                   "--max-turns", str(args.max_turns), "--run-name", "speed", *threads],
     }  # fmt: skip
 
