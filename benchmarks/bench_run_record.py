@@ -39,6 +39,10 @@ def read_run(folder: Path) -> tuple[list[dict], dict | None]:
     if not metrics.is_file():
         raise SystemExit(f"--run {folder}: no metrics.jsonl (not a skillrl train run folder?)")
     rows = [json.loads(line) for line in metrics.read_text(encoding="utf-8").splitlines() if line]
+    # A row names its checkpoint by this machine's path: kept portable, as every result is.
+    rows = [
+        {k: portable_command(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows
+    ]
     best = folder / "best.json"
     return rows, (json.loads(best.read_text(encoding="utf-8")) if best.is_file() else None)
 
