@@ -14,10 +14,11 @@ import it.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainers.cold_start.sft_config import SOURCES
+from trainers.common.metric_rows import read_section, section_keys
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,7 @@ class RoundMetrics:
         for prefix in _SECTIONS:
             section = getattr(self, prefix)
             if section is not None:
-                given = asdict(section).items()
-                row.update({f"{prefix}.{k}": v for k, v in given if v is not None})
+                row.update(section_keys(prefix, section, drop_none=True))
         for source, figures in self.sources.items():
             episodes, success_rate = _source_keys(source)
             row[episodes], row[success_rate] = figures.episodes, figures.success_rate
@@ -128,7 +128,7 @@ class RoundMetrics:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RoundMetrics:
         """Read a row back (a section missing one of its required keys counts as absent)."""
-        sections = {prefix: _section(kind, prefix, row) for prefix, kind in _SECTIONS.items()}
+        sections = {prefix: read_section(kind, prefix, row) for prefix, kind in _SECTIONS.items()}
         keys = {source: _source_keys(source) for source in SOURCES}
         sources = {
             source: SourceFigures(row[episodes], row[success_rate])
@@ -138,13 +138,6 @@ class RoundMetrics:
         return cls(
             round=int(row["round"]), sources=sources, checkpoint=row.get("checkpoint"), **sections
         )
-
-
-def _section(kind: type, prefix: str, row: dict[str, Any]) -> Any:
-    """Return the section ``kind`` read from the row's ``prefix.*`` keys (None: incomplete)."""
-    given = {f.name: row[f"{prefix}.{f.name}"] for f in fields(kind) if f"{prefix}.{f.name}" in row}
-    required = {f.name for f in fields(kind) if f.default is MISSING}
-    return kind(**given) if required <= given.keys() else None
 
 
 def _source_keys(source: str) -> tuple[str, str]:

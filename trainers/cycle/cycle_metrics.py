@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.significance import discordant, mcnemar_exact
 from trainers.common.episode_metrics import EpisodeSummary
+from trainers.common.metric_rows import read_section, section_keys
 
 if TYPE_CHECKING:
     from trainers.update.grpo import StepMetrics
@@ -253,7 +254,7 @@ class CycleMetrics:
         for prefix in _SECTIONS:
             section = getattr(self, prefix)
             if section is not None:
-                row.update({f"{prefix}.{k}": v for k, v in asdict(section).items()})
+                row.update(section_keys(prefix, section))
         if self.update is not None:
             row.update(self.update.to_row())
         row.update({f"bank.{k}": v for k, v in asdict(self.bank).items() if v is not None})
@@ -266,11 +267,7 @@ class CycleMetrics:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> CycleMetrics:
         """Read a row back (a section some of whose keys are missing counts as absent)."""
-        sections: dict[str, Any] = {}
-        for prefix, kind in _SECTIONS.items():
-            keys = [f"{prefix}.{f.name}" for f in fields(kind)]
-            if all(key in row for key in keys):
-                sections[prefix] = kind(*(row[key] for key in keys))
+        sections = {prefix: read_section(kind, prefix, row) for prefix, kind in _SECTIONS.items()}
         bank = {f.name: row.get(f"bank.{f.name}") for f in fields(BankChanges)}
         return cls(
             cycle=int(row["cycle"]),
