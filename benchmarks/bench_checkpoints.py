@@ -54,15 +54,46 @@ def evaluated_cycles(run: Path) -> dict[int, float]:
     return cycles
 
 
-def main() -> None:
+def play_test_goals(model: Path, run_config: dict, goals: int, threads: int):
+    """One checkpoint on test goals 0..goals-1, as a new user's workspace plays it.
+
+    Greedy, float32, under the checkpoint's recorded settings (its prompt budget) and the run's
+    environment settings, turn cap and token budget, with a fresh workspace seeded with the
+    environment's starting bank. Returns the evaluation's one arm (``EvalResult``).
+    """
     from skillrl.policies import PolicyConfig
     from skillrl.policies.model_settings import ModelSettings
     from skillrl.prompts import PromptConfig
     from skillrl_cli.library import EvalSettings, evaluate_model
-    from skillrl_core.files import atomic_write_json
     from skillrl_core.goal_range import GoalRange
-    from skillrl_core.significance import discordant, mcnemar_exact
     from trainers.evaluate import EvalConfig
+
+    recorded = ModelSettings.load(model)
+    settings = EvalSettings(
+        policy=PolicyConfig(
+            backend="transformers",
+            model=str(model),
+            dtype="float32",
+            threads=threads,
+            workspace=Path(tempfile.mkdtemp(prefix="checkpoints-")),
+        ),
+        config=EvalConfig(goals=GoalRange(0, goals - 1)),
+        env_id=run_config["env_id"],
+        env_config=dict(run_config["env_config"]),
+        arms=("on",),
+        max_turns=run_config["max_turns"],
+        max_new_tokens=run_config["max_new_tokens"],
+        constrained=True,
+        prompt=PromptConfig(max_prompt_tokens=recorded.max_prompt_tokens)
+        if recorded
+        else PromptConfig(),
+    )
+    return evaluate_model(settings).arms[0]
+
+
+def main() -> None:
+    from skillrl_core.files import atomic_write_json
+    from skillrl_core.significance import discordant, mcnemar_exact
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", required=True, help="a `skillrl train` run folder")
@@ -104,27 +135,7 @@ def main() -> None:
         if str(cycle) in kept["cycles"]:
             print(f"cycle {cycle}: kept from {partial.name}", flush=True)
             continue
-        recorded = ModelSettings.load(models[cycle])
-        settings = EvalSettings(
-            policy=PolicyConfig(
-                backend="transformers",
-                model=str(models[cycle]),
-                dtype="float32",
-                threads=args.threads,
-                workspace=Path(tempfile.mkdtemp(prefix="checkpoints-")),
-            ),
-            config=EvalConfig(goals=GoalRange(0, args.goals - 1)),
-            env_id=config["env_id"],
-            env_config=dict(config["env_config"]),
-            arms=("on",),
-            max_turns=config["max_turns"],
-            max_new_tokens=config["max_new_tokens"],
-            constrained=True,
-            prompt=PromptConfig(max_prompt_tokens=recorded.max_prompt_tokens)
-            if recorded
-            else PromptConfig(),
-        )
-        arm = evaluate_model(settings).arms[0]
+        arm = play_test_goals(models[cycle], config, args.goals, args.threads)
         kept["cycles"][str(cycle)] = {"cycle": cycle, **arm.to_dict(), "machine": machine()}
         atomic_write_json(partial, kept)
         print(f"cycle {cycle}: {arm.greedy.success_rate:.3f}", flush=True)
