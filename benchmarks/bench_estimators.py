@@ -35,6 +35,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -47,6 +48,9 @@ from harness import (  # noqa: E402
     waiting_parent,
     write_result,
 )
+
+if TYPE_CHECKING:
+    from trainers.update.update_record import UpdateRecord
 
 NAME = "estimators"
 
@@ -68,7 +72,9 @@ def cycle_rows(run: Path) -> list[dict]:
     and the gradient norm.
     """
     from trainers.cycle.cycle_metrics import CycleMetrics
+    from trainers.cycle.run_files import RunFiles
 
+    files = RunFiles(run)
     rows = []
     with (run / "metrics.jsonl").open(encoding="utf-8") as lines:
         for line in lines:
@@ -91,9 +97,28 @@ def cycle_rows(run: Path) -> list[dict]:
                     "policy_loss": step.policy_loss,
                     "groups_kept": metrics.groups.kept,
                     "groups_dropped": metrics.groups.dropped,
+                    **advantage_figures(files.load_update_record(metrics.cycle)),
                 }
             )
     return rows
+
+
+def advantage_figures(record: UpdateRecord | None) -> dict:
+    """What a cycle's update weighed its turns by (``advantages.json``, empty if absent).
+
+    The turns the loss used, how many carried a nonzero advantage, and the summed positive and
+    negative advantage: where the two nearly cancel on turns that share their tokens, the
+    update moves the policy little whatever its step size.
+    """
+    if record is None:
+        return {}
+    used = [t.advantage for e in record.episodes for t in e.turns if not t.left_out]
+    return {
+        "turns_used": len(used),
+        "turns_weighted": sum(1 for a in used if abs(a) > 1e-9),
+        "advantage_positive": sum(a for a in used if a > 0),
+        "advantage_negative": sum(a for a in used if a < 0),
+    }
 
 
 def training_seconds(rows: list[dict], up_to: int) -> float:
@@ -167,10 +192,13 @@ def main() -> None:
     results["machine_before"] = machine()
     partial = Path(f"{args.out}.partial.json")
     kept = json.loads(partial.read_text(encoding="utf-8")) if partial.is_file() else {}
-    if kept.get("args") != results["args"]:  # another command's arms: start afresh
-        kept = {"args": results["args"], "arms": {}}
+    # Arms are kept by their whole spec, so the same command with arms added or left out keeps
+    # the arms it finished; any other setting changed starts afresh.
+    settings = {k: v for k, v in results["args"].items() if k != "arm"}
+    if kept.get("settings") != settings:
+        kept = {"settings": settings, "arms": {}}
     for arm in args.arm:
-        if arm["letter"] in kept["arms"]:
+        if kept["arms"].get(arm["letter"], {}).get("flags") == arm["flags"]:
             print(f"arm {arm['letter']}: kept from {partial.name}", flush=True)
             continue
         run = train_arm(arm, args, environment)
@@ -231,6 +259,12 @@ def main() -> None:
     write_result(Path(args.out), results, name=NAME)
     partial.unlink()
     print(report(results))
+
+
+def _masses(row: dict) -> str:
+    if "advantage_positive" not in row:
+        return "-"
+    return f"{row['advantage_positive']:.0f} / {row['advantage_negative']:.0f}"
 
 
 def _solved(outcomes: list[dict]) -> int:
@@ -298,18 +332,17 @@ def report(results: dict) -> str:
         )
     lines += [
         "",
-        "| arm | cycle | samples | completion tokens | optimizer steps | mean ratio | clipped high "
-        "| grad norm | groups kept / dropped |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| arm | cycle | samples | completion tokens | turns weighted | advantage + / - "
+        "| optimizer steps | mean ratio | clipped high | grad norm |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     every = [("RFT", r) for r in results["reference_cycles"]]
     every += [(a["letter"], r) for a in results["arms"] for r in a["cycles"]]
     for label, r in every:
         lines.append(
             f"| {label} | {r['cycle']} | {r['samples']} | {r['completion_tokens']} "
-            f"| {r['optimizer_steps']} | {r['ratio_mean']:.4f} "
-            f"| {r['clip_high_fraction']:.4f} | {r['grad_norm']:.4f} "
-            f"| {r['groups_kept']} / {r['groups_dropped']} |"
+            f"| {r.get('turns_weighted', '-')} | {_masses(r)} | {r['optimizer_steps']} "
+            f"| {r['ratio_mean']:.4f} | {r['clip_high_fraction']:.4f} | {r['grad_norm']:.4f} |"
         )
     return "\n".join(lines)
 

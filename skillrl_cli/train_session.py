@@ -303,6 +303,8 @@ def evaluation_words(cycle: CycleConfig, index: int) -> str:
     0, ``--test-goals``) or the evaluation goals again with the cycle-0 bank
     (``--compare-starting-bank``).
     """
+    if not cycle.eval_goals:
+        return "no evaluation goals (--eval-goals 0)"
     words = f"evaluating {cycle.eval_goals} {cycle.eval_split} goals"
     if index == 0 and cycle.test_goals:
         words += f", then {cycle.test_goals} test goals (played now and by the chosen cycle only)"
@@ -411,7 +413,9 @@ def print_choice(console: Any, choice: RunChoice | None) -> None:
 def print_cycle(console: Any, metrics: CycleMetrics) -> None:
     """Print what one cycle measured on one line (from memory: the row it wrote is the same)."""
     parts = [f"cycle {metrics.cycle}"]
-    if metrics.eval is not None:
+    if metrics.eval is not None and metrics.eval.episodes == 0:
+        parts.append("no evaluation goals (--eval-goals 0)")
+    elif metrics.eval is not None:
         parts += [
             f"success {metrics.eval.success_rate:.2f}",
             f"score {metrics.eval.mean_score:.3f}",

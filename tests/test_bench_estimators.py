@@ -36,6 +36,10 @@ def _cycle(cycle: int, rollout: float, update: float, success: float) -> dict:
         "policy_loss": -0.5,
         "groups_kept": 32,
         "groups_dropped": 0,
+        "turns_used": 120,
+        "turns_weighted": 110,
+        "advantage_positive": 80.4,
+        "advantage_negative": -60.2,
     }
 
 
@@ -120,4 +124,4 @@ def test_the_report_pairs_every_arm_with_the_start_and_each_rft_cycle():
     assert "| 18 / 0, 7.6e-06 |" in text  # RFT cycle 2 against the start
     assert "| g: GRPO | 2 | 15.0 | 40%, 50% | 12/30 |" in text
     assert "| g | RFT cycle 2 | 0 / 16 | 3.05e-05 | resolved worse |" in text
-    assert "| g | 2 | 100 | 900 | 7 | 1.0000 | 0.0100 | 0.2000 | 32 / 0 |" in text
+    assert "| g | 2 | 100 | 900 | 110 | 80 / -60 | 7 | 1.0000 | 0.0100 | 0.2000 |" in text

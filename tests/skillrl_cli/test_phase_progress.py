@@ -143,3 +143,23 @@ def test_the_evaluation_phase_says_what_it_plays_besides_the_evaluation_goals():
     later = evaluation_words(recipe, 2)
     assert later.startswith("evaluating 100 eval goals") and "cycle-0 bank" in later
     assert "test goals" not in later
+
+
+def test_a_run_without_evaluation_goals_says_so_and_shows_no_success():
+    from skillrl_cli.train_session import evaluation_words, print_cycle
+    from trainers.common.episode_metrics import EpisodeSummary
+    from trainers.cycle.config import CycleConfig
+    from trainers.cycle.cycle_metrics import CycleMetrics
+
+    assert evaluation_words(CycleConfig(eval_goals=0), 0) == "no evaluation goals (--eval-goals 0)"
+    screen = io.StringIO()
+    console = Console(file=screen, width=200)
+    print_cycle(
+        console, CycleMetrics(cycle=0, eval=EpisodeSummary(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+    )
+    print_cycle(
+        console, CycleMetrics(cycle=2, eval=EpisodeSummary(10, 0.3, 0.5, 4.0, 0.0, 9.0, 3.0))
+    )
+    first, second = screen.getvalue().splitlines()
+    assert "no evaluation goals" in first and "success" not in first
+    assert "success 0.30" in second

@@ -205,6 +205,43 @@ def test_a_run_stops_on_patience_leaves_its_best_cycle_and_pairs_it_on_test_goal
     assert (figures["test_goals"], figures["test_successes"]) == (2, choice.test.chosen_successes)
 
 
+class StartIsBest(ScriptedEvaluation):
+    successes = {0: 2, 1: 1, 2: 1}
+
+
+@pytest.mark.slow
+def test_a_run_that_keeps_its_start_plays_no_test_goal_again_and_announces_none(tmp_path):
+    from trainers.common.phased_run import HeldOutPlayStarted
+
+    config = CycleConfig(cycles=2, goals_per_cycle=1, group_size=2, eval_goals=2,
+                         eval_split="eval", validation_goals=0, test_goals=2, max_turns=3,
+                         max_new_tokens=16, seed=5, max_topup_rounds=0,
+                         dynamic_sampling=False)  # fmt: skip
+    bank = SkillBank.open(BankConfig(workspace=tmp_path), embedder=EMBEDDER)
+    seed_bank_if_empty(bank, "webshop")
+    runner = PolicyRollouts(ScriptedPolicy(), bank=bank, max_turns=3, max_new_tokens=16)
+    run = StartIsBest(config, GRPO, policy=runner.policy, runner=runner,
+                      run_dir=tmp_path / "runs" / "r", bank=bank,
+                      distiller=AnalyticDistiller())  # fmt: skip
+    splits: list[str] = []
+    start = run.eval_runner.start
+
+    def recording(split, index, **kwargs):
+        splits.append(split)
+        return start(split, index, **kwargs)
+
+    run.eval_runner.start = run.runner.start = recording
+    announced = []
+    run.events.on(HeldOutPlayStarted, announced.append)
+    state = run.run()
+    bank.close()
+    choice = run.files.load_choice()
+    assert state.tested and choice.cycle == 0
+    # Cycle 0's test episodes are read back, not played again, and no play is announced.
+    assert splits.count("test") == 2 and announced == []
+    assert (choice.test.won, choice.test.lost) == (0, 0)
+
+
 class Interrupted(Exception):
     pass
 

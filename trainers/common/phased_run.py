@@ -64,7 +64,10 @@ class PhaseEnded:
 
 @dataclass(frozen=True)
 class HeldOutPlayStarted:
-    """After its last stage, the run plays the stage it chose on held-out (test) goals."""
+    """After its last stage, the run plays the stage it chose on held-out (test) goals.
+
+    Not emitted when it chose its starting point: those episodes were played at the start.
+    """
 
     index: int
     """The chosen stage."""

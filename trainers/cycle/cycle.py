@@ -640,7 +640,8 @@ class TrainingRun:
             self.processes.wait()
             return
         goals = self.config.test_goals
-        self.events.emit(HeldOutPlayStarted(best.cycle, goals))
+        if best.cycle > 0:  # cycle 0's test episodes are read back from its evaluation
+            self.events.emit(HeldOutPlayStarted(best.cycle, goals))
         start = self._episodes_of(0, TEST_EPISODES, TEST_SPLIT, goals)
         chosen = self._episodes_of(best.cycle, TEST_EPISODES, TEST_SPLIT, goals)
         test = PairedTest.of(start, chosen)
