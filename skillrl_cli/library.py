@@ -159,6 +159,7 @@ def train(
             max_new_tokens=cycle.max_new_tokens,
             constrained=settings.constrained,
             prompt_config=settings.prompt,
+            max_parallel=cycle.rollout_parallel,
             on_progress=watch.rollout,
         )
         # Evaluation and validation play the trained float32 weights, whatever the rollouts

@@ -45,8 +45,18 @@ def test_the_library_imports_neither_click_nor_rich():
 
 
 @pytest.mark.slow  # about 10 s: a tiny model loads, plays 8 episodes and takes one update
-def test_train_runs_a_cycle_of_the_toy_environment_without_click(tmp_path):
+def test_train_runs_a_cycle_of_the_toy_environment_without_click(tmp_path, monkeypatch):
+    from trainers.common import policy_rollouts
+
     importlib.reload(importlib.import_module("toy_env"))  # registers "counter" for this test
+    made = policy_rollouts.PolicyRollouts
+    parallel = []  # what each runner train builds is told to play at once
+
+    def runner(*args, **kwargs):
+        parallel.append(kwargs.get("max_parallel"))
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(policy_rollouts, "PolicyRollouts", runner)
     model = write_tiny_checkpoint(tmp_path / "model")
     workspace = tmp_path / "ws"
     settings = TrainSettings(
@@ -60,6 +70,7 @@ def test_train_runs_a_cycle_of_the_toy_environment_without_click(tmp_path):
             max_new_tokens=4,
             skills=False,
             max_topup_rounds=0,
+            rollout_parallel=3,
         ),
         grpo=GRPOConfig(per_device_train_batch_size=4, gradient_accumulation_steps=1),
         policy=training_policy_config(str(model), workspace, threads=1),
@@ -76,6 +87,7 @@ def test_train_runs_a_cycle_of_the_toy_environment_without_click(tmp_path):
     result = train(settings, events=events, watch=watch)
 
     assert result.folder == settings.folder and result.state.done
+    assert parallel == [3]  # --rollout-parallel reaches the run's one runner
     assert [row["cycle"] for row in result.history] == [0, 1]
     assert result.history[1]["train.episodes"] == 4 and result.history[1]["eval.episodes"] == 2
     assert started == ended and ended[:2] == [(0, "eval"), (0, "save")]

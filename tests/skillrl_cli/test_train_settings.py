@@ -832,3 +832,19 @@ def test_runs_refuses_a_runs_path_that_is_a_file(workspace):
     assert "no training runs" not in result.output
     trained = train("--run-name", "r")
     assert trained.exit_code == 1 and "is not a folder" in trained.output, trained.output
+
+
+def test_rollout_parallel_reaches_the_run_and_zero_is_refused(workspace, started):
+    assert isinstance(train("--run-name", "wide", "--rollout-parallel", "64").exception, Started)
+    cycle, _grpo, settings = started[0]
+    assert cycle.rollout_parallel == 64 and settings.options["rollout-parallel"] == 64
+    refused = train("--run-name", "none", "--rollout-parallel", "0")
+    assert refused.exit_code == 2 and "--rollout-parallel" in refused.output
+    assert isinstance(train("--run-name", "plain").exception, Started)
+    assert started[1][0].rollout_parallel == 16
+
+
+def test_a_run_saved_before_rollout_parallel_resumes_playing_16_at_once():
+    from trainers.common.settings_migration import MIGRATIONS
+
+    assert MIGRATIONS["cycle"].read({"cycles": 3})["rollout_parallel"] == 16

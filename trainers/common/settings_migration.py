@@ -36,7 +36,8 @@ MIGRATIONS: dict[str, Migration] = {
     # plain GRPO advantages; before rollout_dtype it rolled out in float32, and before bf16 it
     # updated in float32; none saved before sensitivity probed its evaluation, nor before
     # patience and test_goals stopped early or played test goals, nor before
-    # compare_starting_bank replayed its evaluation with the cycle-0 bank.
+    # compare_starting_bank replayed its evaluation with the cycle-0 bank; before
+    # rollout_parallel every rollout played 16 episodes at once.
     # cycle.train_temperature is grpo.temperature, which runs saved beside it with its value.
     "cycle": Migration(
         added={
@@ -46,6 +47,7 @@ MIGRATIONS: dict[str, Migration] = {
             "patience": 0,
             "test_goals": 0,
             "compare_starting_bank": False,
+            "rollout_parallel": 16,
         },
         removed=("train_temperature",),
     ),

@@ -139,6 +139,14 @@ class CycleConfig:
         "picked. Evaluation always plays float32. In-process backend only.",
         choices=(*ROLLOUT_DTYPES, "auto"),
     )
+    rollout_parallel: int = option(
+        16,
+        help="Episodes played at once in training rollouts and the run's evaluations (one "
+        "batched generation per turn covers them all). More makes larger matrix products, "
+        "faster per episode until the device is saturated (a GPU takes hundreds), at the cost "
+        "of memory. Float32 play does not depend on it; bf16 rounding does, slightly.",
+        low=1,
+    )
     checkpoint_every: int = 1
     """Save a model checkpoint every this many cycles (the last one is always saved)."""
     merged_checkpoints: bool = option(
