@@ -12,7 +12,10 @@ training episodes per hour = cycle-1 episodes / cycle-1 seconds. Arms:
 
   float32          today's run: rollouts and update in float32 (the baseline)
   bf16 rollouts    ``--rollout-dtype bfloat16``
-  bf16 everywhere  ``--rollout-dtype bfloat16 --bf16`` (the update's forwards in bf16 autocast)
+  bf16 everywhere  ``--rollout-dtype bfloat16 --bf16`` (the update's forwards in bf16 autocast,
+                   the frozen LoRA base weights cast to bf16 once per update)
+  bf16 everywhere, 64 at once  the same with ``--rollout-parallel 64`` (four times the
+                   episodes in each batched generation)
 
 With ``--rounds 2`` the arms run A B C C B A, so load drift hits them alike. Every arm plays the
 same training goals from the same seed; sampled episodes differ by rounding, so the figures are
@@ -49,6 +52,13 @@ ARMS: dict[str, list[str]] = {
     "float32": ["--rollout-dtype", "float32", "--no-bf16"],
     "bf16 rollouts": ["--rollout-dtype", "bfloat16", "--no-bf16"],
     "bf16 everywhere": ["--rollout-dtype", "bfloat16", "--bf16"],
+    "bf16 everywhere, 64 at once": [
+        "--rollout-dtype",
+        "bfloat16",
+        "--bf16",
+        "--rollout-parallel",
+        "64",
+    ],
 }
 
 

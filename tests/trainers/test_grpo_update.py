@@ -364,3 +364,65 @@ def test_a_bf16_update_computes_in_bf16_and_keeps_float32_weights_and_direction(
         assert sequence_logprob(trained.eval(), prompt, good) > before_good + 0.02
     cosine = torch.nn.functional.cosine_similarity(updates[False], updates[True], dim=0)
     assert cosine > 0.9
+
+
+@pytest.mark.parametrize("share_prefix", [False, True])
+def test_a_bf16_lora_update_casts_the_frozen_weights_once_with_the_same_result(
+    share_prefix, monkeypatch
+):
+    import contextlib
+
+    from trainers.update import grpo
+
+    prompt, good, bad = [5, 6, 7, 8], [20, 21, 22], [30, 31, 32]
+    trained_params, seen_dtypes = {}, {}
+    for cast_once in (False, True):
+        if not cast_once:  # as before: autocast casts every frozen weight at every use
+            monkeypatch.setattr(grpo, "frozen_weights_in", lambda *_: contextlib.nullcontext())
+        else:
+            monkeypatch.undo()
+        model = tiny_model()
+        episodes = group_episodes(model, prompt, good, bad)
+        config = GRPOConfig(
+            learning_rate=3e-3,
+            use_peft=True,
+            lora_r=4,
+            bf16=True,
+            per_device_train_batch_size=2,
+            share_prompt_prefix=share_prefix,
+        )
+        trainer = GRPOTrainer(model, config, pad_token_id=PAD)
+        trained = trainer.unwrapped_model
+        frozen = {n: p for n, p in trained.named_parameters() if not p.requires_grad}
+        kept = {n: p.detach().clone() for n, p in frozen.items()}
+        dtypes = seen_dtypes.setdefault(cast_once, set())
+        hooks = [
+            m.register_forward_pre_hook(lambda m, _, seen=dtypes: seen.add(m.weight.dtype))
+            for m in trained.modules()
+            if isinstance(m, torch.nn.Linear) and not m.weight.requires_grad
+        ]
+        trainer.train_step(episodes, [[1.0], [-1.0]])
+        for hook in hooks:
+            hook.remove()
+        # The float32 weights are back in place, the same tensors, unchanged.
+        after = {n: p for n, p in trained.named_parameters() if not p.requires_grad}
+        assert all(after[n] is frozen[n] and torch.equal(after[n], kept[n]) for n in kept)
+        trained_params[cast_once] = {
+            n: p.detach().clone() for n, p in trained.named_parameters() if p.requires_grad
+        }
+    assert seen_dtypes == {False: {torch.float32}, True: {torch.bfloat16}}
+    # The same bf16 products either way: the LoRA weights train to the same values.
+    assert all(torch.equal(trained_params[False][n], p) for n, p in trained_params[True].items())
+
+
+def test_frozen_weights_in_leaves_trainable_and_non_float32_weights_alone():
+    from trainers.update.grpo import frozen_weights_in
+
+    trainable, frozen_half = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2).to(torch.bfloat16)
+    frozen_half.weight.requires_grad_(False)
+    model = torch.nn.Sequential(trainable, frozen_half)
+    with frozen_weights_in(model, torch.bfloat16):
+        assert trainable.weight.dtype == torch.float32 and trainable.weight.requires_grad
+        assert frozen_half.weight.dtype == torch.bfloat16
+    with frozen_weights_in(model, None):
+        assert trainable.weight.dtype == torch.float32

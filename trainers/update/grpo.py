@@ -103,6 +103,34 @@ def float32_matmul_precision(device: torch.device, tf32: bool) -> Iterator[None]
         torch.set_float32_matmul_precision(before)
 
 
+@contextlib.contextmanager
+def frozen_weights_in(model: torch.nn.Module, dtype: torch.dtype | None) -> Iterator[None]:
+    """Give the frozen float32 weights of ``model``'s linear layers a ``dtype`` copy meanwhile.
+
+    Why: bf16 autocast casts a float32 weight to bf16 at every use, and caches the cast only for
+    a leaf that requires grad. A LoRA update's base weights are frozen, so every forward pass
+    (a prefix tree runs many) cast all of them again: on a 2-core CPU the casts cost about what
+    the bf16 products saved. Cast once here, the products read the copies; the float32 weights
+    are put back after, untouched (the evaluation and the checkpoints use them). ``None``, or a
+    model with no frozen float32 linear weight (full fine-tuning), changes nothing.
+    """
+    if dtype is None:
+        yield
+        return
+    swapped: list[tuple[torch.nn.Linear, torch.nn.Parameter]] = []
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        frozen = isinstance(weight, torch.nn.Parameter) and not weight.requires_grad
+        if isinstance(module, torch.nn.Linear) and frozen and weight.dtype == torch.float32:
+            swapped.append((module, weight))
+            module.weight = torch.nn.Parameter(weight.detach().to(dtype), requires_grad=False)
+    try:
+        yield
+    finally:
+        for module, weight in swapped:
+            module.weight = weight
+
+
 class GRPOTrainer:
     """Owns the trainable model, its optimizer and the optional reference model."""
 
@@ -190,7 +218,11 @@ class GRPOTrainer:
         passes = [self.optimizer_steps(samples) for _ in range(self.config.num_iterations)]
         self._turns_total = sum(len(s) for steps in passes for _, shares in steps for s in shares)
         self._turns_done = 0
-        with float32_matmul_precision(self.device, self.config.tf32):
+        frozen_dtype = torch.bfloat16 if self.config.bf16 else None
+        with (
+            float32_matmul_precision(self.device, self.config.tf32),
+            frozen_weights_in(self.model, frozen_dtype),
+        ):
             for iteration, steps in enumerate(passes):
                 for number, (step, shares) in enumerate(steps):
                     batches = [collate(s, self.pad_token_id).to(self.device) for s in shares]
