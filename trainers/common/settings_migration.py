@@ -37,7 +37,8 @@ MIGRATIONS: dict[str, Migration] = {
     # updated in float32; none saved before sensitivity probed its evaluation, nor before
     # patience and test_goals stopped early or played test goals, nor before
     # compare_starting_bank replayed its evaluation with the cycle-0 bank; before
-    # rollout_parallel every rollout played 16 episodes at once.
+    # rollout_parallel every rollout played 16 episodes at once, and before reward every
+    # episode earned the environment's reward.
     # cycle.train_temperature is grpo.temperature, which runs saved beside it with its value.
     "cycle": Migration(
         added={
@@ -48,6 +49,7 @@ MIGRATIONS: dict[str, Migration] = {
             "test_goals": 0,
             "compare_starting_bank": False,
             "rollout_parallel": 16,
+            "reward": "env",
         },
         removed=("train_temperature",),
     ),

@@ -15,6 +15,7 @@ from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import SEED_MAX, option
 from skillrl_core.splits import TEST_SPLIT, TRAIN_SPLIT
 from skillrl_core.validation import check_finite_fields
+from trainers.cycle.rewards import EPISODE_REWARDS
 from trainers.cycle.trackers import REPORT_TO
 
 
@@ -164,6 +165,15 @@ class CycleConfig:
     )
     turn_cost: float = option(
         0.01, help="Reward subtracted for each turn (shorter successes earn more).", low=0
+    )
+    reward: str = option(
+        "env",
+        help="What an episode earns before the two shaping terms: env (the environment's own "
+        "reward; WebShop pays its [0, 1] purchase score, so a near miss earns most of it) or "
+        "success (1 on the last turn of an episode that succeeded, else 0: group-relative "
+        "advantages then rank a near miss with a failure, as the success rate does). RFT "
+        "trains on successes either way.",
+        choices=tuple(EPISODE_REWARDS),
     )
     upkeep: bool = True
     """Retire low-utility bank entries after each distillation (needs ``skills``)."""

@@ -180,7 +180,9 @@ class TrainingRun:
         self.files = RunFiles(run_dir)
         self.rewards = list(
             reward_functions
-            or default_reward_functions(config.invalid_action_penalty, config.turn_cost)
+            or default_reward_functions(
+                config.invalid_action_penalty, config.turn_cost, reward=config.reward
+            )
         )
         self.events = events or RunEvents()
         """Where the run reports its phases (:mod:`trainers.common.phased_run`'s typed events);

@@ -60,6 +60,36 @@ class EnvReward:
 
 
 @dataclass
+class SuccessReward:
+    """1 on the last turn of an episode that succeeded, 0 on every other turn.
+
+    The environment's reward can pay a near miss (WebShop pays its [0, 1] purchase score: the
+    right product with one option wrong earns about 0.8), so group-relative advantages raise
+    near misses, while the success rate counts them as failures. This return counts as the
+    success rate does.
+    """
+
+    name: str = "success"
+
+    def __call__(self, episodes: Sequence[EpisodeRecord]) -> TurnRewards:
+        """Return 1.0 on a successful episode's last turn, 0.0 elsewhere."""
+        rewards: TurnRewards = []
+        for episode in episodes:
+            row = [0.0] * len(episode.turns)
+            if row and episode.success:
+                row[-1] = 1.0
+            rewards.append(row)
+        return rewards
+
+
+EPISODE_REWARDS: dict[str, type[EnvReward] | type[SuccessReward]] = {
+    "env": EnvReward,
+    "success": SuccessReward,
+}
+"""What an episode earns before the shaping terms (``CycleConfig.reward``), by name."""
+
+
+@dataclass
 class InvalidActionPenalty:
     """``-penalty`` on each turn whose action was invalid (unparsable or not admissible)."""
 
@@ -117,10 +147,16 @@ def compute_turn_rewards(
 
 
 def default_reward_functions(
-    invalid_action_penalty: float = 0.1, turn_cost: float = 0.01
+    invalid_action_penalty: float = 0.1, turn_cost: float = 0.01, reward: str = "env"
 ) -> list[TurnRewardFn]:
-    """Return the environment reward plus the two shaping terms (either may be 0)."""
-    return [EnvReward(), InvalidActionPenalty(invalid_action_penalty), TurnCost(turn_cost)]
+    """Return the episode reward ``reward`` names plus the two shaping terms (either may be 0)."""
+    if reward not in EPISODE_REWARDS:
+        raise ConfigError(f"reward ({reward!r}) must be one of {', '.join(EPISODE_REWARDS)}")
+    return [
+        EPISODE_REWARDS[reward](),
+        InvalidActionPenalty(invalid_action_penalty),
+        TurnCost(turn_cost),
+    ]
 
 
 def _check_shape(name: str, episodes: Sequence[EpisodeRecord], values: TurnRewards) -> None:
