@@ -3,8 +3,9 @@
     python -m benchmarks train_speed --config configs/webshop-rft.yaml --goals-per-cycle 16 \\
         --rounds 2 --out out/train_speed.json
 
-Each arm is one ``skillrl train --config FILE --cycles 1 --eval-goals 1`` in a fresh workspace,
-in its own process, with the arm's flags added: every other setting is the recipe's (model,
+Each arm is one ``skillrl train --config FILE --cycles 1 --eval-goals 1 --test-goals 0`` (no test
+goals, no replay with the cycle-0 bank) in a fresh workspace, in its own process, with the arm's
+flags added: every other setting is the recipe's (model,
 estimator, decoding, group size, turn limit, prompt budget, LoRA, learning rate, validation goals
 that evolve the bank). Cycle 1 is one whole improvement cycle (rollout, distill, update, a
 one-goal evaluation, evolve, save); its wall time is what an hour of training is made of, so
@@ -91,7 +92,8 @@ def run_arm(arm: str, round_index: int, args: argparse.Namespace, root: Path) ->
     command = [
         sys.executable, "-m", "cli", "train", "--config", args.config,
         "--workspace", str(workspace), "--run-name", "speed", "--cycles", "1",
-        "--eval-goals", "1", "--goals-per-cycle", str(args.goals_per_cycle),
+        "--eval-goals", "1", "--test-goals", "0", "--no-compare-starting-bank",
+        "--goals-per-cycle", str(args.goals_per_cycle),
         *(["--threads", str(args.threads)] if args.threads else []), *ARMS[arm],
     ]  # fmt: skip
     print(f"{arm} (round {round_index}): {machine_text(before)}", flush=True)
