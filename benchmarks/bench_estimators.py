@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,13 +56,17 @@ if TYPE_CHECKING:
 NAME = "estimators"
 
 
+ARM = re.compile(r"^\s*(?P<letter>[A-Za-z0-9]+)\s*:\s*(?P<name>.+?)\s*=(?P<flags>(?:\s*-.*)?)$")
+"""``LETTER: NAME=FLAGS``: the name runs to the first ``=`` that the flags (or nothing) follow,
+so a name may hold ``=`` (``w = 1``) and the flags may too (``--env-option k=v``)."""
+
+
 def parse_arm(text: str) -> dict[str, str]:
     """``'LETTER: NAME=FLAGS'`` -> letter, name and flags."""
-    head, separator, flags = text.partition("=")
-    letter, colon, name = head.partition(":")
-    if not (separator and colon and letter.strip().isalnum() and name.strip()):
+    match = ARM.match(text)
+    if match is None:
         raise argparse.ArgumentTypeError(f"--arm {text!r}: expected 'LETTER: NAME=FLAGS'")
-    return {"letter": letter.strip(), "name": name.strip(), "flags": flags.strip()}
+    return {k: v.strip() for k, v in match.groupdict().items()}
 
 
 def cycle_rows(run: Path) -> list[dict]:

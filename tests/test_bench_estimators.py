@@ -47,7 +47,10 @@ def test_an_arm_is_a_letter_a_name_and_flags():
     arm = bench_estimators.parse_arm("g: GRPO, turn-level=--estimator grpo --step-weight 1")
     assert arm == {"letter": "g", "name": "GRPO, turn-level", "flags": "--estimator grpo "
                    "--step-weight 1"}  # fmt: skip
-    for wrong in ("g --estimator grpo", "GRPO=--estimator grpo", ": name=--x"):
+    named = bench_estimators.parse_arm("g: GRPO (w = 1)=--step-weight 1 --env-option a=b")
+    assert (named["name"], named["flags"]) == ("GRPO (w = 1)", "--step-weight 1 --env-option a=b")
+    assert bench_estimators.parse_arm("s: as the recipe=")["flags"] == ""
+    for wrong in ("g --estimator grpo", "GRPO=--estimator grpo", ": name=--x", "g: x=1"):
         with pytest.raises(argparse.ArgumentTypeError, match="LETTER: NAME=FLAGS"):
             bench_estimators.parse_arm(wrong)
 
