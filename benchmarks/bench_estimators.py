@@ -320,6 +320,13 @@ def report(results: dict) -> str:
             f"{arm['training_seconds'] / 60:.1f} | {trained} | {solved}/{n} | "
             f"[{low:.2f}, {high:.2f}] | {c['won']} / {c['lost']}, {c['p_value']:.2g} |"
         )
+    trained = [
+        f"{a['letter']}: {machine_text(a['machine_after_training'])}"
+        for a in results["arms"]
+        if "machine_after_training" in a
+    ]
+    if trained:
+        lines += ["", f"Machine when each arm's training ended: {'; '.join(trained)}."]
     lines += [
         "",
         "| arm | against | won / lost | McNemar p | |",

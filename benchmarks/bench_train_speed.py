@@ -43,6 +43,7 @@ from harness import (
     machine,
     machine_text,
     matmul_gflops,
+    portable_arguments,
     provenance,
     run_text,
     waiting_parent,
@@ -243,9 +244,13 @@ def main() -> None:
     for position, arm in enumerate(order):
         rows.append(run_arm(arm, 1 + position // len(args.arms), args, root))
     results.update(
-        args={
-            k: v for k, v in vars(args).items() if k not in ("linear_weights", "child_environment")
-        },
+        args=portable_arguments(
+            {
+                k: v
+                for k, v in vars(args).items()
+                if k not in ("linear_weights", "child_environment")
+            }
+        ),
         linear_weights=args.linear_weights,
         order=order,
         rows=rows,

@@ -145,8 +145,9 @@ class GRPOConfig(LoraSettings):
         help="Run the update's forward passes under bf16 autocast (mixed precision, TRL's "
         "bf16): matrix products in bf16; weights, gradients, log-softmax and optimizer state in "
         "float32. The products run faster on GPUs and on CPUs with native bf16 (AVX512-BF16, "
-        "AMX), but on a 2-core AMX CPU the recipe's update took as long as in float32 "
-        "(docs/results.md, Training speed); slower where bf16 is emulated. The log-probs the "
+        "AMX), but on a 2-core AMX CPU the recipe's update took as long as in float32, "
+        "frozen LoRA weights cast once or not (docs/results.md, Training speed); slower where "
+        "bf16 is emulated. The log-probs the "
         "ratio compares then carry bf16 rounding, as bf16 rollouts do.",
     )
     tf32: bool = option(
