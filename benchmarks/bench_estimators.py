@@ -17,8 +17,9 @@ The RFT arm is read, not played again: ``--reference-run`` is the recipe's own R
 same starting policy (its ``metrics.jsonl`` gives each cycle's rollout and update seconds), and
 ``--reference-checkpoints`` is ``bench_checkpoints``'s result for that run (each evaluated
 cycle's outcomes on the same test goals). ``--start-outcomes FILE:ARM`` names the starting
-policy's own play of those goals (an arm of a ``bench_skill_value`` result). Every arm is paired
-goal by goal (exact McNemar) with the start and with each RFT cycle.
+policy's own play of those goals (an arm of a ``bench_skill_value`` result). With fewer
+``--goals`` than they played, each reference is paired on its first ``--goals`` outcomes. Every
+arm is paired goal by goal (exact McNemar) with the start and with each RFT cycle.
 
 Training time is each cycle's rollout plus update seconds, summed: the phases an estimator
 changes. Distillation, bank upkeep and saving are the same work in every arm and are left out,
@@ -231,7 +232,7 @@ def main() -> None:
             "label": "start",
             "cycle": 0,
             "training_seconds": 0.0,
-            "outcomes": start_outcomes(args.start_outcomes),
+            "outcomes": start_outcomes(args.start_outcomes)[: args.goals],
         }
     ]
     for row in sorted(checkpoints["cycles"], key=lambda r: r["cycle"]):
@@ -243,7 +244,7 @@ def main() -> None:
                 "greedy": row["greedy"],
                 "outcomes": [
                     {"goal_index": o["goal_index"], "success": o["success"], "score": o["score"]}
-                    for o in row["outcomes"]
+                    for o in row["outcomes"][: args.goals]
                 ],
                 "machine": row.get("machine"),
             }
