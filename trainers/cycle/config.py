@@ -169,10 +169,10 @@ class CycleConfig:
     reward: str = option(
         "env",
         help="What an episode earns before the two shaping terms: env (the environment's own "
-        "reward; WebShop pays its [0, 1] purchase score, so a near miss earns most of it) or "
-        "success (1 on the last turn of an episode that succeeded, else 0: group-relative "
-        "advantages then rank a near miss with a failure, as the success rate does). RFT "
-        "trains on successes either way.",
+        "reward, which may pay a near miss most of a success, as a purchase score in [0, 1] "
+        "does) or success (1 on the last turn of an episode that succeeded, else 0: "
+        "group-relative advantages then rank a near miss with a failure, as the success rate "
+        "does). RFT trains on successes either way.",
         choices=tuple(EPISODE_REWARDS),
     )
     upkeep: bool = True
