@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -134,8 +135,6 @@ def training_seconds(rows: list[dict], up_to: int) -> float:
 
 def train_arm(arm: dict, args: argparse.Namespace, environment: dict[str, str]) -> Path:
     """Run (or finish) the arm's ``skillrl train``; return its run folder."""
-    import shlex
-
     workspace = Path(args.out).parent / f"estimators-{arm['letter']}"
     run = workspace / "runs" / arm["letter"]
     state = run / "state.json"
