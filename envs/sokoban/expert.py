@@ -49,6 +49,16 @@ class SokobanExpert:
         self.expected = (room, apply_move(room, state, move).state)
         return move
 
+    def label(self, observation: str, info: dict[str, Any]) -> str | None:
+        """Return the optimal move from the grid in ``observation``, or None where no plan exists.
+
+        DAgger asks this at every state the learner reaches. From a deadlocked room (a box no
+        push can bring to a target) or an unreadable grid there is no right move to teach: the
+        move :meth:`act` would play there only keeps the episode going, so it is not a label.
+        """
+        move = self.act(observation, info)
+        return move if self.expected is not None else None
+
     @staticmethod
     def _unblocked(room: Room, state: State) -> str:
         for direction in DIRECTIONS:

@@ -68,3 +68,16 @@ def test_expert_plays_on_from_a_deadlocked_room_without_failing():
     assert moves == 6 and not final["success"]
     assert final["reward_breakdown"]["valid"] and final["action_valid"]
     assert expert.solves == 6  # no plan exists, so it tries again each turn
+
+
+def test_expert_declines_to_label_a_deadlocked_room_and_labels_a_solvable_one():
+    solvable = "######\n#P___#\n#_X__#\n#___##\n#___O#\n######\n"
+    # The box against the top wall, its target on the bottom row: no push brings it back.
+    deadlocked = "######\n#_XP_#\n#____#\n#___##\n#___O#\n######\n"
+    expert = SokobanExpert()
+    expert.reset({})
+    assert expert.label(solvable, {}) in ("up", "down", "left", "right")
+    expert.reset({})
+    assert expert.label(deadlocked, {}) is None
+    assert expert.act(deadlocked, {}) in ("down", "right")  # act still plays an unblocked move
+    assert expert.label("no grid here", {}) is None

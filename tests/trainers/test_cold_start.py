@@ -483,3 +483,37 @@ def test_withholding_needs_skills():
         ColdStartConfig(skills=False, skill_withhold=0.3)
     with pytest.raises(ConfigError, match="skill_withhold"):
         ColdStartConfig(skill_withhold=1.0)
+
+
+def test_dagger_makes_no_example_where_the_expert_has_no_move_to_teach(tiny_folder):
+    """A learner that only walks left pins boxes to walls; deadlocked states become no example."""
+    from envs.sokoban.expert import SokobanExpert
+    from trainers.cold_start.dagger import ReplayAgent
+
+    goals = range(24)
+    agent = LabellingAgent(
+        LLMAgent(tiny_policy(tiny_folder), PROMPT, constrained=True),
+        actor=ReplayAgent([["left"] * 10 for _ in goals]),
+        labeller=ExpertLabeller(10),
+        skills=False,
+        constrained=True,
+    )
+    starts = [
+        EpisodeStart(
+            "sokoban",
+            split="train",
+            goal_index=g,
+            seed=g,
+            env_config={"categories": "6x6-1box", "max_turns": 10},
+        )
+        for g in goals
+    ]
+    labelled = collect_examples(
+        agent, starts, bank=None, source="dagger", round_index=1, max_turns=10
+    )
+    turns = sum(len(e.turns) for e in labelled.episodes)
+    assert labelled.declined > 0
+    assert len(labelled.examples) + labelled.declined == turns
+    for example in labelled.examples:  # every kept label is a move the solver plans from there
+        observation = example.prompt[-1]["content"]
+        assert SokobanExpert().label(observation, {}) == example.action

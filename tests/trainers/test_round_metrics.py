@@ -116,3 +116,10 @@ def test_the_record_loads_without_torch():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[2], timeout=300)  # fmt: skip
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_a_dagger_row_with_declined_states_round_trips():
+    row = {**DAGGER, "dagger.declined": 5}
+    metrics = RoundMetrics.from_row(row)
+    assert metrics.dagger == DaggerFigures(8, 0.25, 6.0, states=48, mistakes=30, declined=5)
+    assert metrics.to_row() == row

@@ -111,6 +111,7 @@ class ExampleGatherer:
                 / max(len(labelled.episodes), 1),
                 states=len(labelled.examples),
                 mistakes=sum(e.learner_action != e.action for e in labelled.examples),
+                declined=labelled.declined,
             ),
         )
 

@@ -9,7 +9,8 @@ history, the observation. Nothing about a turn is reconstructed afterwards.
 DAgger (Ross et al., 2011): the policy acts, the expert labels. :class:`ExpertLabeller` asks
 the environment's expert (its adapter's ``make_expert``) to ``decide`` the expert's action at the
 learner's state and then tells it the action the learner took (``observe``); an expert without
-those two (Sokoban's re-plans from any grid) labels with ``act``. So the label is the expert's
+those two (Sokoban's re-plans from any grid) labels with ``label``, which declines a state it has
+no move to teach at (a deadlocked room: no example), else ``act``. So the label is the expert's
 move *from where the learner is* (back from a wrong product, the option the learner skipped), not
 a replay of the expert's own path. Departure from the paper: no beta-mixture of expert and
 learner actions; round 0 is pure behaviour cloning and every later round rolls out the current
@@ -51,12 +52,27 @@ class ExpertLabeller:
         """Start labelling an episode (the expert is made at its first state: its env is known)."""
         self.experts.begin(episode_id, reset_info)
 
-    def label(self, state: AgentState) -> str:
-        """Return the expert's action at ``state``."""
+    def label(self, state: AgentState) -> str | None:
+        """Return the expert's action at ``state``, or None where the expert has none to teach.
+
+        An expert with a ``label`` method may decline a state (Sokoban's, once a box is
+        deadlocked: any move it plays there only keeps the episode going); such a state becomes
+        no example.
+        """
         expert = self.experts.expert_for(state)
-        decide = getattr(expert, "decide", None)
         info = expert_info(state)
-        return decide(state.observation, info) if decide else expert.act(state.observation, info)
+        decide = getattr(expert, "decide", None)
+        if decide is not None:
+            return decide(state.observation, info)
+        label = getattr(expert, "label", None)
+        if label is not None:
+            return label(state.observation, info)
+        return expert.act(state.observation, info)
+
+    def act(self, state: AgentState) -> str:
+        """Return the action the expert plays at ``state`` (demonstrations: it always acts)."""
+        expert = self.experts.expert_for(state)
+        return expert.act(state.observation, expert_info(state))
 
     def observe(self, episode_id: str, action: str) -> None:
         """Tell the episode's expert which action was actually taken at the last labelled state."""
@@ -104,6 +120,8 @@ class Labelled:
 
     examples: list[TurnExample]
     episodes: list[EpisodeRecord]
+    declined: int = 0
+    """States the expert had no action to teach at (:meth:`ExpertLabeller.label`): no example."""
 
 
 class LabellingAgent:
@@ -129,8 +147,8 @@ class LabellingAgent:
         self.uses_skills = skills
         self.constrained = constrained
         self.name = getattr(actor, "name", "expert")
-        self.turns: dict[str, list[tuple[AgentState, str, str, str]]] = {}
-        """Per episode: (state, label, thought, action taken)."""
+        self.turns: dict[str, list[tuple[AgentState, str | None, str, str]]] = {}
+        """Per episode: (state, label, thought, action taken); label None: the expert declined."""
 
     def begin_episode(self, episode_id: str, reset_info: dict[str, Any]) -> None:
         """Refuse goals outside the training split; start the actor and the labeller."""
@@ -152,7 +170,11 @@ class LabellingAgent:
         if self.actor is not None:
             decisions = self.actor.act(states)
         else:
-            decisions = [AgentDecision(action=a, model_output=a) for a in labels or []]
+            played = [
+                label if label is not None else self.labeller.act(state)
+                for state, label in zip(states, labels or [], strict=True)
+            ]
+            decisions = [AgentDecision(action=a, model_output=a) for a in played]
         for i, (state, decision) in enumerate(zip(states, decisions, strict=True)):
             label = labels[i] if labels is not None else decision.action
             thought = "" if labels is not None else _thought(decision, state)
@@ -208,6 +230,7 @@ def collect_examples(
     engine = RolloutEngine(agent, bank=bank, config=config, on_turn=on_turn)
     episodes = engine.run(starts)
     examples: list[TurnExample] = []
+    declined = 0
     for index, (start, record) in enumerate(zip(starts, episodes, strict=True)):
         if record.split != TRAIN_SPLIT:  # reset info without a split: checked here instead
             raise ConfigError(f"episode of split {record.split!r} cannot become examples")
@@ -217,6 +240,9 @@ def collect_examples(
             agent.turns.get(record.episode_id, []), record.turns, strict=False
         ):
             if source != "dagger" and not turn.action_valid:
+                continue
+            if label is None:
+                declined += 1
                 continue
             goal_index = start.goal_index if start.goal_index is not None else -1
             if state.skills is not None and withholds_skills(
@@ -239,7 +265,7 @@ def collect_examples(
                 )
             )
         agent.turns.pop(record.episode_id, None)
-    return Labelled(examples, episodes)
+    return Labelled(examples, episodes, declined)
 
 
 def withholds_skills(

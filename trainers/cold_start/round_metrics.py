@@ -55,6 +55,9 @@ class DaggerFigures:
     """States the learner reached, each labelled (None: a row older than the count)."""
     mistakes: int | None = None
     """Of those, states where the learner's action was not the expert's (None: as ``states``)."""
+    declined: int | None = None
+    """States the expert had no action to teach at (a deadlocked Sokoban room): not labelled,
+    not in ``states`` (None: a row older than the count)."""
 
 
 @dataclass(frozen=True)
