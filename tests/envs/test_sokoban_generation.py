@@ -95,7 +95,7 @@ def test_a_level_set_is_the_same_whatever_order_rooms_are_made_in():
 
 def test_splits_are_disjoint_interleaved_and_sized():
     levels = LevelSet(SokobanConfig(rooms_per_category=400))
-    assert [levels.split_size(s) for s in ("test", "eval", "train")] == [150, 300, 750]
+    assert [levels.split_size(s) for s in ("test", "eval", "train")] == [300, 150, 750]
     ids = {
         split: {levels.level(split, p).goal_id for p in range(0, levels.split_size(split), 7)}
         for split in ("test", "eval", "train")
@@ -105,9 +105,9 @@ def test_splits_are_disjoint_interleaved_and_sized():
     first = [levels.level("test", p) for p in range(6)]
     assert [lv.category.name for lv in first] == list(CATEGORIES) * 2
     assert [lv.goal_id for lv in first[:3]] == ["6x6-1box-0000", "7x7-2box-0000", "8x8-3box-0000"]
-    assert levels.level("eval", 0).goal_id == "6x6-1box-0050"
+    assert levels.level("eval", 0).goal_id == "6x6-1box-0100"
     assert levels.level("train", 4).goal_id == "7x7-2box-0151"
-    assert levels.level("eval", 7).goal_index == 157
+    assert levels.level("eval", 7).goal_index == 307
     for split in ("test", "eval", "train"):
         level = levels.level(split, 11)
         assert levels.locate(level.goal_id) == (split, 11)

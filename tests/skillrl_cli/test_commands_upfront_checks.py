@@ -440,11 +440,11 @@ def test_more_cold_start_goals_than_the_split_holds_are_refused(workspace, no_mo
 
 @pytest.mark.parametrize(
     "command",
-    [["eval", "--goals", "60"], ["run", "--goal", "55"], ["run", "--goals", "45-55"]],
+    [["eval", "--goals", "110"], ["run", "--goal", "105"], ["run", "--goals", "95-105"]],
 )
 def test_goals_past_the_split_the_models_env_settings_leave_are_refused_before_playing(
     workspace, command
 ):
-    # The shipped Sokoban adapter plays 6x6-1box rooms: 50 test goals, not the default's 150.
+    # The shipped Sokoban adapter plays 6x6-1box rooms: 100 test goals, not the default's 300.
     line = refused(workspace, *command, "--env", "sokoban")
-    assert "50 goals" in line, line
+    assert "100 goals" in line, line
