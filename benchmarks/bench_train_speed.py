@@ -17,6 +17,9 @@ training episodes per hour = cycle-1 episodes / cycle-1 seconds. Arms:
                    the frozen LoRA base weights cast to bf16 once per update)
   bf16 everywhere, 64 at once  the same with ``--rollout-parallel 64`` (four times the
                    episodes in each batched generation)
+  bf16 rollouts, 64 at once    bf16 rollouts, 64 episodes at once, a float32 update
+  ..., LoRA on the top 10 layers  the same with ``--lora-layers 10``: the update's LoRA adapts
+                   only the top 10 of the 30 decoder layers, so its backward pass stops there
 
 With ``--rounds 2`` the arms run A B C C B A, so load drift hits them alike. Every arm plays the
 same training goals from the same seed; sampled episodes differ by rounding, so the figures are
@@ -60,6 +63,22 @@ ARMS: dict[str, list[str]] = {
         "--bf16",
         "--rollout-parallel",
         "64",
+    ],
+    "bf16 rollouts, 64 at once": [
+        "--rollout-dtype",
+        "bfloat16",
+        "--no-bf16",
+        "--rollout-parallel",
+        "64",
+    ],
+    "bf16 rollouts, 64 at once, LoRA on the top 10 layers": [
+        "--rollout-dtype",
+        "bfloat16",
+        "--no-bf16",
+        "--rollout-parallel",
+        "64",
+        "--lora-layers",
+        "10",
     ],
 }
 

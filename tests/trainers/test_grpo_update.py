@@ -7,7 +7,7 @@ import torch
 from trainer_helpers import group_episodes
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from skillrl_core.errors import CheckpointError
+from skillrl_core.errors import CheckpointError, ConfigError
 from trainers.common.checkpoint import load_trainer_state, save_checkpoint, save_trainer_state
 from trainers.update.batching import TurnSample, collate
 from trainers.update.config import GRPOConfig
@@ -426,3 +426,22 @@ def test_frozen_weights_in_leaves_trainable_and_non_float32_weights_alone():
         assert frozen_half.weight.dtype == torch.bfloat16
     with frozen_weights_in(model, None):
         assert trainable.weight.dtype == torch.float32
+
+
+def test_a_lora_update_on_the_top_layers_trains_only_them_and_still_learns():
+    model = tiny_model()
+    prompt, good, bad = [5, 6, 7, 8], [20, 21, 22], [30, 31, 32]
+    episodes = group_episodes(model, prompt, good, bad)
+    before_good = sequence_logprob(model, prompt, good)
+    config = GRPOConfig(learning_rate=3e-3, use_peft=True, lora_r=4, lora_layers=1)
+    trainer = GRPOTrainer(model, config, pad_token_id=PAD)
+    trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
+    assert trainable and all(".layers.1." in n and "lora_" in n for n in trainable)
+    trainer.train_step(episodes, [[1.0], [-1.0]])
+    trained = trainer.unwrapped_model
+    trained.eval()
+    assert sequence_logprob(trained, prompt, good) > before_good + 0.02
+    with pytest.raises(ConfigError, match="exceeds the model's 2 decoder layers"):
+        GRPOTrainer(tiny_model(), GRPOConfig(use_peft=True, lora_layers=3), pad_token_id=PAD)
+    with pytest.raises(ConfigError, match="--full trains every layer"):
+        GRPOConfig(use_peft=False, lora_layers=1)

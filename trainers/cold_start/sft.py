@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillrl_core.errors import ConfigError
 from trainers.cold_start.head_loss import (
     add_head_only_lm_head,
     remove_head_only_lm_head,
@@ -53,6 +52,7 @@ from trainers.cold_start.head_loss import (
 )
 from trainers.cold_start.sft_config import ColdStartConfig
 from trainers.cold_start.sft_data import TurnExample, tokenize_example
+from trainers.common.lora import top_layers
 
 logger = logging.getLogger(__name__)
 
@@ -174,19 +174,6 @@ def build_trainer(
         else:
             logger.info("the model transforms its logits after the head: TRL's head is kept")
     return trainer
-
-
-def top_layers(model: Any, count: int | None) -> list[int] | None:
-    """Return the indices of the top ``count`` decoder layers of ``model`` (None: all of them).
-
-    peft's ``layers_to_transform`` takes the indices; a count larger than the model is refused.
-    """
-    if count is None:
-        return None
-    total = int(getattr(model.config, "num_hidden_layers", 0))
-    if count > total:
-        raise ConfigError(f"lora_layers ({count}) exceeds the model's {total} decoder layers")
-    return list(range(total - count, total))
 
 
 def _longest(tokenizer: Any, examples: list[TurnExample]) -> int:

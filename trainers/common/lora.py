@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from skillrl_core.errors import ConfigError
 from skillrl_core.option_fields import option
 from skillrl_core.validation import check_finite_fields, check_number
 
@@ -32,3 +34,16 @@ class LoraSettings:
         # A subclass's __post_init__ calls this first: every field of the subclass gets checked.
         check_finite_fields(self)  # and the bounds and choices each option declares
         check_number("lora_dropout", self.lora_dropout, low=0.0, high=1.0, high_open=True)
+
+
+def top_layers(model: Any, count: int | None) -> list[int] | None:
+    """Return the indices of the top ``count`` decoder layers of ``model`` (None: all of them).
+
+    peft's ``layers_to_transform`` takes the indices; a count larger than the model is refused.
+    """
+    if count is None:
+        return None
+    total = int(getattr(model.config, "num_hidden_layers", 0))
+    if count > total:
+        raise ConfigError(f"lora_layers ({count}) exceeds the model's {total} decoder layers")
+    return list(range(total - count, total))

@@ -39,6 +39,7 @@ MIGRATIONS: dict[str, Migration] = {
     # compare_starting_bank replayed its evaluation with the cycle-0 bank; before
     # rollout_parallel every rollout played 16 episodes at once, and before reward every
     # episode earned the environment's reward.
+    # Before grpo.lora_layers a LoRA update adapted every layer.
     # cycle.train_temperature is grpo.temperature, which runs saved beside it with its value.
     "cycle": Migration(
         added={
@@ -54,7 +55,13 @@ MIGRATIONS: dict[str, Migration] = {
         removed=("train_temperature",),
     ),
     "grpo": Migration(
-        added={"whole_group_steps": False, "estimator": "grpo", "rft_weight": 0.0, "bf16": False},
+        added={
+            "whole_group_steps": False,
+            "estimator": "grpo",
+            "rft_weight": 0.0,
+            "bf16": False,
+            "lora_layers": None,
+        },
         renamed={"step_advantage_weight": "step_weight"},
     ),
     # Launch options saved under their names before each took its config field's name.

@@ -130,6 +130,13 @@ class GRPOConfig(LoraSettings):
         negative="--full",
         aliases=("--lora",),
     )
+    lora_layers: int | None = option(
+        None,
+        help="With --lora: adapt only the top N decoder layers (default: all). No gradient "
+        "flows below the lowest adapted layer, so the update's backward pass shrinks in "
+        "proportion (as `skillrl sft --lora-layers`); the forward pass does not.",
+        low=1,
+    )
     logprob_gap_warn: float = 0.5
     """Warn when the mean |old - recomputed| log-prob gap on generated tokens exceeds this."""
     share_prompt_prefix: bool = True
@@ -171,6 +178,11 @@ class GRPOConfig(LoraSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # every field's declaration, then the LoRA fields
+        if self.lora_layers is not None and not self.use_peft:
+            raise ConfigError(
+                f"lora_layers ({self.lora_layers}) applies to a LoRA update (--lora); "
+                "--full trains every layer"
+            )
         if self.scale_rewards not in SCALE_REWARDS:
             raise ConfigError(
                 f"scale_rewards ({self.scale_rewards!r}) must be one of {SCALE_REWARDS}"

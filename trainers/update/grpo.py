@@ -39,6 +39,7 @@ from accelerate import Accelerator
 from trl.trainer.utils import disable_dropout_in_model
 
 from skillrl_core.records import EpisodeRecord
+from trainers.common.lora import top_layers
 from trainers.update.batching import TurnBatch, TurnSample, build_samples, collate, step_batches
 from trainers.update.config import GRPOConfig
 from trainers.update.loss import LossOutput
@@ -428,6 +429,7 @@ def apply_lora(model: Any, config: GRPOConfig) -> Any:
         lora_alpha=config.lora_alpha,
         lora_dropout=config.lora_dropout,
         target_modules=list(config.lora_target_modules),
+        layers_to_transform=top_layers(model, config.lora_layers),
         task_type="CAUSAL_LM",
     )
     return get_peft_model(model, lora)
