@@ -212,7 +212,8 @@ def report(results: dict[str, Any]) -> str:
         f"decoder blocks; runs in the order {', '.join(results['order'])}.",
         "",
         "| arm | episodes (turns) | cycle s | rollout s | update s | episodes/hour "
-        "| vs float32 | rollout GFLOP/s | of fp32 / bf16 matmul | update tokens/s "
+        f"| vs {results['arms'][0]['arm'] if results['arms'] else 'the first arm'} "
+        "| rollout GFLOP/s | of fp32 / bf16 matmul | update tokens/s "
         "| log-prob gap | clipped high | training success |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: "
         "| ---: |",
