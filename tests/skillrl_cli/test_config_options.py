@@ -135,6 +135,8 @@ def _other_value(config: type, field: dataclasses.Field) -> tuple[str, ...]:
     if isinstance(default, float):
         high = spec.high if spec.high is not None else default + 1
         return (flag, repr((default + high) / 2 if default < high else default / 2))
+    if default is None and spec.low is not None:  # an optional count: its least valid value
+        return (flag, str(int(spec.low)))
     raise AssertionError(f"no other value for {config.__name__}.{field.name}")
 
 
@@ -145,6 +147,9 @@ a tracker extra) or are checked against the environment's prompt (the budget).""
 
 NEEDS_EVAL_SPLIT = {"patience", "test_goals"}
 """Fields that choose a checkpoint, which only evaluation goals of another split than test do."""
+
+NEEDS_LORA = {"lora_layers"}
+"""Fields that shape a LoRA update, which --full refuses."""
 
 
 @pytest.fixture
@@ -173,6 +178,8 @@ def test_each_train_option_sets_the_field_of_its_name(workspace, started, group,
     words = _other_value(group.config, field)
     if field.name in NEEDS_EVAL_SPLIT:
         words = ("--eval-split", "eval", *words)
+    if field.name in NEEDS_LORA:
+        words = ("--lora", *words)
     result = CliRunner().invoke(main, ["train", "--run-name", "t", "--max-turns", "8", *words])
     assert str(result.exception) == "started", result.output
     settings = started[0]
