@@ -14,7 +14,8 @@ are what is compared. The arm's last checkpoint then plays test goals 0..N-1 as
 ``bench_checkpoints`` plays a checkpoint (greedy, float32, the starting bank, a fresh workspace).
 
 The RFT arm is read, not played again: ``--reference-run`` is the recipe's own RFT run from the
-same starting policy (its ``metrics.jsonl`` gives each cycle's rollout and update seconds), and
+same starting policy (its ``metrics.jsonl`` gives each cycle's rollout and update seconds; an
+earlier ``estimators`` result that recorded them serves as well), and
 ``--reference-checkpoints`` is ``bench_checkpoints``'s result for that run (each evaluated
 cycle's outcomes on the same test goals). ``--start-outcomes FILE:ARM`` names the starting
 policy's own play of those goals (an arm of a ``bench_skill_value`` result). With fewer
@@ -110,6 +111,14 @@ def cycle_rows(run: Path) -> list[dict]:
     return rows
 
 
+def reference_rows_from(path: Path) -> list[dict]:
+    """The RFT run's cycle rows: read from its run folder, or from an earlier ``estimators``
+    result (its ``reference_cycles``), so the comparison needs no run folder kept on disk."""
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))["reference_cycles"]
+    return cycle_rows(path)
+
+
 def advantage_figures(record: UpdateRecord | None) -> dict:
     """What a cycle's update weighed its turns by (``advantages.json``, empty if absent).
 
@@ -187,7 +196,11 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=2, help="cycles per arm")
     parser.add_argument("--goals", type=int, default=300, help="test goals 0..N-1")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--reference-run", required=True, help="the recipe's RFT run folder")
+    parser.add_argument(
+        "--reference-run",
+        required=True,
+        help="the recipe's RFT run folder, or an earlier estimators result that recorded it",
+    )
     parser.add_argument("--reference-checkpoints", required=True, help="its checkpoints result")
     parser.add_argument("--start-outcomes", required=True, help="FILE:ARM, the start's play")
     parser.add_argument("--out", required=True, help="results JSON")
@@ -224,7 +237,7 @@ def main() -> None:
         atomic_write_json(partial, kept)
         print(f"arm {arm['letter']}: {played.greedy.success_rate:.3f}", flush=True)
 
-    reference_rows = cycle_rows(Path(args.reference_run))
+    reference_rows = reference_rows_from(Path(args.reference_run))
     checkpoints = json.loads(Path(args.reference_checkpoints).read_text(encoding="utf-8"))
     references = [
         {

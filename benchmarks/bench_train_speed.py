@@ -20,6 +20,8 @@ training episodes per hour = cycle-1 episodes / cycle-1 seconds. Arms:
   bf16 rollouts, 64 at once    bf16 rollouts, 64 episodes at once, a float32 update
   ..., LoRA on the top 10 layers  the same with ``--lora-layers 10``: the update's LoRA adapts
                    only the top 10 of the 30 decoder layers, so its backward pass stops there
+  float32, 64 at once (, LoRA on the top 10 layers)  the same levers with float32 rollouts: the
+                   recipe's own on a machine without native bf16 (``--rollout-dtype auto``)
 
 With ``--rounds 2`` the arms run A B C C B A, so load drift hits them alike. Every arm plays the
 same training goals from the same seed; sampled episodes differ by rounding, so the figures are
@@ -30,6 +32,12 @@ forward passes computed (prompt tokens not taken from the prefix cache, candidat
 tokens), over the seconds spent in them. Attention scores and the LM head are left out, so the
 rate is a lower bound. It is set against the machine's 1024 x 1024 matmul rate in fp32 and in
 bf16, measured before every arm with the load average.
+
+The update's compute rate, likewise: per position its passes forwarded (each prefix a tree shares
+once, ``StepMetrics.forwarded_positions``), 2 x the linear weights forward plus 2 x the linear
+weights of the blocks its backward crosses (all of them, or ``--lora-layers``' top N), over the
+update seconds. LoRA's own weight gradients, attention scores and the LM head are left out: a
+lower bound too.
 """
 
 from __future__ import annotations
@@ -71,6 +79,16 @@ ARMS: dict[str, list[str]] = {
         "--rollout-parallel",
         "64",
     ],
+    "float32, 64 at once": ["--rollout-dtype", "float32", "--no-bf16", "--rollout-parallel", "64"],
+    "float32, 64 at once, LoRA on the top 10 layers": [
+        "--rollout-dtype",
+        "float32",
+        "--no-bf16",
+        "--rollout-parallel",
+        "64",
+        "--lora-layers",
+        "10",
+    ],
     "bf16 rollouts, 64 at once, LoRA on the top 10 layers": [
         "--rollout-dtype",
         "bfloat16",
@@ -83,8 +101,9 @@ ARMS: dict[str, list[str]] = {
 }
 
 
-def linear_weights(config: str) -> int:
-    """Weights of the recipe model's decoder-block linear layers (embeddings and norms excluded)."""
+def model_shape(config: str) -> tuple[int, int]:
+    """The recipe model's decoder-block linear weights (embeddings and norms excluded), and its
+    number of decoder blocks."""
     import torch
     import yaml
 
@@ -96,9 +115,27 @@ def linear_weights(config: str) -> int:
     if model == "shipped":
         model = str(shipped_adapter(str(recipe.get("env", "webshop"))))
     _, loaded = load_causal_lm(model, torch.float32)
-    return sum(
+    weights = sum(
         p.numel() for name, p in loaded.named_parameters() if ".layers." in name and p.dim() == 2
     )
+    return weights, int(loaded.config.num_hidden_layers)
+
+
+def backward_layers(flags: list[str], layers: int) -> int:
+    """The decoder blocks an arm's update backpropagates through: ``--lora-layers N``'s top N,
+    else all of them."""
+    if "--lora-layers" in flags:
+        return int(flags[flags.index("--lora-layers") + 1])
+    return layers
+
+
+def update_gflops(row: dict[str, Any], linear_weights: int, layers: int) -> float:
+    """The update's linear-layer compute rate: per forwarded position, 2 x the weights forward
+    and 2 x the crossed blocks' weights backward (input gradients; LoRA's own weight gradients
+    and the attention scores are left out, so it is a lower bound), over the update seconds."""
+    crossed = linear_weights * backward_layers(row["flags"], layers) / layers
+    flops = (2 * linear_weights + 2 * crossed) * row["update_forwarded_positions"]
+    return flops / row["update_seconds"] / 1e9 if row["update_seconds"] > 0 else 0.0
 
 
 def run_arm(arm: str, round_index: int, args: argparse.Namespace, root: Path) -> dict[str, Any]:
@@ -145,6 +182,7 @@ def run_arm(arm: str, round_index: int, args: argparse.Namespace, root: Path) ->
         "rollout_forwarded_tokens": rollout.forwarded_tokens,
         "rollout_gflops": rate,
         "update_tokens_per_second": step.tokens_per_second,
+        "update_forwarded_positions": step.forwarded_positions,
         "update_samples": step.samples,
         "logprob_gap_mean": step.logprob_gap_mean,
         "ratio_mean": step.ratio_mean,
@@ -152,6 +190,7 @@ def run_arm(arm: str, round_index: int, args: argparse.Namespace, root: Path) ->
         "process_seconds": wall,
         "machine": before,
     }
+    row["update_gflops"] = update_gflops(row, args.linear_weights, args.decoder_layers)
     print(
         f"  {episodes} episodes in {seconds:.0f} s (rollout {row['rollout_seconds']:.0f} s, "
         f"update {row['update_seconds']:.0f} s): {row['episodes_per_hour']:.0f} episodes/hour; "
@@ -188,6 +227,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "rollout_episodes_per_hour": total("episodes") / total("rollout_seconds") * 3600,
                 "update_tokens_per_second": total("update_tokens_per_second") / len(mine),
                 "rollout_gflops": total("rollout_gflops") / len(mine),
+                "update_gflops": sum(r.get("update_gflops", 0.0) for r in mine) / len(mine),
                 "matmul_gflops": sum(matmul) / len(matmul),
                 "bf16_matmul_gflops": sum(bf16) / len(bf16),
                 "logprob_gap_mean": total("logprob_gap_mean") / len(mine),
@@ -199,6 +239,14 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for a in arms:
         a["vs_baseline"] = a["episodes_per_hour"] / base if base else 0.0
     return arms
+
+
+def _update_rate(arm: dict[str, Any]) -> str:
+    """The update's GFLOP/s and its share of the fp32 matmul rate ("-" where not recorded)."""
+    rate = arm.get("update_gflops")
+    if not rate:
+        return "-"
+    return f"{rate:.0f} ({rate / arm['matmul_gflops']:.2f})"
 
 
 def report(results: dict[str, Any]) -> str:
@@ -213,10 +261,10 @@ def report(results: dict[str, Any]) -> str:
         "",
         "| arm | episodes (turns) | cycle s | rollout s | update s | episodes/hour "
         f"| vs {results['arms'][0]['arm'] if results['arms'] else 'the first arm'} "
-        "| rollout GFLOP/s | of fp32 / bf16 matmul | update tokens/s "
-        "| log-prob gap | clipped high | training success |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: "
-        "| ---: |",
+        "| rollout GFLOP/s | of fp32 / bf16 matmul | update tokens/s | update GFLOP/s "
+        "(of fp32 matmul) | log-prob gap | clipped high | training success |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: "
+        "| ---: | ---: |",
     ]
     for a in results["arms"]:
         lines.append(
@@ -225,7 +273,8 @@ def report(results: dict[str, Any]) -> str:
             f"| {a['episodes_per_hour']:.0f} | {a['vs_baseline']:.2f}x "
             f"| {a['rollout_gflops']:.0f} | {a['rollout_gflops'] / a['matmul_gflops']:.2f} / "
             f"{a['rollout_gflops'] / a['bf16_matmul_gflops']:.2f} "
-            f"| {a['update_tokens_per_second']:.0f} | {a['logprob_gap_mean']:.4f} "
+            f"| {a['update_tokens_per_second']:.0f} | {_update_rate(a)} "
+            f"| {a['logprob_gap_mean']:.4f} "
             f"| {a['clip_high_fraction']:.3f} | {a['training_success']:.2f} |"
         )
     lines += [
@@ -256,7 +305,7 @@ def main() -> None:
     # started with (before anything here imports torch).
     args.child_environment = waiting_parent()
     results: dict[str, Any] = {"provenance": provenance("train_speed")}
-    args.linear_weights = linear_weights(args.config)
+    args.linear_weights, args.decoder_layers = model_shape(args.config)
     root = Path(args.out).with_suffix("")
     root.mkdir(parents=True, exist_ok=True)
     order = list(args.arms) + (list(reversed(args.arms)) if args.rounds == 2 else [])
@@ -268,10 +317,11 @@ def main() -> None:
             {
                 k: v
                 for k, v in vars(args).items()
-                if k not in ("linear_weights", "child_environment")
+                if k not in ("linear_weights", "decoder_layers", "child_environment")
             }
         ),
         linear_weights=args.linear_weights,
+        decoder_layers=args.decoder_layers,
         order=order,
         rows=rows,
         arms=summarise(rows),

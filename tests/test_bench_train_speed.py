@@ -59,6 +59,34 @@ def test_arms_sum_their_runs_and_are_set_against_the_first():
     assert "| bf16 rollouts | 128 (640) | 500 |" in text and "| 1.60x |" in text
     assert "| 0.80 / 0.40 |" in text  # 320 GFLOP/s of 400 (fp32) and 800 (bf16)
     assert "106.2M linear weights" in text
+    assert text.count("| - |") == 2  # rows recorded before the update's rate show none
+
+
+def test_the_update_rate_counts_the_blocks_its_backward_crosses():
+    from bench_train_speed import backward_layers, update_gflops
+
+    whole = {**row("float32", 64, 300, 200), "update_forwarded_positions": 10_000}
+    top = {**whole, "flags": ["--no-bf16", "--lora-layers", "10"]}
+    assert backward_layers(whole["flags"], 30) == 30 and backward_layers(top["flags"], 30) == 10
+    # 100 s of update: (2 + 2) x 1e9 weights x 1e4 positions, or (2 + 2/3) x ... for the top 10.
+    assert update_gflops(whole, 10**9, 30) == pytest.approx(4e13 / 100 / 1e9)
+    assert update_gflops(top, 10**9, 30) == pytest.approx((2 + 2 / 3) * 1e13 / 100 / 1e9)
+    arms = summarise([{**whole, "update_gflops": 400.0}])
+    assert "| 400 (1.00) |" in report(
+        {
+            "provenance": {
+                "command": "x",
+                "commit": "abc",
+                "started": "2026-12-05T00:00:00",
+                "machine_at_start": {"matmul_gflops": 400.0, "load_average": 2.0},
+            },
+            "args": {"config": "c.yaml", "goals_per_cycle": 16},
+            "linear_weights": 10**9,
+            "order": ["float32"],
+            "rows": [whole],
+            "arms": arms,
+        }
+    )
 
 
 @pytest.mark.slow
@@ -74,8 +102,12 @@ def test_one_arm_trains_one_cycle_and_reads_its_figures(tmp_path, monkeypatch):
         encoding="utf-8",
     )
     monkeypatch.chdir(ROOT)  # the arm runs `python -m cli`
-    args = argparse.Namespace(config=str(config), goals_per_cycle=1, threads=1, linear_weights=1000)
+    args = argparse.Namespace(
+        config=str(config), goals_per_cycle=1, threads=1, linear_weights=1000, decoder_layers=2
+    )
     result = run_arm("bf16 rollouts", 1, args, tmp_path / "out")
     assert result["episodes"] == 2 and result["cycle_seconds"] > 0
     assert result["rollout_forwarded_tokens"] > 0 and result["rollout_gflops"] > 0
+    # RFT trains only on successes, which the tiny model may not reach: positions follow samples.
+    assert (result["update_forwarded_positions"] > 0) == (result["update_samples"] > 0)
     assert result["machine"]["bf16_matmul_gflops"] > 0

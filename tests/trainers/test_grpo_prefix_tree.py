@@ -124,6 +124,8 @@ def test_a_trainer_step_leaves_the_same_weights_and_counts_the_same_tokens():
         results.append((metrics, dict(trainer.unwrapped_model.named_parameters())))
     (plain, plain_weights), (shared, shared_weights) = results
     assert shared.total_tokens == plain.total_tokens == sum(s.num_tokens for s in samples)
+    # The trees forward each shared prefix once; plain rows forward their padding too.
+    assert 0 < shared.forwarded_positions < shared.total_tokens <= plain.forwarded_positions
     assert shared.loss == pytest.approx(plain.loss, rel=1e-5)
     for name, weight in plain_weights.items():
         torch.testing.assert_close(shared_weights[name], weight, atol=1e-5, rtol=1e-4, msg=name)

@@ -40,7 +40,14 @@ from trl.trainer.utils import disable_dropout_in_model
 
 from skillrl_core.records import EpisodeRecord
 from trainers.common.lora import top_layers
-from trainers.update.batching import TurnBatch, TurnSample, build_samples, collate, step_batches
+from trainers.update.batching import (
+    TurnBatch,
+    TurnSample,
+    build_samples,
+    collate,
+    forwarded_positions,
+    step_batches,
+)
 from trainers.update.config import GRPOConfig
 from trainers.update.loss import LossOutput
 from trainers.update.microbatch_loss import (
@@ -66,6 +73,11 @@ class StepMetrics:
     completion_tokens: int = 0
     total_tokens: int = 0
     """Prompt + completion tokens forwarded, over all iterations."""
+    forwarded_positions: int = 0
+    """Positions the update's forward passes computed, over all iterations: each prefix a
+    tree shares counted once, plain rows with their padding
+    (:func:`~trainers.update.batching.forwarded_positions`). Its compute is about
+    (2 forward + 2 backward) x the linear weights the passes cross, per position."""
     optimizer_steps: int = 0
     loss: float = 0.0
     policy_loss: float = 0.0
@@ -181,6 +193,8 @@ class GRPOTrainer:
         """Called as ``on_turns(done, total)`` after every backward: this process's turns
         trained so far in the update, over all its passes (a counter inside a long step)."""
         self._turns_done = self._turns_total = 0
+        self._positions = 0
+        """Positions forwarded since the current ``train_step`` began (``StepMetrics``)."""
 
     @property
     def unwrapped_model(self) -> Any:
@@ -219,6 +233,7 @@ class GRPOTrainer:
         passes = [self.optimizer_steps(samples) for _ in range(self.config.num_iterations)]
         self._turns_total = sum(len(s) for steps in passes for _, shares in steps for s in shares)
         self._turns_done = 0
+        self._positions = 0
         frozen_dtype = torch.bfloat16 if self.config.bf16 else None
         with (
             float32_matmul_precision(self.device, self.config.tf32),
@@ -238,6 +253,7 @@ class GRPOTrainer:
                         self.on_progress(metrics.optimizer_steps, total_steps)
                     metrics.completion_tokens += sum(b.num_completion_tokens for b in batches)
                     metrics.total_tokens += sum(b.num_tokens for b in batches)
+        metrics.forwarded_positions = self._positions
         _average_into(metrics, outs)
         _report_gap(metrics, gaps, self.config.logprob_gap_warn)
         metrics.seconds = time.perf_counter() - started
@@ -306,6 +322,9 @@ class GRPOTrainer:
         for number, run in enumerate(runs):
             last = number == len(runs) - 1
             run_batches, run_shares = [batches[i] for i in run], [shares[i] for i in run]
+            self._positions += forwarded_positions(
+                [s for share in run_shares for s in share], share_prefix=self.forward.share_prefix
+            )
             # no_sync is DDP's (the prepared module), also when a compiled wrapper sits on it;
             # it holds the forward too, as DDP asks.
             with contextlib.nullcontext() if last else acc.no_sync(self._prepared):
