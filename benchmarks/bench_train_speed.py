@@ -37,7 +37,8 @@ The update's compute rate, likewise: per position its passes forwarded (each pre
 once, ``StepMetrics.forwarded_positions``), 2 x the linear weights forward plus 2 x the linear
 weights of the blocks its backward crosses (all of them, or ``--lora-layers``' top N), over the
 update seconds. LoRA's own weight gradients, attention scores and the LM head are left out: a
-lower bound too.
+lower bound too. With both counts, each arm also gets the cycle it would take if those products
+ran at the matmul rate and everything else as measured: how fast the same work can go here.
 """
 
 from __future__ import annotations
@@ -191,6 +192,9 @@ def run_arm(arm: str, round_index: int, args: argparse.Namespace, root: Path) ->
         "machine": before,
     }
     row["update_gflops"] = update_gflops(row, args.linear_weights, args.decoder_layers)
+    row["seconds_at_matmul_rate"] = seconds_at_matmul_rate(
+        row, args.linear_weights, args.decoder_layers
+    )
     print(
         f"  {episodes} episodes in {seconds:.0f} s (rollout {row['rollout_seconds']:.0f} s, "
         f"update {row['update_seconds']:.0f} s): {row['episodes_per_hour']:.0f} episodes/hour; "
@@ -228,6 +232,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "update_tokens_per_second": total("update_tokens_per_second") / len(mine),
                 "rollout_gflops": total("rollout_gflops") / len(mine),
                 "update_gflops": sum(r.get("update_gflops", 0.0) for r in mine) / len(mine),
+                "seconds_at_matmul_rate": sum(r.get("seconds_at_matmul_rate", 0.0) for r in mine),
                 "matmul_gflops": sum(matmul) / len(matmul),
                 "bf16_matmul_gflops": sum(bf16) / len(bf16),
                 "logprob_gap_mean": total("logprob_gap_mean") / len(mine),
@@ -238,7 +243,23 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     base = arms[0]["episodes_per_hour"] if arms else 0.0
     for a in arms:
         a["vs_baseline"] = a["episodes_per_hour"] / base if base else 0.0
+        floor = a["seconds_at_matmul_rate"]
+        a["episodes_per_hour_at_matmul_rate"] = a["episodes"] / floor * 3600 if floor > 0 else 0.0
     return arms
+
+
+def seconds_at_matmul_rate(row: dict[str, Any], linear_weights: int, layers: int) -> float:
+    """The arm's cycle had its rollout and update products run at the machine's matmul rate
+    (bf16's where the arm computes them in bf16), everything else as measured: the floor that
+    the same work, done faster, can reach on this machine."""
+    machine_rates = row["machine"]
+    flags = row["flags"]
+    rollout_rate = machine_rates["bf16_matmul_gflops" if "bfloat16" in flags else "matmul_gflops"]
+    update_rate = machine_rates["bf16_matmul_gflops" if "--bf16" in flags else "matmul_gflops"]
+    rollout_flops = 2 * linear_weights * row["rollout_forwarded_tokens"]
+    update_flops = update_gflops(row, linear_weights, layers) * row["update_seconds"] * 1e9
+    rest = row["cycle_seconds"] - row["rollout_model_seconds"] - row["update_seconds"]
+    return rest + (rollout_flops / rollout_rate + update_flops / update_rate) / 1e9
 
 
 def _update_rate(arm: dict[str, Any]) -> str:
@@ -277,6 +298,25 @@ def report(results: dict[str, Any]) -> str:
             f"| {a['logprob_gap_mean']:.4f} "
             f"| {a['clip_high_fraction']:.3f} | {a['training_success']:.2f} |"
         )
+    floors = [a for a in results["arms"] if a.get("episodes_per_hour_at_matmul_rate")]
+    if floors:
+        base = results["arms"][0]
+        lines += [
+            "",
+            "The same work at the machine's matmul rate: each arm's rollout and update products "
+            "run at the matmul rate measured before it (bf16's where it computes in bf16), the "
+            "rest of its cycle as measured.",
+            "",
+            f"| arm | cycle s | at the matmul rate | episodes/hour at it | vs {base['arm']} "
+            "(measured) |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
+        for a in floors:
+            lines.append(
+                f"| {a['arm']} | {a['cycle_seconds']:.0f} | {a['seconds_at_matmul_rate']:.0f} "
+                f"| {a['episodes_per_hour_at_matmul_rate']:.0f} "
+                f"| {a['episodes_per_hour_at_matmul_rate'] / base['episodes_per_hour']:.2f}x |"
+            )
     lines += [
         "",
         "| run | arm | cycle s | episodes/hour | matmul fp32 / bf16 GFLOP/s, load before |",

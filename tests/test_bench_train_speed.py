@@ -63,15 +63,24 @@ def test_arms_sum_their_runs_and_are_set_against_the_first():
 
 
 def test_the_update_rate_counts_the_blocks_its_backward_crosses():
-    from bench_train_speed import backward_layers, update_gflops
+    from bench_train_speed import backward_layers, seconds_at_matmul_rate, update_gflops
 
-    whole = {**row("float32", 64, 300, 200), "update_forwarded_positions": 10_000}
+    whole = {
+        **row("float32", 64, 300, 200),
+        "update_forwarded_positions": 10_000,
+        "rollout_forwarded_tokens": 1000,
+    }
     top = {**whole, "flags": ["--no-bf16", "--lora-layers", "10"]}
     assert backward_layers(whole["flags"], 30) == 30 and backward_layers(top["flags"], 30) == 10
     # 100 s of update: (2 + 2) x 1e9 weights x 1e4 positions, or (2 + 2/3) x ... for the top 10.
     assert update_gflops(whole, 10**9, 30) == pytest.approx(4e13 / 100 / 1e9)
     assert update_gflops(top, 10**9, 30) == pytest.approx((2 + 2 / 3) * 1e13 / 100 / 1e9)
-    arms = summarise([{**whole, "update_gflops": 400.0}])
+    # At the matmul rate (400 GFLOP/s): the rollout's 2e12 and the update's 4e13 FLOPs take
+    # 105 s, the rest of the 300 s cycle (200 - 100 s in the model) stays.
+    floor = seconds_at_matmul_rate(whole, 10**9, 30)
+    assert floor == pytest.approx(300 - 100 - 100 + (2e12 + 4e13) / 400e9)
+    arms = summarise([{**whole, "update_gflops": 400.0, "seconds_at_matmul_rate": floor}])
+    assert arms[0]["episodes_per_hour_at_matmul_rate"] == pytest.approx(64 / floor * 3600)
     assert "| 400 (1.00) |" in report(
         {
             "provenance": {
