@@ -262,6 +262,14 @@ def seconds_at_matmul_rate(row: dict[str, Any], linear_weights: int, layers: int
     return rest + (rollout_flops / rollout_rate + update_flops / update_rate) / 1e9
 
 
+def _bf16_share(arm: dict[str, Any]) -> str:
+    """The rollout rate's share of the bf16 matmul rate; "-" where bf16 is slower than fp32
+    (emulated, no ceiling for anything)."""
+    if arm["bf16_matmul_gflops"] < arm["matmul_gflops"]:
+        return "-"
+    return f"{arm['rollout_gflops'] / arm['bf16_matmul_gflops']:.2f}"
+
+
 def _update_rate(arm: dict[str, Any]) -> str:
     """The update's GFLOP/s and its share of the fp32 matmul rate ("-" where not recorded)."""
     rate = arm.get("update_gflops")
@@ -293,7 +301,7 @@ def report(results: dict[str, Any]) -> str:
             f"| {a['rollout_seconds']:.0f} | {a['update_seconds']:.0f} "
             f"| {a['episodes_per_hour']:.0f} | {a['vs_baseline']:.2f}x "
             f"| {a['rollout_gflops']:.0f} | {a['rollout_gflops'] / a['matmul_gflops']:.2f} / "
-            f"{a['rollout_gflops'] / a['bf16_matmul_gflops']:.2f} "
+            f"{_bf16_share(a)} "
             f"| {a['update_tokens_per_second']:.0f} | {_update_rate(a)} "
             f"| {a['logprob_gap_mean']:.4f} "
             f"| {a['clip_high_fraction']:.3f} | {a['training_success']:.2f} |"

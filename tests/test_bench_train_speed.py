@@ -81,6 +81,22 @@ def test_the_update_rate_counts_the_blocks_its_backward_crosses():
     assert floor == pytest.approx(300 - 100 - 100 + (2e12 + 4e13) / 400e9)
     arms = summarise([{**whole, "update_gflops": 400.0, "seconds_at_matmul_rate": floor}])
     assert arms[0]["episodes_per_hour_at_matmul_rate"] == pytest.approx(64 / floor * 3600)
+    emulated = {**whole, "machine": {**whole["machine"], "bf16_matmul_gflops": 1.0}}
+    assert "| 0.50 / - |" in report(
+        {
+            "provenance": {
+                "command": "x",
+                "commit": "abc",
+                "started": "2026-12-05T00:00:00",
+                "machine_at_start": {"matmul_gflops": 400.0, "load_average": 2.0},
+            },
+            "args": {"config": "c.yaml", "goals_per_cycle": 16},
+            "linear_weights": 10**9,
+            "order": ["float32"],
+            "rows": [emulated],
+            "arms": summarise([emulated]),
+        }
+    )  # bf16 slower than fp32 (emulated): no bf16 share
     assert "| 400 (1.00) |" in report(
         {
             "provenance": {
