@@ -42,20 +42,7 @@ def test_arms_sum_their_runs_and_are_set_against_the_first():
     assert fast["episodes_per_hour"] == pytest.approx(128 / 500 * 3600)
     assert fast["vs_baseline"] == pytest.approx(800 / 500)
     assert fast["rollout_gflops"] == pytest.approx(320)
-    results = {
-        "provenance": {
-            "command": "python -m benchmarks train_speed",
-            "commit": "abc",
-            "started": "2026-12-04T06:00:00",
-            "machine_at_start": {"matmul_gflops": 400.0, "load_average": 2.0},
-        },
-        "args": {"config": "configs/webshop-rft.yaml", "goals_per_cycle": 16},
-        "linear_weights": 106_168_320,
-        "order": ["float32", "bf16 rollouts", "bf16 rollouts", "float32"],
-        "rows": rows,
-        "arms": arms,
-    }
-    text = report(results)
+    text = report_of(rows, arms, linear_weights=106_168_320)
     assert "| bf16 rollouts | 128 (640) | 500 |" in text and "| 1.60x |" in text
     assert "| 0.80 / 0.40 |" in text  # 320 GFLOP/s of 400 (fp32) and 800 (bf16)
     assert "106.2M linear weights" in text
@@ -82,33 +69,27 @@ def test_the_update_rate_counts_the_blocks_its_backward_crosses():
     arms = summarise([{**whole, "update_gflops": 400.0, "seconds_at_matmul_rate": floor}])
     assert arms[0]["episodes_per_hour_at_matmul_rate"] == pytest.approx(64 / floor * 3600)
     emulated = {**whole, "machine": {**whole["machine"], "bf16_matmul_gflops": 1.0}}
-    assert "| 0.50 / - |" in report(
+    # bf16 slower than fp32 (emulated): no bf16 share.
+    assert "| 0.50 / - |" in report_of([emulated], summarise([emulated]))
+    text = report_of([whole], arms)
+    assert "| 400 (1.00) |" in text
+    assert f"| float32 | 300 | {floor:.0f} | {64 / floor * 3600:.0f} |" in text
+
+
+def report_of(rows: list[dict], arms: list[dict], linear_weights: int = 10**9) -> str:
+    """The report of a result that ran ``rows`` in their order."""
+    return report(
         {
             "provenance": {
-                "command": "x",
+                "command": "python -m benchmarks train_speed",
                 "commit": "abc",
                 "started": "2026-12-05T00:00:00",
                 "machine_at_start": {"matmul_gflops": 400.0, "load_average": 2.0},
             },
-            "args": {"config": "c.yaml", "goals_per_cycle": 16},
-            "linear_weights": 10**9,
-            "order": ["float32"],
-            "rows": [emulated],
-            "arms": summarise([emulated]),
-        }
-    )  # bf16 slower than fp32 (emulated): no bf16 share
-    assert "| 400 (1.00) |" in report(
-        {
-            "provenance": {
-                "command": "x",
-                "commit": "abc",
-                "started": "2026-12-05T00:00:00",
-                "machine_at_start": {"matmul_gflops": 400.0, "load_average": 2.0},
-            },
-            "args": {"config": "c.yaml", "goals_per_cycle": 16},
-            "linear_weights": 10**9,
-            "order": ["float32"],
-            "rows": [whole],
+            "args": {"config": "configs/webshop-rft.yaml", "goals_per_cycle": 16},
+            "linear_weights": linear_weights,
+            "order": [r["arm"] for r in rows],
+            "rows": rows,
             "arms": arms,
         }
     )
