@@ -130,13 +130,19 @@ def backward_layers(flags: list[str], layers: int) -> int:
     return layers
 
 
-def update_gflops(row: dict[str, Any], linear_weights: int, layers: int) -> float:
-    """The update's linear-layer compute rate: per forwarded position, 2 x the weights forward
-    and 2 x the crossed blocks' weights backward (input gradients; LoRA's own weight gradients
-    and the attention scores are left out, so it is a lower bound), over the update seconds."""
+def update_flops(row: dict[str, Any], linear_weights: int, layers: int) -> float:
+    """The update's linear-layer FLOPs: per forwarded position, 2 x the weights forward and 2 x
+    the crossed blocks' weights backward (input gradients; LoRA's own weight gradients and the
+    attention scores are left out, so rates made from it are lower bounds)."""
     crossed = linear_weights * backward_layers(row["flags"], layers) / layers
-    flops = (2 * linear_weights + 2 * crossed) * row["update_forwarded_positions"]
-    return flops / row["update_seconds"] / 1e9 if row["update_seconds"] > 0 else 0.0
+    return (2 * linear_weights + 2 * crossed) * row["update_forwarded_positions"]
+
+
+def update_gflops(row: dict[str, Any], linear_weights: int, layers: int) -> float:
+    """The update's linear-layer compute rate (:func:`update_flops` over the update seconds)."""
+    if row["update_seconds"] <= 0:
+        return 0.0
+    return update_flops(row, linear_weights, layers) / row["update_seconds"] / 1e9
 
 
 def run_arm(arm: str, round_index: int, args: argparse.Namespace, root: Path) -> dict[str, Any]:
@@ -257,9 +263,9 @@ def seconds_at_matmul_rate(row: dict[str, Any], linear_weights: int, layers: int
     rollout_rate = machine_rates["bf16_matmul_gflops" if "bfloat16" in flags else "matmul_gflops"]
     update_rate = machine_rates["bf16_matmul_gflops" if "--bf16" in flags else "matmul_gflops"]
     rollout_flops = 2 * linear_weights * row["rollout_forwarded_tokens"]
-    update_flops = update_gflops(row, linear_weights, layers) * row["update_seconds"] * 1e9
     rest = row["cycle_seconds"] - row["rollout_model_seconds"] - row["update_seconds"]
-    return rest + (rollout_flops / rollout_rate + update_flops / update_rate) / 1e9
+    update_work = update_flops(row, linear_weights, layers)
+    return rest + (rollout_flops / rollout_rate + update_work / update_rate) / 1e9
 
 
 def _bf16_share(arm: dict[str, Any]) -> str:
