@@ -285,7 +285,8 @@ def sensitivity(policy: Any, bank: Any, placebo: Any, args: argparse.Namespace) 
 
     def wrap(agent: Any) -> SensitivityProbe:
         # The scripted expert watches: a changed turn is a win for the entries when only their
-        # action is the expert's.
+        # action is the expert's; asked again with the placebo entries, it says which turns the
+        # entries decide.
         probes.append(SensitivityProbe(agent, placebo, reference=ExpertAgent(args.max_turns)))
         return probes[-1]
 
@@ -431,17 +432,29 @@ def report(results: dict) -> str:
             "whose choice is open, re-scored with placebo entries.",
             "",
             "| page | open turns | greedy action changed | mean KL(own, placebo) "
-            "| changes won / lost (the expert's action) |",
-            "| --- | ---: | ---: | ---: | ---: |",
+            "| changes won / lost (the expert's action) | the expert's action changed "
+            "| of those, the policy's changed too |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         pages = {"all": sense["overall"], **sense["by_page"]}
         for page, f in pages.items():
             verdict = f"{f['changes_won']} / {f['changes_lost']}" if "changes_won" in f else "-"
             lines.append(
                 f"| {page} | {f['turns']} | {f['changed_share']:.2f} | {f['mean_kl']:.3f} "
-                f"| {verdict} |"
+                f"| {verdict} | {reference_cells(f)} |"
             )
     return "\n".join(lines)
+
+
+def reference_cells(figures: dict) -> str:
+    """The share of open turns whose expert action the swap changes (the turns the entries
+    decide), and the share of those where the policy's changed too; "-" where not measured."""
+    asked = figures.get("reference_asked", 0)
+    if not asked:
+        return "- | -"
+    changes = figures["reference_changes"]
+    followed = f"{figures['reference_changes_followed'] / changes:.2f}" if changes else "-"
+    return f"{changes / asked:.2f} | {followed}"
 
 
 if __name__ == "__main__":

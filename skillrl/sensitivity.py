@@ -10,7 +10,10 @@ the policy ranks them by). A policy that ignores its entries scores 0 on both ("
 collapse", RAGEN-2's name for outputs that do not depend on their input); one that acts on them
 does not. Turns are grouped by the page type the environment names (``info["page"]``). With a
 reference agent watching (the scripted expert), a changed turn is a win for the entries when only
-their action is the reference's, and a loss when only the placebo's is.
+their action is the reference's, and a loss when only the placebo's is. A reference that can be
+asked about a state without moving on (:class:`Peeks`, as the expert can) is also asked with the
+placebo entries: the share of open turns whose *reference* action the swap changes is how often
+the entries change the right action at all, the most a policy that reads them well would change.
 
 :class:`SensitivityProbe` wraps the agent that plays: the episode goes on with the agent's own
 decisions (the probe never changes what is played), so the figures come from the states the
@@ -22,7 +25,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from memory.types import RetrievalQuery
 
@@ -46,6 +49,17 @@ class TurnSensitivity:
     reference_action: str | None = None
     """What a reference agent (the environment's scripted expert) does in the same state; None:
     no reference watched."""
+    reference_placebo_action: str | None = None
+    """What the reference does in the same state with the placebo entries; None: not asked (no
+    reference, or one that cannot be asked without moving on)."""
+
+    @property
+    def reference_changed(self) -> bool:
+        """Whether the swap changes the reference's action (False when it was not asked)."""
+        return (
+            self.reference_placebo_action is not None
+            and self.reference_action != self.reference_placebo_action
+        )
 
     @property
     def verdict(self) -> int:
@@ -71,6 +85,13 @@ class SensitivityFigures:
     """Changed turns where the own entries' action is the reference's and the placebo's is not."""
     changes_lost: int = 0
     """Changed turns where the placebo's action is the reference's and the own entries' is not."""
+    reference_asked: int = 0
+    """Turns whose reference was also asked with the placebo entries."""
+    reference_changes: int = 0
+    """Of those, turns where the swap changes the reference's action: the turns whose right
+    action the entries decide."""
+    reference_changes_followed: int = 0
+    """Of those, turns where the swap changes the policy's action too."""
 
 
 @dataclass
@@ -110,6 +131,9 @@ def _figures(turns: list[TurnSensitivity]) -> SensitivityFigures:
         sum(t.kl for t in turns) / n,
         changes_won=sum(t.verdict > 0 for t in turns),
         changes_lost=sum(t.verdict < 0 for t in turns),
+        reference_asked=sum(t.reference_placebo_action is not None for t in turns),
+        reference_changes=sum(t.reference_changed for t in turns),
+        reference_changes_followed=sum(t.reference_changed and t.changed for t in turns),
     )
 
 
@@ -142,12 +166,25 @@ def compare_turn(page: str, own: AgentDecision, placebo: AgentDecision) -> TurnS
     )
 
 
+@runtime_checkable
+class Peeks(Protocol):
+    """A reference that says what it would do in states without moving on.
+
+    :meth:`skillrl.agents.expert.ExpertAgent.peek` is one.
+    """
+
+    def peek(self, states: list[AgentState]) -> list[AgentDecision]:
+        """Return the decision for each state; the reference's memory stays as it was."""
+        ...
+
+
 class SensitivityProbe:
     """Plays with ``agent`` and scores every open turn again with placebo entries.
 
     ``placebo``: where the swapped entries come from. ``reference``: an agent asked what it
     would do in every state (the environment's scripted expert), so that a changed turn can be
-    called a win or a loss for the own entries; it only watches. The probe records into
+    called a win or a loss for the own entries; it only watches. One that :class:`Peeks` is also
+    asked what it would do with the placebo entries. The probe records into
     :attr:`report`; the decisions returned are the agent's own.
     """
 
@@ -174,10 +211,6 @@ class SensitivityProbe:
     def act(self, states: list[AgentState]) -> list[AgentDecision]:
         """Return the agent's decisions; score the states that held entries again with placebo."""
         decisions = self.agent.act(states)
-        # The reference sees every state the policy reaches (an expert may keep track of them).
-        references = (
-            [d.action for d in self.reference.act(states)] if self.reference is not None else None
-        )
         # Only open choices are compared: a free-text turn (a search) is not played again.
         probed = [
             i
@@ -186,26 +219,40 @@ class SensitivityProbe:
             and s.skills.all
             and len(decisions[i].candidate_scores or {}) >= 2
         ]
+        placebo_states = self._placebo_states([states[i] for i in probed])
+        # Asked before it acts: acting moves the reference's memory past the state.
+        reference_placebo: list[str | None] = [None] * len(probed)
+        if probed and isinstance(self.reference, Peeks):
+            reference_placebo = [d.action for d in self.reference.peek(placebo_states)]
+        # The reference sees every state the policy reaches (an expert may keep track of them).
+        references = (
+            [d.action for d in self.reference.act(states)] if self.reference is not None else None
+        )
         if not probed:
             return decisions
-        queries = [
-            RetrievalQuery(
-                states[i].instruction,
-                states[i].observation,
-                states[i].env_id,
-                states[i].category or None,
-            )
-            for i in probed
-        ]
-        swapped = self.placebo.retrieve(queries)
-        again = self.agent.act(
-            [replace(states[i], skills=skills) for i, skills in zip(probed, swapped, strict=True)]
-        )
-        for i, placebo_decision in zip(probed, again, strict=True):
+        again = self.agent.act(placebo_states)
+        for i, placebo_decision, reference_swapped in zip(
+            probed, again, reference_placebo, strict=True
+        ):
             page = str(states[i].info.get("page") or "any")
             turn = compare_turn(page, decisions[i], placebo_decision)
             if turn is not None:
                 if references is not None:
-                    turn = replace(turn, reference_action=references[i])
+                    turn = replace(
+                        turn,
+                        reference_action=references[i],
+                        reference_placebo_action=reference_swapped,
+                    )
                 self.report.turns.append(turn)
         return decisions
+
+    def _placebo_states(self, states: list[AgentState]) -> list[AgentState]:
+        """Return the same states with their entries swapped for a placebo draw."""
+        if not states:
+            return []
+        queries = [
+            RetrievalQuery(s.instruction, s.observation, s.env_id, s.category or None)
+            for s in states
+        ]
+        swapped = self.placebo.retrieve(queries)
+        return [replace(s, skills=skills) for s, skills in zip(states, swapped, strict=True)]

@@ -8,6 +8,7 @@ so one agent plays episodes of any environment that has an expert.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import envs
@@ -95,6 +96,19 @@ class ExpertAgent:
         decisions = []
         for state in states:
             action = self.experts.expert_for(state).act(state.observation, expert_info(state))
+            decisions.append(AgentDecision(action=action, model_output=action))
+        return decisions
+
+    def peek(self, states: list[AgentState]) -> list[AgentDecision]:
+        """Return what the expert would do in each state, its episodes' memory left as it was.
+
+        Each state is played by a copy of its episode's expert (acting updates what an expert
+        remembers), so a state can be asked about twice, e.g. with other entries.
+        """
+        decisions = []
+        for state in states:
+            expert = copy.deepcopy(self.experts.expert_for(state))
+            action = expert.act(state.observation, expert_info(state))
             decisions.append(AgentDecision(action=action, model_output=action))
         return decisions
 

@@ -3,6 +3,8 @@ acts on them, and the played decisions are the agent's own."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from runtime_fakes import entry
 
 from memory.types import RetrievedEntry, RetrievedSkills
@@ -128,3 +130,79 @@ def test_kl_of_a_distribution_with_itself_is_zero_and_positive_otherwise():
     p = softmax({"a": 1.0, "b": 0.0})
     assert kl_divergence(p, p) == 0.0
     assert kl_divergence(p, softmax({"a": 0.0, "b": 1.0})) > 0.0
+
+
+class CaseReader(Reference):
+    """A reference that opens the product its entries name (asked again without moving on)."""
+
+    def __init__(self) -> None:
+        super().__init__("")
+        self.peeked = 0
+
+    def act(self, states):
+        from skillrl.agents.base import AgentDecision
+
+        self.seen += len(states)
+        return [AgentDecision(action=self.named(s), model_output="") for s in states]
+
+    def peek(self, states):
+        from skillrl.agents.base import AgentDecision
+
+        self.peeked += len(states)
+        return [AgentDecision(action=self.named(s), model_output="") for s in states]
+
+    @staticmethod
+    def named(state) -> str:
+        return state.skills.cases[0].entry.title.split("solved by ")[1]
+
+
+def test_a_reference_that_peeks_says_which_turns_the_entries_decide():
+    for copies, followed in ((True, 3), (False, 0)):
+        reference = CaseReader()
+        agent = LLMAgent(ScoringPolicy(copies=copies), constrained=True)
+        sensed = SensitivityProbe(agent, FixedPlacebo(PRODUCTS[1]), reference=reference)
+        sensed.begin_episode("e0", {})
+        sensed.act(states())
+        figures = sensed.report.overall
+        assert (figures.reference_asked, figures.reference_changes) == (3, 3)
+        assert figures.reference_changes_followed == followed
+        assert reference.peeked == 3 and reference.seen == 3
+        assert {t.reference_placebo_action for t in sensed.report.turns} == {
+            f"click[{PRODUCTS[1]}]"
+        }
+    # A reference that cannot be asked without moving on is asked nothing more.
+    plain = SensitivityProbe(
+        LLMAgent(ScoringPolicy(copies=True), constrained=True),
+        FixedPlacebo(PRODUCTS[1]),
+        reference=Reference(f"click[{PRODUCTS[2]}]"),
+    )
+    plain.act(states())
+    assert plain.report.overall.reference_asked == plain.report.overall.reference_changes == 0
+
+
+def test_the_expert_peeks_without_moving_on_and_reads_the_entries_it_is_shown():
+    from skillrl.agents.expert import ExpertAgent
+
+    goal = {"instruction": "i need organic herbal tea", "attributes": ["organic"], "options": []}
+    results = AgentState(
+        episode_id="e0",
+        env_id="webshop",
+        instruction=goal["instruction"],
+        category="grocery",
+        observation=(
+            "Back to Search [SEP] Page 1 (Total results: 2) [SEP] Next > [SEP] B0AAAAAAAA [SEP] "
+            "Organic herbal tea [SEP] $5.00 [SEP] B0BBBBBBBB [SEP] Black tea [SEP] $4.00"
+        ),
+        available_actions=["click[back to search]", "click[next >]", *ACTIONS[2:4]],
+        turn=1,
+        skills=case_skills(PRODUCTS[1]),
+        info={"page": "results", "turn": 1},
+    )
+    expert = ExpertAgent(max_turns=8)
+    expert.begin_episode("e0", {"goal": goal, "instruction": goal["instruction"]})
+    without_case = replace(results, skills=RetrievedSkills())
+    # Asked twice, with the case and without: each answer as if asked first.
+    assert [d.action for d in expert.peek([results])] == [f"click[{PRODUCTS[1]}]"]
+    assert [d.action for d in expert.peek([without_case])] == [f"click[{PRODUCTS[0]}]"]
+    assert [d.action for d in expert.peek([results])] == [f"click[{PRODUCTS[1]}]"]
+    assert [d.action for d in expert.act([results])] == [f"click[{PRODUCTS[1]}]"]
