@@ -24,6 +24,10 @@ prompt budget, each played exactly as ``skillrl eval`` plays (``PolicyRollouts``
   workspace, whose bank its cycles distilled into and kept up) in place of the starting bank:
   whether evolution made the bank more useful to the policy. The bank is copied to a temporary
   folder first, so playing it leaves the run's workspace as it was.
+- ``bank``: as ``skills``, with the bank of ``--bank-workspace`` (any workspace: e.g. one seeded
+  from the cases an earlier version shipped), copied first as for ``evolved``; ``--bank-label``
+  says in the report what it holds. Paired against ``skills``: what the starting bank gains
+  over it.
 
 The bank is the seeded starting bank: the starting skills and the shipped cases (what solved
 each training request, ``skillrl.distill.cases``). The placebo verdict is also reported on the
@@ -77,7 +81,7 @@ from trainers.common.policy_rollouts import PolicyRollouts  # noqa: E402
 
 NAME = "skill_value"
 ARMS: tuple[str, ...] = (
-    "skills", "placebo", "none", "baseline", "repeats", "previous", "script", "evolved"
+    "skills", "placebo", "none", "baseline", "repeats", "previous", "script", "evolved", "bank"
 )  # fmt: skip
 LABELS = {
     "skills": "(a) skill-augmented policy, its retrieved entries",
@@ -88,6 +92,7 @@ LABELS = {
     "previous": "(f) the adapter shipped before, its retrieved entries",
     "script": "(g) scripted first result + goal options",
     "evolved": "(h) as (a), the bank a training run evolved",
+    "bank": "(i) as (a), the bank of another workspace",
 }
 PAIRS: tuple[tuple[str, str], ...] = (
     ("placebo", "skills"),
@@ -99,6 +104,7 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("previous", "skills"),
     ("script", "skills"),
     ("skills", "evolved"),
+    ("bank", "skills"),
 )
 """(baseline, other) comparisons, goal by goal."""
 
@@ -166,6 +172,10 @@ def main() -> None:
     parser.add_argument("--workspace", default=None, help="bank folder (default: a fresh one)")
     parser.add_argument("--evolved-workspace", default=None,
                         help="arm (h): a training run's workspace (its bank)")  # fmt: skip
+    parser.add_argument("--bank-workspace", default=None,
+                        help="arm (i): another workspace's bank")  # fmt: skip
+    parser.add_argument("--bank-label", default="another bank",
+                        help="what arm (i)'s bank holds, for the report")  # fmt: skip
     parser.add_argument("--out", required=True, help="results JSON (written after each arm)")
     parser.add_argument("--resume", action="store_true", help="skip the arms --out holds")
     parser.add_argument("--sensitivity-goals", type=int, default=100,
@@ -180,6 +190,8 @@ def main() -> None:
         raise SystemExit("--baseline-model: arms baseline and previous play it; name a model")
     if "evolved" in arms and not args.evolved_workspace:
         raise SystemExit("--evolved-workspace: arm evolved plays its bank; name a workspace")
+    if "bank" in arms and not args.bank_workspace:
+        raise SystemExit("--bank-workspace: arm bank plays its bank; name a workspace")
     model = args.model or str(shipped_adapter("webshop"))
     out = Path(args.out)
     if args.resume and out.exists():
@@ -200,6 +212,10 @@ def main() -> None:
     if evolved is not None:
         results["evolved_bank_entries"] = evolved.count()
         results["evolved_bank_cases"] = evolved.count(kind="case")
+    other = evolved_bank(args.bank_workspace, "--bank-workspace") if "bank" in arms else None
+    if other is not None:
+        results["other_bank_entries"] = other.count()
+        results["other_bank_cases"] = other.count(kind="case")
     loaded: dict[str, Any] = {}
     for arm in arms:
         if arm in results["episodes"]:
@@ -225,7 +241,7 @@ def main() -> None:
             warm = argparse.Namespace(**{**vars(args), "eval_goals": 1, "max_turns": 2})
             play(loaded[path], bank, warm)
         sources = {"skills": bank, "repeats": bank, "placebo": placebo, "previous": bank}
-        source = evolved if arm == "evolved" else sources.get(arm)
+        source = {"evolved": evolved, "bank": other}.get(arm) or sources.get(arm)
         before = machine()
         episodes, clock = play(loaded[path], source, args, skip_no_op_repeats=arm != "repeats")
         r = arm_row(arm, episodes, clock, before)
@@ -252,8 +268,9 @@ def main() -> None:
         print(f"sensitivity: {results['sensitivity']['overall']}", flush=True)
         write_result(out, results, name=NAME)
     bank.close()
-    if evolved is not None:
-        evolved.close()
+    for copied in (evolved, other):
+        if copied is not None:
+            copied.close()
     played = {arm: [_record(e) for e in eps] for arm, eps in results["episodes"].items()}
     results["paired"] = [
         {"baseline": a, "other": b, **paired(played[a], played[b])}
@@ -296,14 +313,14 @@ def sensitivity(policy: Any, bank: Any, placebo: Any, args: argparse.Namespace) 
     return {"goals": args.sensitivity_goals, **probes[0].report.to_dict()}
 
 
-def evolved_bank(workspace: str) -> SkillBank:
-    """The bank of a training run's workspace, opened from a temporary copy (the run's own files
+def evolved_bank(workspace: str, option: str = "--evolved-workspace") -> SkillBank:
+    """The bank of a workspace (a training run's), opened from a temporary copy (its own files
     are only read)."""
     import shutil
 
     source = Path(workspace)
     if not (source / "bank.sqlite").is_file():
-        raise SystemExit(f"--evolved-workspace: {workspace} holds no bank.sqlite")
+        raise SystemExit(f"{option}: {workspace} holds no bank.sqlite")
     copy = Path(tempfile.mkdtemp(prefix="evolved-bank-"))
     shutil.copy2(source / "bank.sqlite", copy / "bank.sqlite")
     if (source / "chroma").is_dir():
@@ -372,10 +389,18 @@ def report(results: dict) -> str:
         )
         + (
             f"; arm (h): the bank a training run evolved ({results['evolved_bank_entries']} "
-            f"entries, {results['evolved_bank_cases']} of them cases)."
+            f"entries, {results['evolved_bank_cases']} of them cases)"
             if "evolved_bank_entries" in results
-            else "."
-        ),
+            else ""
+        )
+        + (
+            f"; arm (i): {args.get('bank_label') or 'another bank'} "
+            f"({results['other_bank_entries']} entries, {results['other_bank_cases']} of them "
+            "cases)"
+            if "other_bank_entries" in results
+            else ""
+        )
+        + ".",
         "",
         "| arm | success | 95% interval | mean score | mean turns | entries/turn "
         "| prompt tokens/turn | s/turn (wall / CPU) | CPU vs (c) | matmul GFLOP/s, load before |",

@@ -138,6 +138,15 @@ class EpisodeRules(Protocol):
         """Return the task categories (``info["category"]`` values) of the environment."""
         ...
 
+    def wanted_values(self, instruction: str) -> tuple[str, ...]:
+        """Return what ``instruction`` asks its solution to come in, lowercased.
+
+        WebShop: the option values it names; empty when it names none. Retrieval matches them
+        against a case's offers: of the cases of one request, it serves first the one whose
+        solution comes in all of them (``memory.types.RetrievalQuery``).
+        """
+        ...
+
 
 @runtime_checkable
 class ExpertSource(Protocol):
@@ -290,6 +299,10 @@ class ActionListAdapter:
     def categories(self, env_config: Mapping[str, Any]) -> list[str]:
         """Return the categories given at construction."""
         return list(self._categories)
+
+    def wanted_values(self, instruction: str) -> tuple[str, ...]:
+        """Return nothing: a listed-action environment names no options in its instructions."""
+        return ()
 
     def make_expert(self, max_turns: int) -> Expert | None:
         """Return the expert factory's expert for ``max_turns``, or None without a factory."""

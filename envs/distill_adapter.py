@@ -45,6 +45,9 @@ class Lesson:
     """Notes only: where this episode went wrong (may name values the goal asked for)."""
     flawed_action: str = ""
     correction: str = ""
+    offers: tuple[str, ...] = ()
+    """Cases only: what the solution was seen to come in (WebShop: the options its product's
+    page listed)."""
 
 
 @dataclass(frozen=True)

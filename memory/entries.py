@@ -27,6 +27,7 @@ CONTENT_FIELDS: tuple[str, ...] = (
     "source",
     "reason",
     "external_id",
+    "offers",
 )
 """Fields a revision records (plus ``status``)."""
 EDITABLE_FIELDS: frozenset[str] = frozenset(CONTENT_FIELDS) - {"source", "reason"}
@@ -97,6 +98,10 @@ def validate_draft(draft: EntryDraft) -> None:
                     f"{name} is for mistake notes only (this entry is a {draft.kind} skill); "
                     "leave it empty"
                 )
+    if draft.offers and draft.kind != "case":
+        raise InvalidEntryError(
+            f"offers is for cases only (this entry is a {draft.kind} entry); leave it empty"
+        )
     if draft.kind == "task" and not (draft.env and draft.category):
         raise InvalidEntryError("a task skill needs both env and category (<env>/<category>)")
     if not isinstance(draft.trajectory_ids, list) or not all(

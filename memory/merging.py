@@ -81,10 +81,10 @@ def plan_placements(
     leaves its category's scope for the env's every-category scope, for the drafts after it.
     """
     placements: list[Placement] = []
-    stored: dict[tuple[str, str, str], list[tuple[Target, np.ndarray]]] = {}
+    stored: dict[tuple[str, str, str, str], list[tuple[Target, np.ndarray]]] = {}
     new: list[int] = []
     copies = _NoteCopies(session)
-    widened: dict[Target, tuple[tuple[str, str, str], np.ndarray]] = {}
+    widened: dict[Target, tuple[tuple[str, str, str, str], np.ndarray]] = {}
     for position, (draft, vector) in enumerate(zip(drafts, vectors, strict=False)):
         key = _scope_of(draft)
         if key not in stored:  # merges change no vector: one read per scope per batch
@@ -239,9 +239,9 @@ def _widen(session: Session, entry_id: str, draft: EntryDraft, author: str) -> E
 
 
 CASE_MERGE_THRESHOLD = 0.995
-"""Cases merge only into a case of the same request (another training goal of the same product,
-asking for other options): two products asked for in similar words are two cases, since what a
-case carries is which product it was."""
+"""Cases merge only into a case of the same request naming the same solution (another training
+goal of the same product, asking for other options): two products asked for in similar words,
+or bought for one request, are two cases, since what a case carries is which product it was."""
 
 
 def _merge_target(
@@ -257,13 +257,22 @@ def _merge_target(
     return best_id, best
 
 
-def _scope(kind: str, env: str | None, category: str | None) -> tuple[str, str, str]:
-    """Entries that may merge share this: the kind, plus env and category except for general."""
-    return ("general", "", "") if kind == "general" else (kind, env or "", category or "")
+def _scope(
+    kind: str, env: str | None, category: str | None, solution: str = ""
+) -> tuple[str, str, str, str]:
+    """Return what entries that may merge share.
+
+    The kind, plus env and category except for general, and for a case what it names (its
+    title: cases of one request naming two products stay two, so that retrieval can serve the
+    one that comes in what a later request wants).
+    """
+    if kind == "general":
+        return ("general", "", "", "")
+    return (kind, env or "", category or "", solution if kind == "case" else "")
 
 
-def _scope_of(draft: EntryDraft) -> tuple[str, str, str]:
-    return _scope(draft.kind, draft.env, draft.category)
+def _scope_of(draft: EntryDraft) -> tuple[str, str, str, str]:
+    return _scope(draft.kind, draft.env, draft.category, draft.title.strip())
 
 
 def _stored_candidates(
@@ -276,6 +285,8 @@ def _stored_candidates(
             func.coalesce(EntryRow.env, "") == (draft.env or ""),
             func.coalesce(EntryRow.category, "") == (draft.category or ""),
         )
+    if draft.kind == "case":
+        query = query.where(EntryRow.title == draft.title.strip())
     ids = list(session.scalars(query.order_by(EntryRow.created_at, EntryRow.id)))
     key = partition_of({"kind": draft.kind, "env": draft.env, "category": draft.category})
     vectors = store.index.vectors(ids, key)

@@ -50,6 +50,8 @@ class EntryRow(Base):
     source: Mapped[str] = mapped_column(String(128), default="person")
     reason: Mapped[str] = mapped_column(Text, default="")
     external_id: Mapped[str | None] = mapped_column(String(128))
+    offers: Mapped[str] = mapped_column(Text, default="")
+    """case only: what its solution is known to come in (``memory.types.EntryDraft.offers``)."""
     status: Mapped[str] = mapped_column(String(16), index=True, default="active")
     revision: Mapped[int] = mapped_column(Integer, default=1)
     support_count: Mapped[int] = mapped_column(Integer, default=1)

@@ -39,6 +39,9 @@ class DonorTask:
 
     instruction: str
     category: str | None
+    wants: tuple[str, ...] = ()
+    """What the donor's instruction asks its solution to come in (``RetrievalQuery.wants``): a
+    donor query asks with the donor's, never the episode's own."""
 
 
 class PlaceboRetrieval:
@@ -117,7 +120,9 @@ class PlaceboRetrieval:
 
     def _donor_query(self, query: RetrievalQuery) -> RetrievalQuery:
         donor = self.donor_for(query)
-        return replace(query, instruction=donor.instruction, category=donor.category)
+        return replace(
+            query, instruction=donor.instruction, category=donor.category, wants=donor.wants
+        )
 
     def _match(self, mine: RetrievedSkills, theirs: RetrievedSkills) -> RetrievedSkills:
         """Take per kind as many donor entries as ``mine`` holds, none of ``mine``.

@@ -145,8 +145,14 @@ def _limits(config: RetrievalConfig) -> dict[str, int]:
     }
 
 
-def _settle(hits: list[RetrievedEntry], k: int) -> list[RetrievedEntry]:
-    """Keep the k best hits, most similar first; ties in the order of :func:`_tie_order`."""
+def _settle(
+    hits: list[RetrievedEntry], k: int, wants: tuple[str, ...] = ()
+) -> list[RetrievedEntry]:
+    """Keep the k best hits, most similar first; ties in the order of :func:`_tie_order`.
+
+    ``wants`` (cases only): among tied hits, the ones whose offers hold all of them come first
+    (:func:`_case_order`).
+    """
     # Ties are runs within TIE of their most similar member, not rounding buckets: rounding
     # splits two noisy copies of one similarity whenever a bucket edge falls between them.
     groups: list[list[RetrievedEntry]] = []
@@ -155,7 +161,26 @@ def _settle(hits: list[RetrievedEntry], k: int) -> list[RetrievedEntry]:
             groups[-1].append(hit)
         else:
             groups.append([hit])
-    return [hit for group in groups for hit in sorted(group, key=_tie_order)][:k]
+    wanted = frozenset(w.strip().lower() for w in wants if w.strip())
+    return [
+        hit
+        for group in groups
+        for hit in sorted(group, key=lambda h: (*_case_order(h, wanted), *_tie_order(h)))
+    ][:k]
+
+
+def _case_order(hit: RetrievedEntry, wanted: frozenset[str]) -> tuple[int, int]:
+    """Order of tied cases (the cases of one request, each naming another solution).
+
+    First the ones that offer everything the query wants (or whose offers are not known: no
+    evidence against them), then the ones known to lack something; within each, the case that
+    solved the most episodes (its support) first. Other kinds tie as they are.
+    """
+    entry = hit.entry
+    if entry.kind != "case":
+        return (0, 0)
+    lacks = bool(wanted) and bool(entry.offers) and not wanted <= entry.offered
+    return (int(lacks), -entry.support_count)
 
 
 def _tie_order(hit: RetrievedEntry) -> tuple[str, ...]:
@@ -285,6 +310,7 @@ def retrieve_vectors(
                     if h.id in entries and entries[h.id].status == "active"
                 ],
                 limits[kind],
+                queries[position].wants if kind == "cases" else (),
             )
             for kind, per_query in hits.items()
         }

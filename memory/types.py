@@ -14,6 +14,7 @@ Three kinds of entry:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -24,6 +25,21 @@ SKILL_KINDS: tuple[str, ...] = ("general", "task", "mistake")
 """The kinds that state a transferable rule (what the distillers and a teacher model write)."""
 ENTRY_KINDS: tuple[str, ...] = (*SKILL_KINDS, "case")
 EntryStatus = Literal["active", "retired"]
+
+
+OFFER_SEPARATOR = " | "
+"""Between the values of :attr:`EntryDraft.offers`."""
+
+
+def offered_values(offers: str) -> frozenset[str]:
+    """Return the values an ``offers`` text lists, lowercased and stripped (empties dropped)."""
+    return frozenset(v.strip().lower() for v in offers.split(OFFER_SEPARATOR.strip()) if v.strip())
+
+
+def offers_text(values: Iterable[str]) -> str:
+    """Return the ``offers`` text of ``values`` (each once, in order; separators taken out)."""
+    clean = (" ".join(v.replace(OFFER_SEPARATOR.strip(), " ").split()) for v in values)
+    return OFFER_SEPARATOR.join(dict.fromkeys(v for v in clean if v))
 
 
 @dataclass
@@ -54,6 +70,16 @@ class EntryDraft:
     """Why it was added (evolution records the validation evidence here)."""
     external_id: str | None = None
     """Id in a foreign format (SkillRL's ``skill_id`` / ``mistake_id``), kept for round trips."""
+    offers: str = ""
+    """case only: what the case's solution is known to come in, values separated by
+    :data:`OFFER_SEPARATOR` (WebShop: the options its product's page listed). Among the cases of
+    one request, retrieval serves first one that offers everything the query wants
+    (:attr:`RetrievalQuery.wants`); empty: not known."""
+
+    @property
+    def offered(self) -> frozenset[str]:
+        """Return the values :attr:`offers` lists, lowercased."""
+        return offered_values(self.offers)
 
     def text_for_embedding(self) -> str:
         """Return the text that is embedded for retrieval.
@@ -165,6 +191,10 @@ class RetrievalQuery:
     """Entries this query is never served: taken out after the selection, so their places stay
     empty and the prompt differs from the unmasked one by these entries alone (paired utility
     rollouts); nor are they recorded as retrieved."""
+    wants: tuple[str, ...] = ()
+    """What the request asks the solution to come in (WebShop: the option values its
+    instruction names), as the environment reads them from the instruction. Among equally
+    similar cases, one whose :attr:`EntryDraft.offers` hold all of them is served first."""
 
 
 @dataclass

@@ -326,6 +326,7 @@ class RolloutEngine:
                 env=live.record.env_id,
                 category=live.record.category or None,
                 withheld_ids=live.start.withheld_ids,
+                wants=envs.adapter_for(live.record.env_id).wanted_values(live.record.instruction),
             )
             for live in active
         ]

@@ -27,6 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import envs
 from memory.types import RetrievalQuery
 
 if TYPE_CHECKING:
@@ -251,7 +252,13 @@ class SensitivityProbe:
         if not states:
             return []
         queries = [
-            RetrievalQuery(s.instruction, s.observation, s.env_id, s.category or None)
+            RetrievalQuery(
+                s.instruction,
+                s.observation,
+                s.env_id,
+                s.category or None,
+                wants=envs.adapter_for(s.env_id).wanted_values(s.instruction),
+            )
             for s in states
         ]
         swapped = self.placebo.retrieve(queries)

@@ -46,7 +46,9 @@ def donor_tasks(
                     raise
                 break  # the split holds fewer goals: take them all
             category = str(info.get("category") or "") or None
-            donors.append(DonorTask(str(info.get("instruction", "")), category))
+            instruction = str(info.get("instruction", ""))
+            wants = envs.adapter_for(env_id).wanted_values(instruction)
+            donors.append(DonorTask(instruction, category, wants))
     finally:
         close = getattr(env, "close", None)
         if close is not None:

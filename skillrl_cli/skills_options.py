@@ -24,6 +24,7 @@ TEXT_FIELDS = (
     ("failure_point", "Notes only: where the episode went wrong."),
     ("flawed_action", "Notes only: the action that was wrong."),
     ("correction", "Notes only: what should have been done instead."),
+    ("offers", "Cases only: what the solution comes in, values separated by ' | '."),
 )
 
 

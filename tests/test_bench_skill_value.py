@@ -41,3 +41,15 @@ def test_the_report_renders_the_expert_columns_for_every_page():
     followed = overall["reference_changes_followed"] / overall["reference_changes"]
     assert f"| {share:.2f} | {followed:.2f} |" in text
     assert "- | - |" not in text
+
+
+def test_another_workspaces_bank_is_an_arm_of_its_own_named_by_its_label():
+    results = json.loads(RECORDED.read_text())
+    other = copy.deepcopy(results)
+    other["args"]["bank_label"] = "the cases shipped before"
+    other["other_bank_entries"], other["other_bank_cases"] = 689, 648
+    other["rows"].append({**other["rows"][0], "arm": "bank"})
+    text = report(other)
+    assert "; arm (i): the cases shipped before (689 entries, 648 of them cases)." in text
+    assert "| (i) as (a), the bank of another workspace |" in text
+    assert "arm (i)" not in report(results)

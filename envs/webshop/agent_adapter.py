@@ -154,6 +154,12 @@ class WebShopAgentAdapter:
 
         return list(CATEGORIES)
 
+    def wanted_values(self, instruction: str) -> tuple[str, ...]:
+        """Return the option values the instruction names (``color: navy blue`` -> navy blue)."""
+        from envs.webshop.expert import requested_options
+
+        return requested_options(instruction)
+
     def make_expert(self, max_turns: int) -> Expert | None:
         """Return the scripted shopper (it needs the goal in the reset info)."""
         from envs.webshop.expert import WebShopExpert

@@ -118,6 +118,21 @@ def shopping_facts(episode: EpisodeRecord) -> ShoppingFacts:
     return facts
 
 
+def product_options(episode: EpisodeRecord, opened: int) -> tuple[str, ...]:
+    """Return the option values the page listed that turn ``opened`` of ``episode`` opened.
+
+    The next turn's admissible clicks are that product page's: its options, besides navigation
+    and Buy Now. What a product comes in is on its page only, never on the results page that
+    lists it, so a case that keeps it tells a later request for other options which product to
+    open. Empty when the episode ended on the click.
+    """
+    if opened + 1 >= len(episode.turns):
+        return ()
+    actions = episode.turns[opened + 1].available_actions
+    values = (split_action(a)[1].lower() for a in actions if is_option(a))
+    return tuple(dict.fromkeys(values))
+
+
 def _pair_missed_options(purchase: WebShopPurchase) -> list[tuple[str, str, str | None]]:
     """Return ``(option name, wanted value, chosen value or None)`` for each missed option."""
     matched = {v.lower() for v in purchase.options_matched}
@@ -264,10 +279,10 @@ class WebShopDistillAdapter(PlainDistillAdapter):
         """
         if not episode.success:
             return None
-        products = [t.action for t in episode.turns if t.action_valid and is_product(t.action)]
-        if not products:
+        opened = [i for i, t in enumerate(episode.turns) if t.action_valid and is_product(t.action)]
+        if not opened:
             return None
-        product = split_action(products[-1])[1]
+        product = split_action(episode.turns[opened[-1]].action)[1]
         searches = [
             split_action(t.action)[1]
             for t in episode.turns
@@ -280,6 +295,7 @@ class WebShopDistillAdapter(PlainDistillAdapter):
             title=f"A request like this was solved by click[{product}]",
             principle="Solved by: " + ", ".join(steps),
             when_to_apply=search_query(episode.instruction),
+            offers=product_options(episode, opened[-1]),
         )
 
     def failure_lessons(self, episode: EpisodeRecord) -> list[Lesson]:

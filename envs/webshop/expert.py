@@ -59,6 +59,28 @@ def search_query(instruction: str) -> str:
     return text.strip()
 
 
+def requested_options(instruction: str) -> tuple[str, ...]:
+    """Return the option values an instruction names, lowercased, in its order.
+
+    The ``with name: value, and name: value`` clause that :func:`search_query` leaves out:
+    ``"... with color: navy blue, and size: medium, and price lower than 50.00 dollars"`` ->
+    ``("navy blue", "medium")``. An instruction without one names none.
+    """
+    text = instruction.split(", and price lower than ")[0]
+    colon = text.find(": ")
+    if colon < 0:
+        return ()
+    start = text.rfind(" with ", 0, colon)
+    clause = text[start + len(" with ") :] if start >= 0 else text
+    values = []
+    for part in clause.split(", and "):
+        _, sep, value = part.partition(": ")
+        value = " ".join(value.split()).lower()
+        if sep and value:
+            values.append(value)
+    return tuple(dict.fromkeys(values))
+
+
 def case_products(info: dict[str, Any]) -> tuple[str, ...]:
     """Return the products the retrieved cases name (``info["case_titles"]``), best case first."""
     found: list[str] = []

@@ -5,7 +5,10 @@ one request (for WebShop, which product was bought for "individually wrapped her
 organic"), so that a later episode whose request is near-identical can act on that experience
 instead of re-deriving it from a page of look-alike results. ExpeL and Memento-style agents keep
 such a memory; here it lives in the bank as entries of kind ``case``, retrieved by the similarity
-of the request alone (``memory.retrieval``) and shown as one line.
+of the request alone (``memory.retrieval``) and shown as one line. A case also keeps what its
+solution was seen to come in (``offers``: for WebShop, the options on its product's page), and
+one request solved by two products is two cases: of those, retrieval serves first the one that
+comes in what the later request asks for.
 
 What an environment knows of its cases is its :meth:`~envs.distill_adapter.DistillAdapter.
 case_lesson`. Only solved episodes of a split other than the test split make cases: a held-out
@@ -17,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from envs import distill_adapter_for
-from memory.types import EntryDraft
+from memory.types import EntryDraft, offers_text
 from skillrl_core.records import EpisodeRecord
 from skillrl_core.splits import TEST_SPLIT
 
@@ -39,6 +42,7 @@ def case_drafts(episodes: Iterable[EpisodeRecord]) -> list[EntryDraft]:
                 title=lesson.title,
                 principle=lesson.principle,
                 when_to_apply=lesson.when_to_apply,
+                offers=offers_text(lesson.offers),
                 env=episode.env_id,
                 category=episode.category or None,
                 source=SOURCE,

@@ -42,6 +42,7 @@ _TEXT_FIELDS = (
     "failure_point",
     "flawed_action",
     "correction",
+    "offers",
 )
 
 

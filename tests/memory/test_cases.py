@@ -3,13 +3,15 @@ served by placebo and mixed retrieval like every other kind."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from memory import BankConfig, EntryDraft, SkillBank
 from memory.config import RetrievalConfig
 from memory.placebo import DonorTask, MixedRetrieval, PlaceboRetrieval
-from memory.types import RetrievalQuery
-from skillrl_core.errors import ConfigError
+from memory.types import RetrievalQuery, offers_text
+from skillrl_core.errors import ConfigError, InvalidEntryError
 
 
 def case(request: str, product: str, category: str) -> EntryDraft:
@@ -63,15 +65,73 @@ def test_no_case_without_k_cases(case_bank):
     assert found[0].cases == []
 
 
-def test_cases_of_another_product_for_the_same_request_stay_apart_from_skills(case_bank):
-    result = case_bank.add_many([TEA_AGAIN], author="test")[0]
-    assert result.merged  # the same request: one case, its support grows
+def test_a_case_merges_only_into_the_same_request_solved_by_the_same_product(case_bank):
+    same = case(TEA.when_to_apply, "b0tea00001", "grocery")
+    assert case_bank.add_many([same], author="test")[0].merged  # one case, its support grows
+    # The same request solved by another product is another case (retrieval then serves the
+    # one that comes in what a later request wants).
+    assert not case_bank.add_many([TEA_AGAIN], author="test")[0].merged
     other = case(
         "i need individually wrapped herbal tea bags that are caffeine free", "b0x", "grocery"
     )
     distinct = case_bank.add_many([other], author="test")[0]
     assert not distinct.merged  # a similar but different request is another case
     assert {e.kind for e in case_bank.list()} == {"case"}
+    assert len([e for e in case_bank.list() if e.when_to_apply == TEA.when_to_apply]) == 2
+
+
+def offering(draft: EntryDraft, *values: str) -> EntryDraft:
+    return dataclasses.replace(draft, offers=offers_text(values))
+
+
+GINGER_TEA = TEA.when_to_apply + " with flavor: ginger, and size: "
+
+
+def test_of_one_requests_cases_the_one_that_comes_in_what_is_wanted_is_served(tmp_path, embedder):
+    lemon = offering(TEA, "lemon", "20 count")
+    ginger = offering(TEA_AGAIN, "Ginger", "40 count", "100 count")
+    with SkillBank.open(BankConfig(workspace=tmp_path / "bank"), embedder=embedder) as bank:
+        bank.add_many([lemon, ginger, SHOES], author="test")
+        asks = [
+            dataclasses.replace(query(GINGER_TEA + "40 count", "grocery"), wants=wanted)
+            for wanted in (("ginger", "40 count"), ("lemon",), ("ginger", "20 count"), ())
+        ]
+        found = bank.retrieve(asks, RetrievalConfig(k_cases=1), record=False)
+    titles = [[r.entry.title for r in f.cases] for f in found]
+    # Both offer what is wanted, or neither does: the same order as without wants.
+    assert titles == [[TEA_AGAIN.title], [TEA.title], [TEA.title], [TEA.title]]
+
+
+def test_tied_cases_go_to_the_best_supported_and_unknown_offers_are_not_held_against(
+    tmp_path, embedder
+):
+    known = offering(TEA, "lemon")
+    unknown = TEA_AGAIN  # no offers recorded (a bank written before offers were kept)
+    with SkillBank.open(BankConfig(workspace=tmp_path / "bank"), embedder=embedder) as bank:
+        bank.add_many([known, unknown, unknown], author="test")  # the second one merged twice
+        wanted = dataclasses.replace(query(GINGER_TEA + "40 count", "grocery"), wants=("ginger",))
+        plain = query(GINGER_TEA + "40 count", "grocery")
+        found = bank.retrieve([wanted, plain], RetrievalConfig(k_cases=1), record=False)
+    assert [f.cases[0].entry.title for f in found] == [TEA_AGAIN.title, TEA_AGAIN.title]
+
+
+def test_offers_belong_to_cases_only(case_bank):
+    skill = EntryDraft(
+        kind="general", title="Check options", principle="Pick every option asked for.",
+        offers="red",
+    )  # fmt: skip
+    with pytest.raises(InvalidEntryError, match="offers is for cases only"):
+        case_bank.add_many([skill], author="test")
+
+
+def test_a_placebo_asks_with_its_donors_wants_never_the_episodes_own(case_bank):
+    donor = DonorTask(LAMP.when_to_apply, "electronics", ("white",))
+    own = dataclasses.replace(query(GINGER_TEA + "40 count", "grocery"), wants=("ginger",))
+    placebo = PlaceboRetrieval(case_bank, [donor])
+    assert placebo._donor_query(own).wants == ("white",)
+    assert placebo.retrieve([own], RetrievalConfig(k_cases=1))[0].cases[0].entry.title == (
+        LAMP.title
+    )
 
 
 def test_placebo_serves_another_goals_case_never_the_own_one(case_bank):
@@ -108,3 +168,24 @@ def test_mixed_retrieval_refuses_fractions_that_leave_no_own_episode(case_bank, 
     donors = PlaceboRetrieval(case_bank, [DonorTask(LAMP.when_to_apply, "electronics")])
     with pytest.raises(ConfigError, match="withhold"):
         MixedRetrieval(case_bank, donors, withhold=withhold, placebo_fraction=placebo)
+
+
+def test_a_bank_from_before_offers_migrates_to_cases_whose_offers_are_not_known(tmp_path, embedder):
+    from alembic import command
+    from alembic.config import Config
+
+    from memory.db import MIGRATIONS
+
+    config = BankConfig(workspace=tmp_path / "old")
+    with SkillBank.open(config, embedder=embedder) as bank:
+        entry = bank.add(offering(TEA, "lemon")).entry
+        assert bank.get(entry.id).offered == {"lemon"}
+        alembic = Config()
+        alembic.set_main_option("script_location", str(MIGRATIONS))
+        with bank.store.engine.begin() as connection:  # back to the schema before offers
+            alembic.attributes["connection"] = connection
+            command.downgrade(alembic, "0003")
+    with SkillBank.open(config, embedder=embedder) as bank:  # opening upgrades it again
+        assert bank.get(entry.id).offers == "" and len(bank.history(entry.id)) == 1
+        edited = bank.edit(entry.id, author="bob", offers="lemon | ginger")
+        assert edited.offered == {"lemon", "ginger"}

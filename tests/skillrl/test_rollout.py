@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from runtime_fakes import FakeBank, ScriptedPolicy, SolverPolicy
+from runtime_fakes import FakeBank, FakeShopEnv, ScriptedPolicy, SolverPolicy
 
 from envs.webshop.agent_adapter import WebShopAgentAdapter
 from skillrl.agents.llm import LLMAgent
@@ -287,3 +287,17 @@ def test_records_written_before_left_out_ids_was_kept_read_it_as_unknown():
     data["turns"] = [{"turn": 0, "observation": "o", "available_actions": [], "action": "a",
                       "action_valid": True, "reward": 0.0, "retrieved_ids": ["g1"]}]  # fmt: skip
     assert EpisodeRecord.from_dict(data).turns[0].left_out_ids is None
+
+
+def test_retrieval_asks_with_the_option_values_the_instruction_names(monkeypatch):
+    reset = FakeShopEnv.reset
+
+    def with_options(self, *, seed=None, options=None):
+        reset(self, seed=seed, options=options)
+        self.instruction += " with color: Red, and size: small, and price lower than 9.00 dollars"
+        return self._obs(), self._info(True)
+
+    monkeypatch.setattr(FakeShopEnv, "reset", with_options)
+    bank = FakeBank()
+    RolloutEngine(LLMAgent(ScriptedPolicy()), bank=bank).run(starts(1))
+    assert bank.queries and {q.wants for q in bank.queries} == {("red", "small")}

@@ -22,6 +22,19 @@ def test_a_solved_webshop_episode_names_its_product_and_request():
     )
     assert draft.when_to_apply and draft.when_to_apply in INSTRUCTION
     assert "price lower than" not in draft.when_to_apply and ": " not in draft.when_to_apply
+    assert draft.offers == ""  # the product page listed no option
+
+
+def test_a_case_keeps_the_options_its_products_page_listed():
+    solved = episode(success=True, chosen=SOLVED)
+    assert solved.turns[1].action == "click[b09qkp7xql]"
+    solved.turns[2].available_actions = [
+        "click[back to search]", "click[< prev]", "click[description]", "click[features]",
+        "click[Large]", "click[small]", "click[navy]", "click[large]", "click[buy now]",
+    ]  # fmt: skip
+    [draft] = case_drafts([solved])
+    assert draft.offers == "large | small | navy"
+    assert draft.offered == {"large", "small", "navy"}
 
 
 def test_failures_unfinished_and_test_episodes_leave_no_case():
