@@ -96,6 +96,7 @@ def main() -> None:
     changed = [i for i in range(args.goals) if served["before"][i] != served["now"][i]]
     results["served"] = served
     results["changed_goals"] = changed
+    results["served_offers_wanted"] = offers_wanted(banks["now"], served, args)
     print(f"the served case differs on {len(changed)} of {args.goals} goals", flush=True)
     policy = load_policy(
         PolicyConfig(backend="transformers", model=model, dtype="float32", threads=args.threads)
@@ -152,6 +153,27 @@ def served_cases(bank: SkillBank, args: argparse.Namespace) -> list[str]:
     return [f.cases[0].entry.title if f.cases else "" for f in found]
 
 
+def offers_wanted(bank: SkillBank, served: dict[str, list[str]], args: argparse.Namespace) -> dict:
+    """Per bank, on how many goals (all looked up, and the changed ones) the served case's
+    product comes in every option value the instruction names: by what the product's page
+    listed, as the shipped cases record it (the earlier cases did not keep it)."""
+    offered = {entry.title: entry.offered for entry in bank.list(kind="case")}
+    env = envs.make("webshop", observation_mode=args.observation_mode)
+    adapter = envs.adapter_for("webshop")
+    wanted = []
+    for i in range(args.goals):
+        _, info = env.reset(options={"split": "test", "goal_index": i})
+        wanted.append(frozenset(adapter.wanted_values(str(info["instruction"]))))
+    changed = {i for i in range(args.goals) if served["before"][i] != served["now"][i]}
+    out = {}
+    for arm, titles in served.items():
+        covers = [
+            bool(t) and wanted[i] <= offered.get(t, frozenset()) for i, t in enumerate(titles)
+        ]
+        out[arm] = {"all": sum(covers), "changed": sum(covers[i] for i in changed)}
+    return out
+
+
 def play_goals(
     policy: Any, bank: SkillBank, goals: list[int], args: argparse.Namespace
 ) -> tuple[list[EpisodeRecord], Stopwatch]:
@@ -198,6 +220,13 @@ def report(results: dict) -> str:
         f"{args['max_prompt_tokens']}-token prompts). Banks: before "
         f"{results['bank_entries']['before']} entries ({results['bank_cases']['before']} cases), "
         f"now {results['bank_entries']['now']} ({results['bank_cases']['now']} cases).",
+        "",
+        "Of those goals, the served case's product comes in every option the task names (by "
+        "what its page listed) on "
+        + ", ".join(f"{results['served_offers_wanted'][arm]['changed']} ({arm})" for arm in ARMS)
+        + f"; of all {args['goals']} goals, on "
+        + ", ".join(f"{results['served_offers_wanted'][arm]['all']} ({arm})" for arm in ARMS)
+        + ".",
         "",
         "| arm | success on the changed goals | 95% interval | mean score | mean turns "
         "| s/turn (wall / CPU) | matmul GFLOP/s, load before |",

@@ -46,6 +46,8 @@ def test_the_report_names_the_changed_goals_both_plays_and_the_pairing():
         "bank_entries": {"before": 689, "now": 1009},
         "bank_cases": {"before": 648, "now": 968},
         "changed_goals": [0, 1, 2, 3],
+        "served_offers_wanted": {"before": {"all": 40, "changed": 1},
+                                 "now": {"all": 48, "changed": 4}},
         "rows": [{**row, "arm": "before"}, {**row, "arm": "now"}],
         "paired": paired(changed, flipped),
         "over_all_goals": over_all_goals(reference, {"before": changed, "now": flipped}, 50),
@@ -54,4 +56,5 @@ def test_the_report_names_the_changed_goals_both_plays_and_the_pairing():
     assert "the served case differs on 4 of them" in text
     assert "before 689 entries (648 cases), now 1009 (968 cases)" in text
     assert "| before -> now, the changed goals |" in text
+    assert "on 1 (before), 4 (now); of all 50 goals, on 40 (before), 48 (now)." in text
     assert "matched the reference on 4 of the 4 goals it replayed" in text
