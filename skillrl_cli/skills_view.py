@@ -210,6 +210,8 @@ def print_entry(entry: Any, history: list[Any], verdict: str) -> None:
     fields = ["title", "principle", "when_to_apply", "env", "category"]
     if entry.kind == "mistake":
         fields += ["failure_point", "flawed_action", "correction"]
+    if entry.kind == "case":
+        fields += ["offers"]
     fields += ["status", "revision", "source", "external_id", "support_count", "times_retrieved",
                "episodes_retrieved", "success_episodes", "failure_episodes", "created_at",
                "updated_at"]  # fmt: skip

@@ -223,3 +223,20 @@ def test_search_without_a_category_finds_task_skills_of_every_category(cli_bank)
     other = run(workspace, "search", "what shoe size should I pick", "--category", "apparel",
                 "--json")  # fmt: skip
     assert json.loads(other.stdout)["task"] == []
+
+
+def test_a_case_is_added_with_its_offers_and_shown_with_them(cli_bank):
+    workspace, _ = cli_bank
+    added = run(
+        workspace, "add", "--kind", "case", "--title", "A request like this was solved by "
+        "click[b0tea00001]", "--principle", "Solved by: click[b0tea00001], click[buy now]",
+        "--when-to-apply", "i need organic herbal tea", "--env", "webshop", "--category",
+        "grocery", "--offers", "Ginger | 40 count", "--json",
+    )  # fmt: skip
+    assert added.exit_code == 0, added.output
+    entry_id = json.loads(added.stdout)["id"]
+    shown = run(workspace, "show", entry_id)
+    assert "offers" in shown.stdout and "Ginger | 40 count" in shown.stdout
+    refused = run(workspace, "add", "--kind", "general", "--title", "t", "--principle", "p",
+                  "--offers", "red")  # fmt: skip
+    assert refused.exit_code != 0 and "offers is for cases only" in refused.output
