@@ -49,31 +49,35 @@ def split_observation(observation: str) -> list[str]:
     return [t for t in texts if t and not t.startswith("You have clicked ")]
 
 
-def search_query(instruction: str) -> str:
-    """Return the instruction without its ``with name: value`` and price clauses."""
+def split_request(instruction: str) -> tuple[str, str]:
+    """Return an instruction's request and its ``with name: value, and name: value`` clause.
+
+    The price clause is dropped; without an option clause the second part is empty.
+    """
     text = instruction.split(", and price lower than ")[0]
     colon = text.find(": ")
-    if colon >= 0:
-        start = text.rfind(" with ", 0, colon)
-        text = text[:start] if start >= 0 else text
-    return text.strip()
+    if colon < 0:
+        return text, ""
+    start = text.rfind(" with ", 0, colon)
+    if start < 0:
+        return text, text
+    return text[:start], text[start + len(" with ") :]
+
+
+def search_query(instruction: str) -> str:
+    """Return the instruction without its ``with name: value`` and price clauses."""
+    return split_request(instruction)[0].strip()
 
 
 def requested_options(instruction: str) -> tuple[str, ...]:
     """Return the option values an instruction names, lowercased, in its order.
 
-    The ``with name: value, and name: value`` clause that :func:`search_query` leaves out:
+    The clause that :func:`search_query` leaves out:
     ``"... with color: navy blue, and size: medium, and price lower than 50.00 dollars"`` ->
     ``("navy blue", "medium")``. An instruction without one names none.
     """
-    text = instruction.split(", and price lower than ")[0]
-    colon = text.find(": ")
-    if colon < 0:
-        return ()
-    start = text.rfind(" with ", 0, colon)
-    clause = text[start + len(" with ") :] if start >= 0 else text
     values = []
-    for part in clause.split(", and "):
+    for part in split_request(instruction)[1].split(", and "):
         _, sep, value = part.partition(": ")
         value = " ".join(value.split()).lower()
         if sep and value:
