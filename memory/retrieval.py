@@ -36,6 +36,7 @@ from memory.types import (
     RetrievalQuery,
     RetrievedEntry,
     RetrievedSkills,
+    offer_values,
     retrieval_events,
 )
 
@@ -161,7 +162,7 @@ def _settle(
             groups[-1].append(hit)
         else:
             groups.append([hit])
-    wanted = frozenset(w.strip().lower() for w in wants if w.strip())
+    wanted = offer_values(wants)
     return [
         hit
         for group in groups

@@ -33,7 +33,12 @@ OFFER_SEPARATOR = " | "
 
 def offered_values(offers: str) -> frozenset[str]:
     """Return the values an ``offers`` text lists, lowercased and stripped (empties dropped)."""
-    return frozenset(v.strip().lower() for v in offers.split(OFFER_SEPARATOR.strip()) if v.strip())
+    return offer_values(offers.split(OFFER_SEPARATOR.strip()))
+
+
+def offer_values(values: Iterable[str]) -> frozenset[str]:
+    """Return ``values`` as offers and wants are compared: lowercased, stripped, no empties."""
+    return frozenset(v.strip().lower() for v in values if v.strip())
 
 
 def offers_text(values: Iterable[str]) -> str:
