@@ -51,7 +51,7 @@ from harness import (  # noqa: E402
 import envs  # noqa: E402
 from memory import BankConfig, SkillBank  # noqa: E402
 from memory.config import RetrievalConfig  # noqa: E402
-from memory.types import RetrievalQuery  # noqa: E402
+from memory.types import RetrievalQuery, offer_values  # noqa: E402
 from skillrl.distill.seeding import seed_bank, seed_bank_if_empty, starting_bank_path  # noqa: E402
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.policies.model_settings import shipped_adapter  # noqa: E402
@@ -92,11 +92,12 @@ def main() -> None:
     banks = {arm: open_bank(arm, args.before_cases) for arm in ARMS}
     results["bank_entries"] = {arm: bank.count() for arm, bank in banks.items()}
     results["bank_cases"] = {arm: bank.count(kind="case") for arm, bank in banks.items()}
-    served = {arm: served_cases(bank, args) for arm, bank in banks.items()}
+    queries = goal_queries(args)
+    served = {arm: served_cases(bank, queries) for arm, bank in banks.items()}
     changed = [i for i in range(args.goals) if served["before"][i] != served["now"][i]]
     results["served"] = served
     results["changed_goals"] = changed
-    results["served_offers_wanted"] = offers_wanted(banks["now"], served, args)
+    results["served_offers_wanted"] = offers_wanted(banks["now"], served, queries)
     print(f"the served case differs on {len(changed)} of {args.goals} goals", flush=True)
     policy = load_policy(
         PolicyConfig(backend="transformers", model=model, dtype="float32", threads=args.threads)
@@ -132,8 +133,8 @@ def open_bank(arm: str, before_cases: str) -> SkillBank:
     return bank
 
 
-def served_cases(bank: SkillBank, args: argparse.Namespace) -> list[str]:
-    """The title of the case each test goal's episodes are served (retrieval's own query)."""
+def goal_queries(args: argparse.Namespace) -> list[RetrievalQuery]:
+    """Retrieval's own query for the first turn of each of test goals 0..N-1 (read once)."""
     env = envs.make("webshop", observation_mode=args.observation_mode)
     adapter = envs.adapter_for("webshop")
     queries = []
@@ -149,22 +150,24 @@ def served_cases(bank: SkillBank, args: argparse.Namespace) -> list[str]:
                 wants=adapter.wanted_values(instruction),
             )
         )
+    return queries
+
+
+def served_cases(bank: SkillBank, queries: list[RetrievalQuery]) -> list[str]:
+    """The title of the case each query is served (cases go by the request alone)."""
     found = bank.retrieve(queries, RetrievalConfig(), record=False)
     return [f.cases[0].entry.title if f.cases else "" for f in found]
 
 
-def offers_wanted(bank: SkillBank, served: dict[str, list[str]], args: argparse.Namespace) -> dict:
+def offers_wanted(
+    bank: SkillBank, served: dict[str, list[str]], queries: list[RetrievalQuery]
+) -> dict:
     """Per bank, on how many goals (all looked up, and the changed ones) the served case's
     product comes in every option value the instruction names: by what the product's page
     listed, as the shipped cases record it (the earlier cases did not keep it)."""
     offered = {entry.title: entry.offered for entry in bank.list(kind="case")}
-    env = envs.make("webshop", observation_mode=args.observation_mode)
-    adapter = envs.adapter_for("webshop")
-    wanted = []
-    for i in range(args.goals):
-        _, info = env.reset(options={"split": "test", "goal_index": i})
-        wanted.append(frozenset(adapter.wanted_values(str(info["instruction"]))))
-    changed = {i for i in range(args.goals) if served["before"][i] != served["now"][i]}
+    wanted = [offer_values(q.wants) for q in queries]
+    changed = {i for i in range(len(queries)) if served["before"][i] != served["now"][i]}
     out = {}
     for arm, titles in served.items():
         covers = [
