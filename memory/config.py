@@ -93,6 +93,11 @@ class RetrievalConfig:
     k_cases: int = 1
     """Cases (what solved a similar request in a training episode; same env) per query, by the
     similarity of the request alone."""
+    case_fit_margin: float = 0.05
+    """Cases whose request is within this much cosine similarity of the nearest case's request
+    compete on fit: of them, one known to lack an option value the query wants gives way to the
+    nearest one that is not (0: only cases tied in similarity, one request's cases, compete).
+    0.05 was chosen on eval-split goals; see docs/results.md, "Cases within reach"."""
 
     def __post_init__(self) -> None:
         check_finite_fields(self)
@@ -102,3 +107,5 @@ class RetrievalConfig:
                 raise ConfigError(f"{name} ({value!r}) must be an integer from 0 to {MAX_K}")
         if not -1.0 <= self.min_similarity <= 1.0:
             raise ConfigError(f"min_similarity ({self.min_similarity}) must be in [-1, 1]")
+        if not 0.0 <= self.case_fit_margin <= 2.0:
+            raise ConfigError(f"case_fit_margin ({self.case_fit_margin}) must be in [0, 2]")

@@ -81,6 +81,7 @@ class PlaceboRetrieval:
             k_mistakes=config.k_mistakes * OVERFETCH,
             k_cases=config.k_cases * OVERFETCH,
             min_similarity=-1.0,
+            case_fit_margin=config.case_fit_margin,
         )
         donor_queries = [self._donor_query(q) for q in queries]
         drawn = self.bank.retrieve(donor_queries, wide, record=False)

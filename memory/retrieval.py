@@ -136,23 +136,29 @@ def _tied_at_cut(row: list[IndexRecord], k: int, fetched: int) -> bool:
     return len(row) == fetched and _tie(row[-1], row[k - 1])
 
 
+CASE_OVERFETCH = 8
+"""With a fit margin, cases are fetched this many times k_cases, the neighbours that compete on
+fit (on eval-split goals, no more than 4 nearest ever changed which case was served)."""
+
+
 def _limits(config: RetrievalConfig) -> dict[str, int]:
-    """Hits each kind keeps per query before the prompt sees them (notes are over-fetched)."""
+    """Hits each kind fetches per query (notes, and cases with a fit margin, are over-fetched)."""
     return {
         "general": config.k_general,
         "task": config.k_task,
         "mistakes": config.k_mistakes * MISTAKE_OVERFETCH,
-        "cases": config.k_cases,
+        "cases": config.k_cases * (CASE_OVERFETCH if config.case_fit_margin > 0 else 1),
     }
 
 
 def _settle(
-    hits: list[RetrievedEntry], k: int, wants: tuple[str, ...] = ()
+    hits: list[RetrievedEntry], k: int, wants: tuple[str, ...] = (), margin: float = 0.0
 ) -> list[RetrievedEntry]:
     """Keep the k best hits, most similar first; ties in the order of :func:`_tie_order`.
 
     ``wants`` (cases only): among tied hits, the ones whose offers hold all of them come first
-    (:func:`_case_order`).
+    (:func:`_case_order`); with a ``margin``, so do they among the hits within ``margin`` of the
+    most similar one (``RetrievalConfig.case_fit_margin``), each side kept in that order.
     """
     # Ties are runs within TIE of their most similar member, not rounding buckets: rounding
     # splits two noisy copies of one similarity whenever a bucket edge falls between them.
@@ -163,11 +169,18 @@ def _settle(
         else:
             groups.append([hit])
     wanted = offer_values(wants)
-    return [
+    ordered = [
         hit
         for group in groups
         for hit in sorted(group, key=lambda h: (*_case_order(h, wanted), *_tie_order(h)))
-    ][:k]
+    ]
+    if margin > 0 and wanted and ordered:
+        # A near request whose product comes in what is wanted beats the nearest request's
+        # product that is known not to: the request's words are alike, the options are not.
+        reach = ordered[0].similarity - margin - TIE
+        near = sum(1 for hit in ordered if hit.similarity >= reach)  # a prefix: sorted above
+        ordered[:near] = sorted(ordered[:near], key=lambda h: _case_order(h, wanted)[0])
+    return ordered[:k]
 
 
 def _case_order(hit: RetrievedEntry, wanted: frozenset[str]) -> tuple[int, int]:
@@ -310,8 +323,9 @@ def retrieve_vectors(
                     # An index record whose entry is gone or retired in SQL is never served.
                     if h.id in entries and entries[h.id].status == "active"
                 ],
-                limits[kind],
+                config.k_cases if kind == "cases" else limits[kind],
                 queries[position].wants if kind == "cases" else (),
+                config.case_fit_margin if kind == "cases" else 0.0,
             )
             for kind, per_query in hits.items()
         }

@@ -189,3 +189,49 @@ def test_a_bank_from_before_offers_migrates_to_cases_whose_offers_are_not_known(
         assert bank.get(entry.id).offers == "" and len(bank.history(entry.id)) == 1
         edited = bank.edit(entry.id, author="bob", offers="lemon | ginger")
         assert edited.offered == {"lemon", "ginger"}
+
+
+RED_SHOES = "i want men's running shoes which are non slip and arch support"
+RED_SHOES_NEARBY = "i want men's running shoes which are arch support and breathable"
+
+
+def test_a_near_request_whose_product_fits_beats_the_nearest_within_the_margin(tmp_path, embedder):
+    nearest = offering(case(RED_SHOES, "b0shoe0001", "fashion"), "blue", "8")
+    nearby = offering(case(RED_SHOES_NEARBY, "b0shoe0002", "fashion"), "red", "8")
+    with SkillBank.open(BankConfig(workspace=tmp_path / "bank"), embedder=embedder) as bank:
+        bank.add_many([nearest, nearby, LAMP], author="test")
+        ask = dataclasses.replace(
+            query(RED_SHOES + " with color: red, and size: 8", "fashion"), wants=("red", "8")
+        )
+        ranked = bank.retrieve([ask], RetrievalConfig(k_cases=2, case_fit_margin=0), record=False)
+        first, second = ranked[0].cases
+        assert first.entry.title == nearest.title  # nearest by the request's words
+        gap = first.similarity - second.similarity
+        assert gap > 0
+
+        def served(margin: float, wants: tuple[str, ...] = ("red", "8")) -> str:
+            config = RetrievalConfig(k_cases=1, case_fit_margin=margin)
+            asked = dataclasses.replace(ask, wants=wants)
+            return bank.retrieve([asked], config, record=False)[0].cases[0].entry.title
+
+        assert served(gap + 0.01) == nearby.title  # within reach, and it comes in red
+        assert served(gap / 2) == nearest.title  # out of reach: the nearest stays
+        assert served(0) == nearest.title
+        assert served(gap + 0.01, wants=("blue",)) == nearest.title  # the nearest fits
+        assert served(gap + 0.01, wants=()) == nearest.title  # nothing wanted: by words alone
+
+
+def test_within_the_margin_a_case_whose_offers_are_not_known_is_not_passed_over(tmp_path, embedder):
+    nearest = case(RED_SHOES, "b0shoe0001", "fashion")  # offers not known
+    nearby = offering(case(RED_SHOES_NEARBY, "b0shoe0002", "fashion"), "red")
+    with SkillBank.open(BankConfig(workspace=tmp_path / "bank"), embedder=embedder) as bank:
+        bank.add_many([nearest, nearby], author="test")
+        ask = dataclasses.replace(query(RED_SHOES + " with color: red", "fashion"), wants=("red",))
+        found = bank.retrieve([ask], RetrievalConfig(k_cases=1, case_fit_margin=2.0), record=False)
+    assert found[0].cases[0].entry.title == nearest.title
+
+
+@pytest.mark.parametrize("margin", [-0.01, 2.5, float("nan")])
+def test_a_fit_margin_out_of_range_is_refused_by_name(margin):
+    with pytest.raises(ConfigError, match="case_fit_margin|finite"):
+        RetrievalConfig(case_fit_margin=margin)
