@@ -118,6 +118,10 @@ SELF_MATCH_DISTANCE = 1e-3
 record is farther than this finds a partition whose vector files are missing or damaged."""
 
 
+QUERY_HITS_PER_CALL = 8192
+"""Most hits (query rows x n_results) asked of Chroma in one call (SQLite's variable limit)."""
+
+
 class VectorIndex:
     """A Chroma collection in cosine space, holding one vector per active entry.
 
@@ -410,13 +414,20 @@ class VectorIndex:
             collection = self._partition(partition, create=False)
             if collection is None:
                 return [[] for _ in range(len(embeddings))]
-            result = collection.query(
-                query_embeddings=np.asarray(embeddings, dtype=np.float32),
-                n_results=n_results,
-                where=where,
-                include=["metadatas", "distances"],
-            )
-        return _unpack(result, nested=True)
+            vectors = np.asarray(embeddings, dtype=np.float32)
+            # Chroma reads every hit's metadata with one SQL statement, a variable per hit, and
+            # SQLite refuses past its limit (400 queries x 128 hits failed): split the rows.
+            step = max(1, QUERY_HITS_PER_CALL // n_results)
+            out: list[list[IndexRecord]] = []
+            for start in range(0, len(vectors), step):
+                result = collection.query(
+                    query_embeddings=vectors[start : start + step],
+                    n_results=n_results,
+                    where=where,
+                    include=["metadatas", "distances"],
+                )
+                out += _unpack(result, nested=True)
+        return out
 
     def clear(self) -> None:
         """Drop every vector (delete every partition collection)."""

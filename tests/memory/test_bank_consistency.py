@@ -116,3 +116,25 @@ def test_a_partition_whose_vector_files_are_gone_is_found_and_reported(tmp_path,
         assert "skillrl skills reindex" in caplog.text and "missing or damaged" in caplog.text
     finally:
         damaged.close()
+
+
+def test_a_query_for_more_hits_than_one_sql_statement_holds_is_split_and_complete(tmp_path):
+    import numpy as np
+
+    from memory.index import QUERY_HITS_PER_CALL, VectorIndex
+
+    index = VectorIndex(BankConfig(workspace=tmp_path))
+    try:
+        vectors = np.random.default_rng(1).random((300, 8), dtype=np.float32)
+        metadata = {"kind": "case", "env": "webshop", "revision": 1}
+        index.upsert([f"c{i}" for i in range(300)], vectors, [metadata] * 300)
+        rows = 400
+        n = 128
+        assert rows * n > 4 * QUERY_HITS_PER_CALL  # one call this size failed in Chroma
+        queries = np.random.default_rng(2).random((rows, 8), dtype=np.float32)
+        hits = index.query(queries, n, ("case", "webshop", ""))
+        assert len(hits) == rows and all(len(row) == n for row in hits)
+        first = index.query(queries[:1], n, ("case", "webshop", ""))[0]
+        assert [h.id for h in hits[0]] == [h.id for h in first]
+    finally:
+        index.close()
