@@ -66,7 +66,8 @@ def main() -> None:
         queries.append(RetrievalQuery(instruction, observation, "webshop", category, wants=wants))
         goals.append(world.goals[int(info["goal_index"])])
     bank = open_bank("now", "")
-    found = bank.retrieve(queries, RetrievalConfig(k_cases=args.fetch), record=False)
+    nearest_first = RetrievalConfig(k_cases=args.fetch, case_fit_margin=0.0)
+    found = bank.retrieve(queries, nearest_first, record=False)
     scored = [
         [case_row(hit, query, goal, world) for hit in f.cases]
         for f, query, goal in zip(found, queries, goals, strict=True)
