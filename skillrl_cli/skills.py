@@ -119,27 +119,50 @@ def show(bank: Any, entry_id: str, as_json: bool) -> None:
 @click.option("--k-general", type=int, default=2, show_default=True, help="General skills.")
 @click.option("--k-task", type=int, default=3, show_default=True, help="Task skills.")
 @click.option("--k-mistakes", type=int, default=2, show_default=True, help="Notes.")
+@click.option("--k-cases", type=int, default=1, show_default=True,
+              help="Cases (what solved a similar request), by the request alone.")  # fmt: skip
 @click.option(
     "--min-similarity", type=float, default=0.25, show_default=True, help="Cosine cut-off."
 )
+@click.option("--case-fit-margin", type=float, default=0.05, show_default=True,
+              help="Cases this close to the nearest request's compete on the options TEXT names "
+                   "(0: the nearest request's cases only).")  # fmt: skip
 @json_option
 @bank_options()
-def search(bank: Any, text, env, category, observation, k_general, k_task, k_mistakes,
-           min_similarity, as_json: bool) -> None:  # fmt: skip
-    """Show what retrieval would return for TEXT (an instruction); usage is not recorded."""
+def search(bank: Any, text, env, category, observation, k_general, k_task, k_mistakes, k_cases,
+           min_similarity, case_fit_margin, as_json: bool) -> None:  # fmt: skip
+    """Show what retrieval would return for TEXT (an instruction); usage is not recorded.
+
+    Asked as a turn of ENV asks: cases with the option values TEXT names, as the environment
+    reads them.
+    """
+    import envs
     from memory import RetrievalConfig, RetrievalQuery
 
-    config = RetrievalConfig(k_general, k_task, k_mistakes, min_similarity)
-    query = RetrievalQuery(instruction=text, observation=observation, env=env, category=category)
+    config = RetrievalConfig(
+        k_general=k_general,
+        k_task=k_task,
+        k_mistakes=k_mistakes,
+        min_similarity=min_similarity,
+        k_cases=k_cases,
+        case_fit_margin=case_fit_margin,
+    )
+    wants = envs.adapter_for(env).wanted_values(text) if env in envs.registered() else ()
+    query = RetrievalQuery(
+        instruction=text, observation=observation, env=env, category=category, wants=wants
+    )
     result = bank.retrieve([query], config, record=False)[0]
     if as_json:
         print_json(
             {
-                kind: [
-                    {"id": r.entry.id, "title": r.entry.title, "similarity": r.similarity}
-                    for r in getattr(result, kind)
-                ]
-                for kind in ("general", "task", "mistakes")
+                "wants": list(wants),
+                **{
+                    kind: [
+                        {"id": r.entry.id, "title": r.entry.title, "similarity": r.similarity}
+                        for r in getattr(result, kind)
+                    ]
+                    for kind in ("general", "task", "mistakes", "cases")
+                },
             }
         )
     else:

@@ -245,7 +245,7 @@ def print_retrieved(result: Any) -> None:
     """Print what retrieval returned, per kind."""
     rows = [
         (kind, f"{r.similarity:.3f}", r.entry.id[:SHORT_ID], _short(r.entry.title))
-        for kind in ("general", "task", "mistakes")
+        for kind in ("general", "task", "mistakes", "cases")
         for r in getattr(result, kind)
     ]
     console().print(_table("retrieval", ("kind", "similarity", "id", "title"), rows))

@@ -240,3 +240,28 @@ def test_a_case_is_added_with_its_offers_and_shown_with_them(cli_bank):
     refused = run(workspace, "add", "--kind", "general", "--title", "t", "--principle", "p",
                   "--offers", "red")  # fmt: skip
     assert refused.exit_code != 0 and "offers is for cases only" in refused.output
+
+
+def test_search_shows_the_case_a_turn_would_get_asked_with_the_options_the_text_names(cli_bank):
+    workspace, _ = cli_bank
+    for product, request, offers in (
+        ("b0shoe0001", "i want men's running shoes which are non slip and arch support", "blue"),
+        ("b0shoe0002", "i want men's running shoes which are arch support and breathable", "red"),
+    ):
+        added = run(
+            workspace, "add", "--kind", "case", "--title", "A request like this was solved by "
+            f"click[{product}]", "--principle", f"Solved by: click[{product}]", "--when-to-apply",
+            request, "--env", "webshop", "--category", "fashion", "--offers", offers,
+        )  # fmt: skip
+        assert added.exit_code == 0, added.output
+    text = "i want men's running shoes which are non slip and arch support with color: red"
+    wide = run(workspace, "search", text, "--case-fit-margin", "1", "--json")
+    found = json.loads(wide.stdout)
+    assert found["wants"] == ["red"]
+    assert [c["title"][-11:-1] for c in found["cases"]] == ["b0shoe0002"]
+    nearest = json.loads(run(workspace, "search", text, "--case-fit-margin", "0", "--json").stdout)
+    assert [c["title"][-11:-1] for c in nearest["cases"]] == ["b0shoe0001"]
+    table = run(workspace, "search", text, "--case-fit-margin", "1")
+    assert "cases" in table.stdout and "b0shoe0002" in table.stdout
+    refused = run(workspace, "search", text, "--case-fit-margin", "3")
+    assert refused.exit_code != 0 and "case_fit_margin" in refused.output
