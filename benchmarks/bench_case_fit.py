@@ -35,7 +35,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_case_offers import goal_queries, open_bank, play_goals  # noqa: E402
+from bench_case_offers import (  # noqa: E402
+    goal_queries,
+    offers_wanted,
+    open_bank,
+    play_goals,
+    served_cases,
+)
 from bench_prompt_budget import paired, paired_cells  # noqa: E402
 from bench_skill_value import _compact, _record, arm_row  # noqa: E402
 from harness import (  # noqa: E402
@@ -50,7 +56,7 @@ from harness import (  # noqa: E402
 
 from memory import SkillBank  # noqa: E402
 from memory.config import RetrievalConfig  # noqa: E402
-from memory.types import RetrievalQuery, RetrievedSkills, offer_values  # noqa: E402
+from memory.types import RetrievalQuery, RetrievedSkills  # noqa: E402
 from skillrl.policies import PolicyConfig, load_policy  # noqa: E402
 from skillrl.policies.model_settings import shipped_adapter  # noqa: E402
 from skillrl_core.records import EpisodeRecord  # noqa: E402
@@ -150,30 +156,6 @@ def reference_arg(text: str) -> tuple[Path, str]:
     if not Path(path).is_file():
         raise SystemExit(f"--reference {text!r}: no file {path}")
     return Path(path), arm
-
-
-def served_cases(
-    bank: SkillBank, queries: list[RetrievalQuery], config: RetrievalConfig
-) -> list[str]:
-    """The title of the case each query is served (cases go by the request alone)."""
-    found = bank.retrieve(queries, config, record=False)
-    return [f.cases[0].entry.title if f.cases else "" for f in found]
-
-
-def offers_wanted(
-    bank: SkillBank, served: dict[str, list[str]], queries: list[RetrievalQuery], changed: list
-) -> dict:
-    """Per way, on how many goals (all looked up, and the changed ones) the served case's
-    product comes in every option value the instruction names (by what its page listed)."""
-    offered = {entry.title: entry.offered for entry in bank.list(kind="case")}
-    wanted = [offer_values(q.wants) for q in queries]
-    out = {}
-    for arm, titles in served.items():
-        covers = [
-            bool(t) and wanted[i] <= offered.get(t, frozenset()) for i, t in enumerate(titles)
-        ]
-        out[arm] = {"all": sum(covers), "changed": sum(covers[i] for i in changed)}
-    return out
 
 
 def over_all_goals(

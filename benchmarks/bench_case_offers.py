@@ -97,7 +97,7 @@ def main() -> None:
     changed = [i for i in range(args.goals) if served["before"][i] != served["now"][i]]
     results["served"] = served
     results["changed_goals"] = changed
-    results["served_offers_wanted"] = offers_wanted(banks["now"], served, queries)
+    results["served_offers_wanted"] = offers_wanted(banks["now"], served, queries, changed)
     print(f"the served case differs on {len(changed)} of {args.goals} goals", flush=True)
     policy = load_policy(
         PolicyConfig(backend="transformers", model=model, dtype="float32", threads=args.threads)
@@ -153,21 +153,22 @@ def goal_queries(args: argparse.Namespace) -> list[RetrievalQuery]:
     return queries
 
 
-def served_cases(bank: SkillBank, queries: list[RetrievalQuery]) -> list[str]:
+def served_cases(
+    bank: SkillBank, queries: list[RetrievalQuery], config: RetrievalConfig | None = None
+) -> list[str]:
     """The title of the case each query is served (cases go by the request alone)."""
-    found = bank.retrieve(queries, RetrievalConfig(), record=False)
+    found = bank.retrieve(queries, config or RetrievalConfig(), record=False)
     return [f.cases[0].entry.title if f.cases else "" for f in found]
 
 
 def offers_wanted(
-    bank: SkillBank, served: dict[str, list[str]], queries: list[RetrievalQuery]
+    bank: SkillBank, served: dict[str, list[str]], queries: list[RetrievalQuery], changed: list
 ) -> dict:
-    """Per bank, on how many goals (all looked up, and the changed ones) the served case's
+    """Per arm, on how many goals (all looked up, and the ``changed`` ones) the served case's
     product comes in every option value the instruction names: by what the product's page
-    listed, as the shipped cases record it (the earlier cases did not keep it)."""
+    listed, as ``bank``'s cases record it (the earlier cases did not keep it)."""
     offered = {entry.title: entry.offered for entry in bank.list(kind="case")}
     wanted = [offer_values(q.wants) for q in queries]
-    changed = {i for i in range(len(queries)) if served["before"][i] != served["now"][i]}
     out = {}
     for arm, titles in served.items():
         covers = [
