@@ -15,6 +15,7 @@ from envs.registry import (
     registered,
     skillrl_categories,
     spec_of,
+    wanted_values,
 )
 from envs.spec import EnvSpec
 
@@ -34,6 +35,7 @@ __all__ = [
     "register",
     "register_spec",
     "registered",
+    "wanted_values",
     "skillrl_categories",
     "spec_of",
 ]

@@ -111,6 +111,14 @@ def adapter_for(env_id: str) -> AgentAdapter:
     return spec_of(env_id).adapter
 
 
+def wanted_values(env_id: str, instruction: str) -> tuple[str, ...]:
+    """Return the option values ``instruction`` names, as ``env_id``'s adapter reads them.
+
+    What a turn's retrieval asks cases with; none for an environment not registered here.
+    """
+    return adapter_for(env_id).wanted_values(instruction) if env_id in registered() else ()
+
+
 def skillrl_categories(env_id: str) -> dict[str, str]:
     """Return the SkillRL category -> ``env_id`` category table (empty when none is known)."""
     _load_builtins()

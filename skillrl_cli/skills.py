@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from envs.registry import DEFAULT_ENV
+from memory.config import RetrievalConfig
 from skillrl_cli.options import json_option
 from skillrl_cli.skills_admin import ADMIN_COMMANDS
 from skillrl_cli.skills_measure import measure
@@ -111,20 +112,27 @@ def show(bank: Any, entry_id: str, as_json: bool) -> None:
         print_entry(entry, history, verdict)
 
 
+_RETRIEVAL = RetrievalConfig()
+"""The retrieval a turn uses; ``search``'s defaults are its values."""
+
+
 @skills.command("search")
 @click.argument("text", callback=lambda _ctx, _param, value: _query_text(value))
 @click.option("--env", default=DEFAULT_ENV, show_default=True, help="Environment of the query.")
 @click.option("--category", help="Task category of the query (selects task skills).")
 @click.option("--observation", default="", help="Observation text to add to the query.")
-@click.option("--k-general", type=int, default=2, show_default=True, help="General skills.")
-@click.option("--k-task", type=int, default=3, show_default=True, help="Task skills.")
-@click.option("--k-mistakes", type=int, default=2, show_default=True, help="Notes.")
-@click.option("--k-cases", type=int, default=1, show_default=True,
+@click.option("--k-general", type=int, default=_RETRIEVAL.k_general, show_default=True,
+              help="General skills.")  # fmt: skip
+@click.option("--k-task", type=int, default=_RETRIEVAL.k_task, show_default=True,
+              help="Task skills.")  # fmt: skip
+@click.option("--k-mistakes", type=int, default=_RETRIEVAL.k_mistakes, show_default=True,
+              help="Notes.")  # fmt: skip
+@click.option("--k-cases", type=int, default=_RETRIEVAL.k_cases, show_default=True,
               help="Cases (what solved a similar request), by the request alone.")  # fmt: skip
-@click.option(
-    "--min-similarity", type=float, default=0.25, show_default=True, help="Cosine cut-off."
-)
-@click.option("--case-fit-margin", type=float, default=0.05, show_default=True,
+@click.option("--min-similarity", type=float, default=_RETRIEVAL.min_similarity,
+              show_default=True, help="Cosine cut-off.")  # fmt: skip
+@click.option("--case-fit-margin", type=float, default=_RETRIEVAL.case_fit_margin,
+              show_default=True,
               help="Cases this close to the nearest request's compete on the options TEXT names "
                    "(0: the nearest request's cases only).")  # fmt: skip
 @json_option
@@ -137,7 +145,7 @@ def search(bank: Any, text, env, category, observation, k_general, k_task, k_mis
     reads them.
     """
     import envs
-    from memory import RetrievalConfig, RetrievalQuery
+    from memory import RetrievalQuery
 
     config = RetrievalConfig(
         k_general=k_general,
@@ -147,7 +155,7 @@ def search(bank: Any, text, env, category, observation, k_general, k_task, k_mis
         k_cases=k_cases,
         case_fit_margin=case_fit_margin,
     )
-    wants = envs.adapter_for(env).wanted_values(text) if env in envs.registered() else ()
+    wants = envs.wanted_values(env, text)
     query = RetrievalQuery(
         instruction=text, observation=observation, env=env, category=category, wants=wants
     )

@@ -350,9 +350,7 @@ def build_app(bank: SkillBank, config: ViewConfig, security: ViewSecurity) -> St
 
             # What the task asks its product to come in picks among one request's cases, as in
             # a turn; an environment that is not registered here names none.
-            wants = (
-                envs.adapter_for(env_id).wanted_values(task) if env_id in envs.registered() else ()
-            )
+            wants = envs.wanted_values(env_id, task)
             query = RetrievalQuery(instruction=task, observation=page, env=env_id, wants=wants)
             results = bank.retrieve([query], record=False)[0]
         return render(request, "retrieve.html", task=task, page=page, env_id=env_id,
