@@ -54,17 +54,8 @@ def main() -> None:
     parser.add_argument("--observation-mode", default="text_rich", help="WebShop page text")
     parser.add_argument("--out", required=True, help="results JSON")
     args = parser.parse_args()
-    env = envs.make("webshop", observation_mode=args.observation_mode)
-    adapter = envs.adapter_for("webshop")
     world = shared_world(WebShopConfig())
-    queries, goals = [], []
-    for i in range(args.goals):
-        observation, info = env.reset(options={"split": args.split, "goal_index": i})
-        instruction = str(info["instruction"])
-        category = str(info.get("category") or "") or None
-        wants = adapter.wanted_values(instruction)
-        queries.append(RetrievalQuery(instruction, observation, "webshop", category, wants=wants))
-        goals.append(world.goals[int(info["goal_index"])])
+    queries, goals, _ = split_queries(args.split, args.goals, args.observation_mode)
     bank = open_bank("now", "")
     nearest_first = RetrievalConfig(k_cases=args.fetch, case_fit_margin=0.0)
     found = bank.retrieve(queries, nearest_first, record=False)
@@ -83,6 +74,25 @@ def main() -> None:
     }
     bank.close()
     write_result(Path(args.out), results, name=NAME)
+
+
+def split_queries(
+    split: str, count: int, observation_mode: str
+) -> tuple[list[RetrievalQuery], list[Goal], list[str]]:
+    """Retrieval's first-turn query, the goal and its id for goals 0..count-1 of ``split``."""
+    env = envs.make("webshop", observation_mode=observation_mode)
+    adapter = envs.adapter_for("webshop")
+    world = shared_world(WebShopConfig())
+    queries, goals, goal_ids = [], [], []
+    for i in range(count):
+        observation, info = env.reset(options={"split": split, "goal_index": i})
+        instruction = str(info["instruction"])
+        category = str(info.get("category") or "") or None
+        wants = adapter.wanted_values(instruction)
+        queries.append(RetrievalQuery(instruction, observation, "webshop", category, wants=wants))
+        goals.append(world.goals[int(info["goal_index"])])
+        goal_ids.append(str(info["goal_id"]))
+    return queries, goals, goal_ids
 
 
 def case_row(hit: Any, query: RetrievalQuery, goal: Goal, world: World) -> dict[str, Any]:
