@@ -435,7 +435,7 @@ def _figures_text(figures: dict[str, Any]) -> str:
     success, goals = figures.get("test_successes"), figures.get("test_goals")
     if success is None or not goals:
         return ""
-    return f", {success}/{goals} test goals solved when it was made"
+    return f", {success}/{goals} test goals solved in its recorded evaluation"
 
 
 @dataclass(frozen=True)
