@@ -15,6 +15,11 @@ library builds cases and added to a bank seeded as a new workspace's:
   first results page that earns the full reward for that goal (a product a run's policy could
   have bought instead, and so a second case for the same request).
 
+The **recipe** bank narrows both to what the recipe's own run plays: the training goals its
+cycles draw (``--recipe-training-goals``, the first of its seeded training order: 6 cycles x 32
+goals) and the eval-split goals it evaluates (``--recipe-validation-goals``), each solved, and
+every other full-reward product found.
+
 For each bank, each of test goals 0..N-1 is served the case a turn would be served (the
 library's own retrieval with its shipped settings, no policy) and the product it names is
 scored against the goal with the environment's reward, as ``case_reach`` scores it. Against the
@@ -34,6 +39,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +61,11 @@ from memory.types import EntryDraft, offers_text  # noqa: E402
 from skillrl.distill.cases import SOURCE, case_drafts  # noqa: E402
 from skillrl.distill.seeding import seed_bank_if_empty  # noqa: E402
 from skillrl_core.significance import mcnemar_exact  # noqa: E402
+from trainers.cycle.config import CycleConfig  # noqa: E402
+from trainers.cycle.cycle_rollout import training_goal_order  # noqa: E402
 
 NAME = "evolution_room"
-BANKS = ("starting", "validation", "alternatives", "both")
+BANKS = ("starting", "validation", "alternatives", "both", "recipe")
 AUTHOR = "benchmark:evolution_room"
 
 
@@ -71,6 +79,18 @@ def main() -> None:
         "--training-goals", type=int, default=None, help="training goals searched (default: all)"
     )
     parser.add_argument(
+        "--recipe-training-goals",
+        type=int,
+        default=192,
+        help="training goals the recipe's run draws (cycles x goals per cycle)",
+    )
+    parser.add_argument(
+        "--recipe-validation-goals",
+        type=int,
+        default=100,
+        help="eval-split goals the recipe's run evaluates",
+    )
+    parser.add_argument(
         "--outcomes",
         default=None,
         help="FILE:ARM, a skill_value results file and arm: the policy's recorded outcomes",
@@ -80,14 +100,21 @@ def main() -> None:
     args = parser.parse_args()
     world = shared_world(WebShopConfig())
     queries, goals, goal_ids = split_queries("test", args.goals, args.observation_mode)
+    train_count = len(world.split("train"))
+    everything = range(train_count if args.training_goals is None else args.training_goals)
+    drawn = training_goal_order(CycleConfig(), train_count)[: args.recipe_training_goals]
     with Stopwatch() as clock:
-        validation = validation_cases(args.validation_goals, args.observation_mode)
-        alternatives = alternative_cases(world, args.training_goals, args.observation_mode)
+        validation = validation_cases(range(args.validation_goals), args.observation_mode)
+        alternatives = alternative_cases(world, everything, args.observation_mode)
+        recipe = validation_cases(
+            range(args.recipe_validation_goals), args.observation_mode
+        ) + alternative_cases(world, drawn, args.observation_mode)
     extra = {
         "starting": [],
         "validation": validation,
         "alternatives": alternatives,
         "both": validation + alternatives,
+        "recipe": recipe,
     }
     served: dict[str, list[dict[str, Any]]] = {}
     cases: dict[str, int] = {}
@@ -106,7 +133,11 @@ def main() -> None:
     results: dict[str, Any] = {
         "provenance": provenance(NAME),
         "args": portable_arguments(vars(args)),
-        "drafts": {"validation": len(validation), "alternatives": len(alternatives)},
+        "drafts": {
+            "validation": len(validation),
+            "alternatives": len(alternatives),
+            "recipe": len(recipe),
+        },
         "build_seconds": round(clock.wall, 1),
         "bank_cases": cases,
         "rows": [changes(name, served, failed) for name in BANKS],
@@ -125,29 +156,31 @@ def seeded_bank(drafts: list[EntryDraft]) -> SkillBank:
     return bank
 
 
-def validation_cases(count: int, observation_mode: str) -> list[EntryDraft]:
-    """The cases of eval-split goals 0..count-1 as the scripted expert solves them."""
+def validation_cases(indices: range, observation_mode: str) -> list[EntryDraft]:
+    """The cases of eval-split goals ``indices`` as the scripted expert solves them."""
     from skillrl.agents.expert import ExpertAgent
     from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 
-    if count <= 0:
+    if not indices:
         return []
     env_config = {"observation_mode": observation_mode}
     starts = [
         EpisodeStart("webshop", split="eval", goal_index=i, seed=i, env_config=env_config)
-        for i in range(count)
+        for i in indices
     ]
     engine = RolloutEngine(ExpertAgent(max_turns=15), config=RolloutConfig(max_turns=15))
     return case_drafts(engine.run(starts))
 
 
-def alternative_cases(world: World, count: int | None, observation_mode: str) -> list[EntryDraft]:
+def alternative_cases(
+    world: World, indices: Sequence[int], observation_mode: str
+) -> list[EntryDraft]:
     """A case for each product on a training goal's first results page (the expert's search)
-    that earns the full reward for it, other than the goal's own product (its starting case)."""
+    that earns the full reward for it, other than the goal's own product (its starting case),
+    for training goals ``indices``."""
     env = envs.make("webshop", observation_mode=observation_mode)
-    total = len(world.split("train")) if count is None else count
     drafts = []
-    for i in range(total):
+    for i in indices:
         _, info = env.reset(options={"split": "train", "goal_index": i})
         goal = world.goals[int(info["goal_index"])]
         request = search_query(str(info["instruction"]))
@@ -236,8 +269,10 @@ def report(results: dict) -> str:
         f"{results['drafts']['validation']} cases of eval-split goals "
         f"0-{args['validation_goals'] - 1} solved by the scripted expert (validation), and "
         f"{results['drafts']['alternatives']} cases of other products on a training goal's "
-        f"first results page that earn its full reward (alternatives); built in "
-        f"{results['build_seconds']:.0f} s.",
+        f"first results page that earn its full reward (alternatives); the recipe bank holds "
+        f"those of the {args['recipe_training_goals']} training goals the recipe's run draws "
+        f"and of eval-split goals 0-{args['recipe_validation_goals'] - 1} "
+        f"({results['drafts']['recipe']} drafts). Built in {results['build_seconds']:.0f} s.",
         "",
         head,
         rule,

@@ -55,7 +55,7 @@ def test_policy_failures_read_a_recorded_arm_and_refuse_a_missing_goal(tmp_path)
 
 def test_alternative_cases_name_other_products_that_earn_the_full_reward():
     world = shared_world(WebShopConfig())
-    drafts = alternative_cases(world, 30, "text_rich")
+    drafts = alternative_cases(world, range(30), "text_rich")
     assert drafts, "no training goal among the first 30 has a second full-reward product"
     goals = [world.goals[i] for i in world.split("train")[:30]]
     for draft in drafts:
@@ -80,10 +80,10 @@ def chosen(product, goal) -> dict[str, str]:
 
 
 def test_validation_cases_are_the_libraries_cases_of_solved_eval_goals():
-    drafts = validation_cases(3, "text_rich")
+    drafts = validation_cases(range(3), "text_rich")
     assert 1 <= len(drafts) <= 3
     assert all(d.kind == "case" and _PRODUCT.search(d.title) for d in drafts)
-    assert validation_cases(0, "text_rich") == []
+    assert validation_cases(range(0), "text_rich") == []
 
 
 def test_report_names_each_bank_and_the_policy_bound():
@@ -95,8 +95,14 @@ def test_report_names_each_bank_and_the_policy_bound():
             "machine_at_start": {"matmul_gflops": 60.0, "load_average": 0.5, "cores": 2},
         },
         "machine_at_end": {"matmul_gflops": 60.0, "load_average": 0.5, "cores": 2},
-        "args": {"goals": 4, "validation_goals": 2, "outcomes": "run.json:skills"},
-        "drafts": {"validation": 2, "alternatives": 5},
+        "args": {
+            "goals": 4,
+            "validation_goals": 2,
+            "recipe_training_goals": 3,
+            "recipe_validation_goals": 1,
+            "outcomes": "run.json:skills",
+        },
+        "drafts": {"validation": 2, "alternatives": 5, "recipe": 2},
         "build_seconds": 3.0,
         "bank_cases": {"starting": 10, "both": 17},
         "rows": [
@@ -126,3 +132,4 @@ def test_report_names_each_bank_and_the_policy_bound():
     text = report(results)
     assert "| both | 17 | 3/4 | 2 | 1 / 0 |" in text
     assert "it failed 2 of the 4 goals" in text
+    assert "the 3 training goals the recipe's run draws" in text
