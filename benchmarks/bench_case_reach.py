@@ -34,6 +34,7 @@ from harness import portable_arguments, provenance, run_text, write_result  # no
 
 import envs  # noqa: E402
 from envs.webshop.config import WebShopConfig  # noqa: E402
+from envs.webshop.data import Product  # noqa: E402
 from envs.webshop.goals import Goal  # noqa: E402
 from envs.webshop.reward import get_reward  # noqa: E402
 from envs.webshop.world import World, shared_world  # noqa: E402
@@ -107,11 +108,9 @@ def case_row(hit: Any, query: RetrievalQuery, goal: Goal, world: World) -> dict[
     row: dict[str, Any] = {"similarity": hit.similarity, "lacks": lacks, "full": False}
     if product is None:
         return row
-    wanted = {v.lower() for v in goal.wanted_options}
-    options = {
-        name: v for name, values in product.options.items() for v in values if v.lower() in wanted
-    }
-    result = get_reward(product, goal, world.catalog.prices[product.asin], options)
+    result = get_reward(
+        product, goal, world.catalog.prices[product.asin], goal_options(product, goal)
+    )
     breakdown = result.breakdown
     row.update(
         full=result.reward >= 1.0,
@@ -120,6 +119,14 @@ def case_row(hit: Any, query: RetrievalQuery, goal: Goal, world: World) -> dict[
         attributes_missed=len(breakdown["attributes"]["missed"]),
     )
     return row
+
+
+def goal_options(product: Product, goal: Goal) -> dict[str, str]:
+    """The options ``product`` comes in that ``goal`` names, as a buyer would choose them."""
+    wanted = {v.lower() for v in goal.wanted_options}
+    return {
+        name: v for name, values in product.options.items() for v in values if v.lower() in wanted
+    }
 
 
 def served(rows: list[dict[str, Any]], margin: float) -> dict[str, Any]:

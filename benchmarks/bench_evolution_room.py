@@ -47,7 +47,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_case_reach import case_row, split_queries  # noqa: E402
+from bench_case_reach import case_row, goal_options, split_queries  # noqa: E402
 from harness import Stopwatch, portable_arguments, provenance, run_text, write_result  # noqa: E402
 
 import envs  # noqa: E402
@@ -190,11 +190,7 @@ def alternative_cases(
             product = world.catalog.by_asin.get(asin)
             if product is None or asin == goal.asin:
                 continue
-            wanted = {v.lower() for v in goal.wanted_options}
-            options = {
-                name: v for name, values in product.options.items() for v in values
-                if v.lower() in wanted
-            }  # fmt: skip
+            options = goal_options(product, goal)
             if get_reward(product, goal, world.catalog.prices[asin], options).reward < 1.0:
                 continue
             drafts.append(

@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from bench_case_reach import goal_options  # noqa: E402
 from bench_evolution_room import (  # noqa: E402
     alternative_cases,
     changes,
@@ -68,15 +69,12 @@ def test_alternative_cases_name_other_products_that_earn_the_full_reward():
             for goal in goals
             if search_query(goal.instruction_text) == draft.when_to_apply
             and goal.asin != asin
-            and get_reward(product, goal, world.catalog.prices[asin], chosen(product, goal)).reward
+            and get_reward(
+                product, goal, world.catalog.prices[asin], goal_options(product, goal)
+            ).reward
             >= 1.0
         ]
         assert earns, f"{draft.title} earns the full reward for no request it answers"
-
-
-def chosen(product, goal) -> dict[str, str]:
-    wanted = {v.lower() for v in goal.wanted_options}
-    return {n: v for n, values in product.options.items() for v in values if v.lower() in wanted}
 
 
 def test_validation_cases_are_the_libraries_cases_of_solved_eval_goals():
