@@ -17,8 +17,9 @@ library builds cases and added to a bank seeded as a new workspace's:
 
 The **recipe** bank narrows both to what the recipe's own run plays: the training goals its
 cycles draw (``--recipe-training-goals``, the first of its seeded training order: 6 cycles x 32
-goals) and the eval-split goals it evaluates (``--recipe-validation-goals``), each solved, and
-every other full-reward product found.
+goals) and the eval-split goals it plays (``--recipe-validation-goals``: the 100 it chooses
+checkpoints on, which never write to the bank, and the 4 validation goals after them), each
+solved, and every other full-reward product found.
 
 For each bank, each of test goals 0..N-1 is served the case a turn would be served (the
 library's own retrieval with its shipped settings, no policy) and the product it names is
@@ -87,8 +88,10 @@ def main() -> None:
     parser.add_argument(
         "--recipe-validation-goals",
         type=int,
-        default=100,
-        help="eval-split goals the recipe's run evaluates",
+        default=104,
+        help="eval-split goals 0..N-1 the recipe's run plays: the 100 it chooses checkpoints on "
+        "and the 4 after them whose episodes evolve its bank (a superset: the first 100 never "
+        "write to the bank)",
     )
     parser.add_argument(
         "--outcomes",
@@ -267,7 +270,7 @@ def report(results: dict) -> str:
         f"{results['drafts']['alternatives']} cases of other products on a training goal's "
         f"first results page that earn its full reward (alternatives); the recipe bank holds "
         f"those of the {args['recipe_training_goals']} training goals the recipe's run draws "
-        f"and of eval-split goals 0-{args['recipe_validation_goals'] - 1} "
+        f"and of the eval-split goals 0-{args['recipe_validation_goals'] - 1} it plays "
         f"({results['drafts']['recipe']} drafts). Built in {results['build_seconds']:.0f} s.",
         "",
         head,
