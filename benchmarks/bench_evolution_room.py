@@ -48,6 +48,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_case_fit import reference_arg  # noqa: E402
 from bench_case_reach import case_row, goal_options, split_queries  # noqa: E402
 from harness import Stopwatch, portable_arguments, provenance, run_text, write_result  # noqa: E402
 
@@ -106,12 +107,15 @@ def main() -> None:
     train_count = len(world.split("train"))
     everything = range(train_count if args.training_goals is None else args.training_goals)
     drawn = training_goal_order(CycleConfig(), train_count)[: args.recipe_training_goals]
-    with Stopwatch() as clock:
-        validation = validation_cases(range(args.validation_goals), args.observation_mode)
-        alternatives = alternative_cases(world, everything, args.observation_mode)
-        recipe = validation_cases(
-            range(args.recipe_validation_goals), args.observation_mode
-        ) + alternative_cases(world, drawn, args.observation_mode)
+    with Stopwatch() as clock:  # each goal played once, whichever banks take its cases
+        mode = args.observation_mode
+        validation_goals = range(max(args.validation_goals, args.recipe_validation_goals))
+        solved = validation_cases(validation_goals, mode)
+        others = alternative_cases(world, sorted(set(everything) | set(drawn)), mode)
+    validation = [d for i in range(args.validation_goals) for d in solved[i]]
+    alternatives = [d for i in everything for d in others[i]]
+    recipe = [d for i in range(args.recipe_validation_goals) for d in solved[i]]
+    recipe += [d for i in drawn for d in others[i]]
     extra = {
         "starting": [],
         "validation": validation,
@@ -159,31 +163,34 @@ def seeded_bank(drafts: list[EntryDraft]) -> SkillBank:
     return bank
 
 
-def validation_cases(indices: range, observation_mode: str) -> list[EntryDraft]:
-    """The cases of eval-split goals ``indices`` as the scripted expert solves them."""
+def validation_cases(indices: range, observation_mode: str) -> dict[int, list[EntryDraft]]:
+    """Per eval-split goal of ``indices``, its case as the scripted expert solves it (none
+    where the expert's episode makes no case)."""
     from skillrl.agents.expert import ExpertAgent
     from skillrl.rollout import EpisodeStart, RolloutConfig, RolloutEngine
 
     if not indices:
-        return []
+        return {}
     env_config = {"observation_mode": observation_mode}
     starts = [
         EpisodeStart("webshop", split="eval", goal_index=i, seed=i, env_config=env_config)
         for i in indices
     ]
     engine = RolloutEngine(ExpertAgent(max_turns=15), config=RolloutConfig(max_turns=15))
-    return case_drafts(engine.run(starts))
+    episodes = engine.run(starts)  # in the order of ``starts``
+    return {i: case_drafts([episode]) for i, episode in zip(indices, episodes, strict=True)}
 
 
 def alternative_cases(
     world: World, indices: Sequence[int], observation_mode: str
-) -> list[EntryDraft]:
-    """A case for each product on a training goal's first results page (the expert's search)
-    that earns the full reward for it, other than the goal's own product (its starting case),
-    for training goals ``indices``."""
+) -> dict[int, list[EntryDraft]]:
+    """Per training goal of ``indices``, a case for each product on its first results page (the
+    expert's search) that earns the full reward for it, other than the goal's own product (its
+    starting case)."""
     env = envs.make("webshop", observation_mode=observation_mode)
-    drafts = []
+    by_goal: dict[int, list[EntryDraft]] = {}
     for i in indices:
+        drafts = by_goal.setdefault(i, [])
         _, info = env.reset(options={"split": "train", "goal_index": i})
         goal = world.goals[int(info["goal_index"])]
         request = search_query(str(info["instruction"]))
@@ -213,13 +220,13 @@ def alternative_cases(
                     reason="another product that earns the full reward for a training request",
                 )
             )
-    return drafts
+    return by_goal
 
 
 def policy_failures(spec: str, goal_ids: list[str]) -> set[int]:
     """Indices of the goals a ``skill_value`` arm's recorded episodes failed."""
-    path, _, arm = spec.rpartition(":")
-    recorded = json.loads(Path(path).read_text())["episodes"][arm]
+    path, arm = reference_arg(spec)
+    recorded = json.loads(path.read_text())["episodes"][arm]
     success = {e["goal_id"]: bool(e["success"]) for e in recorded}
     missing = [g for g in goal_ids if g not in success]
     if missing:

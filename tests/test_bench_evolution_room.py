@@ -56,7 +56,9 @@ def test_policy_failures_read_a_recorded_arm_and_refuse_a_missing_goal(tmp_path)
 
 def test_alternative_cases_name_other_products_that_earn_the_full_reward():
     world = shared_world(WebShopConfig())
-    drafts = alternative_cases(world, range(30), "text_rich")
+    by_goal = alternative_cases(world, range(30), "text_rich")
+    assert sorted(by_goal) == list(range(30))
+    drafts = [d for goal_drafts in by_goal.values() for d in goal_drafts]
     assert drafts, "no training goal among the first 30 has a second full-reward product"
     goals = [world.goals[i] for i in world.split("train")[:30]]
     for draft in drafts:
@@ -78,10 +80,12 @@ def test_alternative_cases_name_other_products_that_earn_the_full_reward():
 
 
 def test_validation_cases_are_the_libraries_cases_of_solved_eval_goals():
-    drafts = validation_cases(range(3), "text_rich")
+    by_goal = validation_cases(range(3), "text_rich")
+    assert sorted(by_goal) == [0, 1, 2]
+    drafts = [d for goal_drafts in by_goal.values() for d in goal_drafts]
     assert 1 <= len(drafts) <= 3
     assert all(d.kind == "case" and _PRODUCT.search(d.title) for d in drafts)
-    assert validation_cases(range(0), "text_rich") == []
+    assert validation_cases(range(0), "text_rich") == {}
 
 
 def test_report_names_each_bank_and_the_policy_bound():
