@@ -35,7 +35,7 @@ __all__ = [
     "register",
     "register_spec",
     "registered",
-    "wanted_values",
     "skillrl_categories",
     "spec_of",
+    "wanted_values",
 ]
